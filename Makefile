@@ -1,0 +1,60 @@
+# The two commands of the README: `make run` (the system, locally) and `make test` (every test tier).
+# Everything else they need is installed from this repository's own files: uv into .tools/, the Python
+# environment from uv.lock into .venv/, the CDK CLI from package-lock.json into node_modules/.
+SHELL := /bin/bash
+PYTHON ?= python3
+UV := .tools/bin/uv
+RUN := $(UV) run --frozen --no-sync
+ARGS ?=
+
+export UV_PROJECT_ENVIRONMENT := .venv
+export UV_PYTHON_DOWNLOADS := never
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+
+.PHONY: install run test lint format synth unit integration infra e2e
+
+$(UV):
+	$(PYTHON) -m venv .tools
+	.tools/bin/pip install --quiet --disable-pip-version-check uv==0.13.9
+
+.venv/.synced: pyproject.toml uv.lock | $(UV)
+	$(UV) sync --frozen --quiet
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: .venv/.synced node_modules/.installed
+
+run: install
+	$(RUN) python -m local $(ARGS)
+
+test: install
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+	$(RUN) pytest $(ARGS)
+
+unit: install
+	$(RUN) pytest tests/unit $(ARGS)
+
+integration: install
+	$(RUN) pytest tests/integration $(ARGS)
+
+infra: install
+	$(RUN) pytest tests/infrastructure $(ARGS)
+
+e2e: install
+	$(RUN) pytest tests/e2e $(ARGS)
+
+lint: install
+	$(RUN) ruff check .
+	$(RUN) ruff format --check .
+
+format: install
+	$(RUN) ruff format .
+	$(RUN) ruff check --fix .
+
+synth: install
+	npx cdk synth --quiet $(ARGS)

@@ -1,0 +1,85 @@
+"""The tables, indexes and environment names: one definition for the CDK stack, the local stack and the tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class IndexSpec:
+    name: str
+    partition_key: str
+    sort_key: str
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    logical_name: str
+    env_var: str
+    partition_key: str
+    sort_key: str | None = None
+    ttl_attribute: str | None = None
+    indexes: tuple[IndexSpec, ...] = field(default_factory=tuple)
+
+
+TENANTS = TableSpec("Tenants", "TENANTS_TABLE", partition_key="id")
+API_KEYS = TableSpec("ApiKeys", "API_KEYS_TABLE", partition_key="key_id")
+ENDPOINTS = TableSpec("Endpoints", "ENDPOINTS_TABLE", partition_key="tenant_id", sort_key="id")
+# Events also hold the per-(tenant, ordering key) sequence counters, under `seq#` keys with no TTL.
+EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="expires_at")
+DELIVERIES = TableSpec(
+    "Deliveries",
+    "DELIVERIES_TABLE",
+    partition_key="id",
+    ttl_attribute="expires_at",
+    indexes=(
+        IndexSpec("by_tenant", "tenant_id", "created_at"),
+        IndexSpec("by_tenant_status", "tenant_status", "created_at"),
+        IndexSpec("by_endpoint", "endpoint_id", "created_at"),
+        IndexSpec("by_event", "event_id", "created_at"),
+    ),
+)
+# Powertools idempotency's default layout.
+IDEMPOTENCY = TableSpec("Idempotency", "IDEMPOTENCY_TABLE", partition_key="id", ttl_attribute="expiration")
+
+ALL_TABLES: tuple[TableSpec, ...] = (TENANTS, API_KEYS, ENDPOINTS, EVENTS, DELIVERIES, IDEMPOTENCY)
+
+# Other environment the functions read.
+DELIVERY_QUEUE_URL = "DELIVERY_QUEUE_URL"
+DEAD_LETTER_QUEUE_URL = "DEAD_LETTER_QUEUE_URL"
+RETRY_STATE_MACHINE_ARN = "RETRY_STATE_MACHINE_ARN"
+RETRY_SCHEDULE = "RETRY_SCHEDULE"
+ALLOW_PRIVATE_DESTINATIONS = "ALLOW_PRIVATE_DESTINATIONS"
+ATTEMPT_TIMEOUT_SECONDS = "ATTEMPT_TIMEOUT_SECONDS"
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    logical_name: str
+    fifo: bool
+    visibility_timeout_seconds: int = 30
+    retention_seconds: int = 14 * 24 * 3600
+    content_based_deduplication: bool = False
+    dead_letter: str | None = None  # logical name of the queue poison messages move to
+    max_receive_count: int | None = None
+
+
+DELIVERY_FUNCTION_TIMEOUT_SECONDS = 60
+DELIVERY_BATCH_SIZE = 5
+
+# Messages that fail delivery processing this many times (a bug, not a consumer outage: consumer
+# failures are recorded attempts, not processing errors) move to the poison-message queue.
+POISON_QUEUE = QueueSpec("PoisonQueue", fifo=True)
+DELIVERY_QUEUE = QueueSpec(
+    "DeliveryQueue",
+    fifo=True,
+    # Six times the function timeout, as the Lambda event source recommends.
+    visibility_timeout_seconds=6 * DELIVERY_FUNCTION_TIMEOUT_SECONDS,
+    retention_seconds=4 * 24 * 3600,
+    dead_letter=POISON_QUEUE.logical_name,
+    max_receive_count=5,
+)
+# One message per dead delivery: what operators watch and alarm on.
+DEAD_LETTER_QUEUE = QueueSpec("DeadLetterQueue", fifo=False)
+
+ALL_QUEUES: tuple[QueueSpec, ...] = (POISON_QUEUE, DELIVERY_QUEUE, DEAD_LETTER_QUEUE)

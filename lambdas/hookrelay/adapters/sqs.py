@@ -1,0 +1,92 @@
+"""SQS: the FIFO delivery queue and the dead-letter queue operators watch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from hookrelay.domain.clock import to_rfc3339
+from hookrelay.domain.models import Delivery
+from hookrelay.services.ports import DeliveryMessage
+
+SQS_BATCH = 10
+
+
+def message_body(message: DeliveryMessage) -> str:
+    body: dict[str, Any] = {
+        "delivery_id": message.delivery_id,
+        "tenant_id": message.tenant_id,
+        "attempt": message.attempt,
+    }
+    if message.task_token:
+        body["task_token"] = message.task_token
+    return json.dumps(body, separators=(",", ":"))
+
+
+def parse_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMessage:
+    data = json.loads(body)
+    return DeliveryMessage(
+        delivery_id=str(data["delivery_id"]),
+        tenant_id=str(data["tenant_id"]),
+        attempt=int(data["attempt"]),
+        group_id=group_id,
+        deduplication_id=deduplication_id,
+        task_token=data.get("task_token"),
+    )
+
+
+class SqsDeliveryQueue:
+    def __init__(self, sqs: Any, queue_url: str) -> None:
+        self.sqs = sqs
+        self.queue_url = queue_url
+
+    def enqueue(self, messages: Sequence[DeliveryMessage]) -> None:
+        for start in range(0, len(messages), SQS_BATCH):
+            chunk = messages[start : start + SQS_BATCH]
+            result = self.sqs.send_message_batch(
+                QueueUrl=self.queue_url,
+                Entries=[
+                    {
+                        "Id": str(index),
+                        "MessageBody": message_body(message),
+                        "MessageGroupId": message.group_id,
+                        "MessageDeduplicationId": message.deduplication_id,
+                    }
+                    for index, message in enumerate(chunk)
+                ],
+            )
+            if result.get("Failed"):
+                failed = [chunk[int(entry["Id"])].delivery_id for entry in result["Failed"]]
+                raise RuntimeError(f"could not enqueue deliveries {failed}: {result['Failed']}")
+
+
+class SqsDeadLetters:
+    """One message per dead delivery: the standard place operators look, with depth and age alarmed.
+
+    DynamoDB stays the source of truth for the 30-day window (SQS keeps 14 days at most).
+    """
+
+    def __init__(self, sqs: Any, queue_url: str) -> None:
+        self.sqs = sqs
+        self.queue_url = queue_url
+
+    def publish(self, delivery: Delivery) -> None:
+        last = delivery.attempts[-1] if delivery.attempts else None
+        self.sqs.send_message(
+            QueueUrl=self.queue_url,
+            MessageBody=json.dumps(
+                {
+                    "delivery_id": delivery.id,
+                    "tenant_id": delivery.tenant_id,
+                    "endpoint_id": delivery.endpoint_id,
+                    "event_id": delivery.event_id,
+                    "event_type": delivery.event_type,
+                    "attempts": delivery.attempt_count,
+                    "last_status_code": last.status_code if last else None,
+                    "last_error": last.error if last else None,
+                    "died_at": to_rfc3339(delivery.completed_at) if delivery.completed_at else None,
+                },
+                separators=(",", ":"),
+            ),
+        )

@@ -1,0 +1,46 @@
+"""Step Functions: start the retry execution after a first failure, answer its task tokens."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hookrelay.domain.clock import to_rfc3339
+from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.ports import RetryTicket
+
+
+def ticket_document(ticket: RetryTicket) -> dict[str, Any]:
+    return {
+        "delivery_id": ticket.delivery_id,
+        "tenant_id": ticket.tenant_id,
+        "group_id": ticket.group_id,
+        "attempt": ticket.attempt,
+        "next_attempt_at": to_rfc3339(ticket.next_attempt_at),
+    }
+
+
+class StepFunctionsRetryWorkflow:
+    def __init__(self, sfn: Any, state_machine_arn: str) -> None:
+        self.sfn = sfn
+        self.state_machine_arn = state_machine_arn
+
+    def start(self, ticket: RetryTicket) -> None:
+        document = ticket_document(ticket) | {"status": DeliveryStatus.RETRYING.value}
+        try:
+            # The execution name is the delivery id: a duplicate start is refused, not doubled.
+            self.sfn.start_execution(
+                stateMachineArn=self.state_machine_arn, name=ticket.delivery_id, input=json.dumps(document)
+            )
+        except self.sfn.exceptions.ExecutionAlreadyExists:
+            pass
+
+    def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> None:
+        document: dict[str, Any] = ticket_document(ticket) if ticket else {}
+        document["status"] = status.value
+        try:
+            self.sfn.send_task_success(taskToken=task_token, output=json.dumps(document))
+        except (self.sfn.exceptions.TaskTimedOut, self.sfn.exceptions.InvalidToken):
+            # The execution gave up on this token (timeout) and has re-sent the attempt; its new
+            # message will find the attempt already made and report the state then.
+            pass

@@ -1,0 +1,74 @@
+"""Bearer API keys: `hrk_<key id>_<secret>`, stored as a SHA-256 of the whole token.
+
+Tokens carry 256 bits of randomness, so a fast hash is enough (nothing to brute-force); the key id in
+the token lets the authorizer fetch the one record it needs and compare in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+
+from hookrelay.domain import ids
+
+TOKEN_PREFIX = "hrk"
+_TOKEN = re.compile(r"^hrk_(key_[0-9A-Z]{26})_([A-Za-z0-9_-]{43})$")
+_ROLE = re.compile(r"^(admin|producer|tenant:ten_[0-9A-Z]{26})$")
+
+ADMIN = "admin"
+PRODUCER = "producer"
+
+
+def tenant_role(tenant_id: str) -> str:
+    return f"tenant:{tenant_id}"
+
+
+def is_valid_role(role: str) -> bool:
+    return bool(_ROLE.match(role))
+
+
+@dataclass(frozen=True)
+class NewKey:
+    key_id: str
+    token: str  # shown once, never stored
+    secret_hash: str
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def mint_key() -> NewKey:
+    key_id = ids.api_key_id()
+    token = f"{TOKEN_PREFIX}_{key_id}_{secrets.token_urlsafe(32)}"
+    return NewKey(key_id=key_id, token=token, secret_hash=hash_token(token))
+
+
+def key_id_of(token: str) -> str | None:
+    match = _TOKEN.match(token)
+    return match.group(1) if match else None
+
+
+def token_matches(token: str, stored_hash: str) -> bool:
+    return hmac.compare_digest(hash_token(token), stored_hash)
+
+
+@dataclass(frozen=True)
+class Principal:
+    key_id: str
+    role: str
+
+    @property
+    def tenant_id(self) -> str | None:
+        return self.role.removeprefix("tenant:") if self.role.startswith("tenant:") else None
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == ADMIN
+
+    @property
+    def is_producer(self) -> bool:
+        return self.role == PRODUCER

@@ -1,0 +1,32 @@
+"""Domain errors, mapped to RFC 9457 problem details at the API edge."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    status = 400
+    title = "Bad request"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+class NotFound(DomainError):
+    status = 404
+    title = "Not found"
+
+
+class Conflict(DomainError):
+    status = 409
+    title = "Conflict"
+
+
+class Forbidden(DomainError):
+    status = 403
+    title = "Forbidden"
+
+
+class InvalidRequest(DomainError):
+    status = 422
+    title = "Unprocessable request"

@@ -1,0 +1,111 @@
+"""The records of the system, shared by the services, the adapters and the API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hookrelay.domain.classification import FailureKind, Outcome
+from hookrelay.domain.status import DeliveryStatus
+
+RESPONSE_EXCERPT_BYTES = 1024
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=False)
+
+
+class Tenant(Record):
+    id: str
+    name: str
+    created_at: datetime
+
+
+class ApiKey(Record):
+    key_id: str
+    role: str
+    secret_hash: str
+    created_at: datetime
+    description: str | None = None
+    revoked_at: datetime | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+
+class EndpointState(StrEnum):
+    ENABLED = "enabled"
+    DISABLED = "disabled"
+
+
+class SigningSecret(Record):
+    secret: str
+    created_at: datetime
+    expires_at: datetime | None = None  # set on the old secret when it is rotated out
+
+    def active(self, now: datetime) -> bool:
+        return self.expires_at is None or self.expires_at > now
+
+
+class Endpoint(Record):
+    id: str
+    tenant_id: str
+    url: str
+    event_types: list[str]
+    description: str | None = None
+    state: EndpointState = EndpointState.ENABLED
+    secrets: list[SigningSecret]
+    max_in_flight: int = 1  # the endpoint's concurrency: the number of FIFO message groups it gets
+    created_at: datetime
+    updated_at: datetime
+
+    def active_secrets(self, now: datetime) -> list[str]:
+        return [s.secret for s in self.secrets if s.active(now)]
+
+
+class Event(Record):
+    id: str
+    tenant_id: str
+    type: str
+    timestamp: datetime
+    data: dict[str, Any]
+    ordering_key: str | None = None
+    sequence: int | None = None
+    body: str  # the envelope exactly as signed and sent, on every attempt, replay and redrive
+    expires_at: int  # epoch seconds, DynamoDB TTL
+
+
+class Attempt(Record):
+    number: int
+    started_at: datetime
+    latency_ms: int
+    status_code: int | None = None
+    error: FailureKind | None = None
+    error_detail: str | None = None
+    response_excerpt: str | None = None
+    outcome: Outcome
+    retry_after: float | None = None
+
+
+class Delivery(Record):
+    id: str
+    tenant_id: str
+    endpoint_id: str
+    event_id: str
+    event_type: str
+    status: DeliveryStatus = DeliveryStatus.QUEUED
+    message_group_id: str
+    attempts: list[Attempt] = Field(default_factory=list)
+    attempt_count: int = 0
+    created_at: datetime
+    updated_at: datetime
+    first_attempt_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+    completed_at: datetime | None = None
+    replay_of: str | None = None
+    claimed_at: datetime | None = None
+    expires_at: int | None = None  # set when the delivery ends: end + the redrive window

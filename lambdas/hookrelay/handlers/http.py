@@ -1,0 +1,110 @@
+"""What every API handler shares: the caller's principal, JSON bodies, and RFC 9457 problem details."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from pydantic import BaseModel, ValidationError
+
+from hookrelay.domain.api_keys import Principal
+from hookrelay.domain.errors import DomainError, Forbidden
+
+MAX_BODY_BYTES = 256 * 1024
+PROBLEM_JSON = "application/problem+json"
+PROBLEM_BASE = "https://hookrelay.dev/problems/"
+
+M = TypeVar("M", bound=BaseModel)
+logger = Logger()
+
+
+class ProblemError(Exception):
+    def __init__(self, status: int, title: str, detail: str, kind: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status, self.title, self.detail, self.kind, self.extra = status, title, detail, kind, extra
+
+
+def problem_response(
+    status: int, title: str, detail: str, kind: str, instance: str | None = None, **extra: Any
+) -> Response:
+    body = {"type": PROBLEM_BASE + kind, "title": title, "status": status, "detail": detail, **extra}
+    if instance:
+        body["instance"] = instance
+    return Response(status_code=status, content_type=PROBLEM_JSON, body=json.dumps(body))
+
+
+def json_response(status: int, body: Any) -> Response:
+    return Response(status_code=status, content_type="application/json", body=json.dumps(body))
+
+
+def principal(app: APIGatewayHttpResolver) -> Principal:
+    context = app.current_event.request_context.authorizer.get_lambda
+    if not context.get("key_id") or not context.get("role"):
+        # Unreachable behind the authorizer; refusing is the safe answer if it is ever misconfigured.
+        raise Forbidden("no authenticated principal")
+    return Principal(key_id=context["key_id"], role=context["role"])
+
+
+def require(app: APIGatewayHttpResolver, *, admin: bool = False, producer: bool = False) -> Principal:
+    who = principal(app)
+    if (admin and not who.is_admin) or (producer and not who.is_producer):
+        raise Forbidden("this API key's role may not call this route")
+    return who
+
+
+def require_tenant(app: APIGatewayHttpResolver) -> str:
+    tenant_id = principal(app).tenant_id
+    if tenant_id is None:
+        raise Forbidden("this route is for tenant keys")
+    return tenant_id
+
+
+def parse_body(app: APIGatewayHttpResolver, model: type[M]) -> M:
+    raw = app.current_event.decoded_body or ""
+    if len(raw.encode()) > MAX_BODY_BYTES:
+        raise ProblemError(413, "Payload too large", f"the body must be at most {MAX_BODY_BYTES} bytes", "too-large")
+    try:
+        document = json.loads(raw)
+    except json.JSONDecodeError as error:
+        raise ProblemError(
+            400, "Malformed JSON", f"the body is not valid JSON: {error.msg}", "malformed-json"
+        ) from None
+    return model.model_validate(document)
+
+
+def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
+    """Every error leaves the API as problem details, never as a stack trace or a bare 500."""
+
+    def instance() -> str:
+        return app.current_event.raw_path
+
+    @app.exception_handler(ProblemError)
+    def _problem(error: ProblemError) -> Response:
+        return problem_response(error.status, error.title, error.detail, error.kind, instance(), **error.extra)
+
+    @app.exception_handler(DomainError)
+    def _domain(error: DomainError) -> Response:
+        kind = type(error).__name__.lower()
+        return problem_response(error.status, error.title, error.detail, kind, instance())
+
+    @app.exception_handler(ValidationError)
+    def _invalid(error: ValidationError) -> Response:
+        errors = [
+            {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
+            for e in error.errors(include_url=False, include_input=False)
+        ]
+        return problem_response(
+            422, "Invalid request", "the request failed validation", "validation", instance(), errors=errors
+        )
+
+    @app.not_found
+    def _not_found(_: NotFoundError) -> Response:
+        return problem_response(404, "Not found", "no such route", "not-found", instance())
+
+    @app.exception_handler(Exception)
+    def _unexpected(error: Exception) -> Response:
+        logger.exception("unhandled error")
+        return problem_response(500, "Internal error", "something went wrong on our side", "internal", instance())

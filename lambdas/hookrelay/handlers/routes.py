@@ -1,0 +1,34 @@
+"""Which function serves which route, and each function's handler: read by the CDK stack and the local stack."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HANDLERS = {
+    "authorizer": "hookrelay.handlers.authorizer.handler",
+    "ingest": "hookrelay.handlers.ingest.handler",
+    "api": "hookrelay.handlers.api.handler",
+    "delivery": "hookrelay.handlers.delivery.handler",
+}
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # API Gateway syntax: /v1/endpoints/{endpoint_id}
+    function: str
+
+    @property
+    def route_key(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", "/v1/events", "ingest"),
+    Route("POST", "/v1/tenants", "api"),
+    Route("POST", "/v1/api-keys", "api"),
+    Route("DELETE", "/v1/api-keys/{key_id}", "api"),
+    Route("POST", "/v1/endpoints", "api"),
+    Route("GET", "/v1/endpoints", "api"),
+    Route("GET", "/v1/endpoints/{endpoint_id}", "api"),
+)

@@ -1,0 +1,81 @@
+"""The composition root: services built from the environment, once per process, on first use."""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from typing import Any
+
+from hookrelay.adapters import aws, schema
+from hookrelay.adapters.dynamodb import ApiKeyTable, DeliveryTable, EndpointTable, EventTable, TenantTable
+from hookrelay.adapters.http_sender import RequestsSender
+from hookrelay.adapters.sqs import SqsDeadLetters, SqsDeliveryQueue
+from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
+from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
+from hookrelay.services.delivery import DeliveryService
+from hookrelay.services.ingest import IngestService
+from hookrelay.services.management import EndpointService, KeyService, TenantService
+
+
+def _table(spec: schema.TableSpec) -> Any:
+    return aws.table(os.environ[spec.env_var])
+
+
+def allow_private_destinations() -> bool:
+    """Local mode only: lets endpoints on 127.0.0.1 receive webhooks. Never set in a deployed stack."""
+    return os.environ.get(schema.ALLOW_PRIVATE_DESTINATIONS, "false").lower() == "true"
+
+
+@cache
+def retry_schedule() -> RetrySchedule:
+    return schedule_from_config(os.environ.get(schema.RETRY_SCHEDULE))
+
+
+@cache
+def key_service() -> KeyService:
+    return KeyService(ApiKeyTable(_table(schema.API_KEYS)))
+
+
+@cache
+def tenant_service() -> TenantService:
+    return TenantService(TenantTable(_table(schema.TENANTS)), key_service())
+
+
+@cache
+def endpoint_service() -> EndpointService:
+    return EndpointService(EndpointTable(_table(schema.ENDPOINTS)), allow_private_destinations())
+
+
+@cache
+def ingest_service() -> IngestService:
+    return IngestService(
+        tenants=TenantTable(_table(schema.TENANTS)),
+        endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        events=EventTable(_table(schema.EVENTS)),
+        deliveries=DeliveryTable(_table(schema.DELIVERIES)),
+        queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE_URL]),
+        schedule=retry_schedule(),
+    )
+
+
+@cache
+def delivery_service() -> DeliveryService:
+    return DeliveryService(
+        deliveries=DeliveryTable(_table(schema.DELIVERIES)),
+        endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        events=EventTable(_table(schema.EVENTS)),
+        sender=RequestsSender(
+            timeout_seconds=float(os.environ.get(schema.ATTEMPT_TIMEOUT_SECONDS, "8")),
+            allow_private_destinations=allow_private_destinations(),
+        ),
+        workflow=StepFunctionsRetryWorkflow(aws.client("stepfunctions"), os.environ[schema.RETRY_STATE_MACHINE_ARN]),
+        dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE_URL]),
+        schedule=retry_schedule(),
+    )
+
+
+def reset() -> None:
+    """Forget every service and client: tests and the local stack call this when the environment changes."""
+    for factory in (retry_schedule, key_service, tenant_service, endpoint_service, ingest_service, delivery_service):
+        factory.cache_clear()
+    aws.reset()

@@ -1,0 +1,120 @@
+"""API Gateway (HTTP API, payload 2.0) in miniature: match the route, run the authorizer, call the function.
+
+Used by the local stack's HTTP server and by the integration tests, so both reach the real handlers
+with the events API Gateway would send.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from hookrelay.handlers.routes import ROUTES, Route
+from local.lambda_runtime import invoke
+
+
+@dataclass(frozen=True)
+class GatewayResponse:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def _pattern(route: Route) -> re.Pattern[str]:
+    return re.compile("^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(route.path)) + "$")
+
+
+_COMPILED = [(route, _pattern(route)) for route in ROUTES]
+
+
+def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    for route, pattern in _COMPILED:
+        found = pattern.match(path)
+        if found and route.method == method.upper():
+            return route, found.groupdict()
+    return None
+
+
+def _request_context(method: str, path: str, route_key: str) -> dict[str, Any]:
+    now = time.time()
+    return {
+        "accountId": "123456789012",
+        "apiId": "local",
+        "domainName": "localhost",
+        "domainPrefix": "localhost",
+        "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": ""},
+        "requestId": str(uuid.uuid4()),
+        "routeKey": route_key,
+        "stage": "$default",
+        "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+        "timeEpoch": int(now * 1000),
+    }
+
+
+def _problem(status: int, title: str) -> GatewayResponse:
+    # API Gateway's own refusals are plain JSON messages; ours keep the API's problem-details shape.
+    body = {"type": "about:blank", "title": title, "status": status}
+    return GatewayResponse(status, {"content-type": "application/problem+json"}, json.dumps(body).encode())
+
+
+def handle(
+    method: str, path: str, query: str = "", headers: dict[str, str] | None = None, body: bytes = b""
+) -> GatewayResponse:
+    headers = {k.lower(): v for k, v in (headers or {}).items()}
+    found = match(method, path)
+    if found is None:
+        return _problem(404, "Not Found")
+    route, path_parameters = found
+    context = _request_context(method.upper(), path, route.route_key)
+    authorizer_event = {
+        "version": "2.0",
+        "type": "REQUEST",
+        "routeArn": f"arn:aws:execute-api:us-east-1:123456789012:local/$default/{method.upper()}{path}",
+        "identitySource": [headers.get("authorization", "")],
+        "routeKey": route.route_key,
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": headers,
+        "requestContext": context,
+        "pathParameters": path_parameters,
+    }
+    # API Gateway refuses a request without the identity source before calling the authorizer.
+    if not headers.get("authorization"):
+        return _problem(401, "Unauthorized")
+    decision = invoke("authorizer", authorizer_event)
+    if not decision.get("isAuthorized"):
+        return _problem(403, "Forbidden")
+    is_text = True
+    try:
+        text = body.decode()
+    except UnicodeDecodeError:
+        is_text = False
+        text = base64.b64encode(body).decode()
+    event = {
+        "version": "2.0",
+        "routeKey": route.route_key,
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": headers,
+        "queryStringParameters": dict(parse_qsl(query)) or None,
+        "pathParameters": path_parameters or None,
+        "requestContext": context | {"authorizer": {"lambda": decision.get("context", {})}},
+        "body": text if body else None,
+        "isBase64Encoded": not is_text,
+    }
+    result = invoke(route.function, event)
+    payload = result.get("body") or ""
+    raw = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
+    response_headers = {k.lower(): str(v) for k, v in (result.get("headers") or {}).items()}
+    for name, values in (result.get("multiValueHeaders") or {}).items():
+        response_headers[name.lower()] = ", ".join(values)
+    return GatewayResponse(int(result.get("statusCode", 200)), response_headers, raw)

@@ -1,0 +1,37 @@
+"""Calling a handler the way the Lambda runtime does: resolve "module.function", pass a context."""
+
+from __future__ import annotations
+
+import importlib
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hookrelay.handlers.routes import HANDLERS
+
+
+@dataclass
+class LocalContext:
+    function_name: str
+    memory_limit_in_mb: int = 256
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    log_group_name: str = "local"
+    log_stream_name: str = "local"
+    remaining_ms: int = 60_000
+
+    @property
+    def invoked_function_arn(self) -> str:
+        return f"arn:aws:lambda:us-east-1:123456789012:function:{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+def load_handler(function: str) -> Callable[[dict[str, Any], Any], Any]:
+    module_name, _, attribute = HANDLERS[function].rpartition(".")
+    return getattr(importlib.import_module(module_name), attribute)
+
+
+def invoke(function: str, event: dict[str, Any]) -> Any:
+    return load_handler(function)(event, LocalContext(function_name=f"hookrelay-{function}"))

@@ -1,0 +1,99 @@
+"""Create every table, queue and the state machine on whatever AWS endpoint boto3 points at (moto).
+
+Built from the same definitions the CDK stack uses (`hookrelay.adapters.schema`, `statemachine`), so
+there is no hand-kept second copy of the infrastructure.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import boto3
+
+import statemachine
+from hookrelay.adapters import schema
+
+LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/hookrelay-local-retry"
+
+
+def create_table(dynamodb: Any, spec: schema.TableSpec, name: str) -> None:
+    keys = [{"AttributeName": spec.partition_key, "KeyType": "HASH"}]
+    attributes = {spec.partition_key}
+    if spec.sort_key:
+        keys.append({"AttributeName": spec.sort_key, "KeyType": "RANGE"})
+        attributes.add(spec.sort_key)
+    indexes = []
+    for index in spec.indexes:
+        attributes.update((index.partition_key, index.sort_key))
+        indexes.append(
+            {
+                "IndexName": index.name,
+                "KeySchema": [
+                    {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                    {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
+        )
+    kwargs: dict[str, Any] = {
+        "TableName": name,
+        "KeySchema": keys,
+        "AttributeDefinitions": [{"AttributeName": a, "AttributeType": "S"} for a in sorted(attributes)],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
+    if indexes:
+        kwargs["GlobalSecondaryIndexes"] = indexes
+    dynamodb.create_table(**kwargs)
+    if spec.ttl_attribute:
+        dynamodb.update_time_to_live(
+            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": spec.ttl_attribute}
+        )
+
+
+def create_queue(sqs: Any, spec: schema.QueueSpec, name: str, arns: dict[str, str]) -> str:
+    attributes = {
+        "VisibilityTimeout": str(spec.visibility_timeout_seconds),
+        "MessageRetentionPeriod": str(spec.retention_seconds),
+    }
+    if spec.fifo:
+        attributes["FifoQueue"] = "true"
+        attributes["ContentBasedDeduplication"] = str(spec.content_based_deduplication).lower()
+        name += ".fifo"
+    if spec.dead_letter:
+        attributes["RedrivePolicy"] = json.dumps(
+            {"deadLetterTargetArn": arns[spec.dead_letter], "maxReceiveCount": spec.max_receive_count}
+        )
+    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    arns[spec.logical_name] = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    return url
+
+
+def provision(
+    prefix: str = "hookrelay", *, retry_schedule: str = "default", region: str | None = None
+) -> dict[str, str]:
+    """Create everything and return the environment the Lambda handlers read."""
+    session = boto3.session.Session(region_name=region)
+    dynamodb = session.client("dynamodb")
+    sqs = session.client("sqs")
+    sfn = session.client("stepfunctions")
+    env: dict[str, str] = {}
+    for spec in schema.ALL_TABLES:
+        name = f"{prefix}-{spec.logical_name}"
+        create_table(dynamodb, spec, name)
+        env[spec.env_var] = name
+    arns: dict[str, str] = {}
+    urls = {
+        spec.logical_name: create_queue(sqs, spec, f"{prefix}-{spec.logical_name}", arns) for spec in schema.ALL_QUEUES
+    }
+    env[schema.DELIVERY_QUEUE_URL] = urls[schema.DELIVERY_QUEUE.logical_name]
+    env[schema.DEAD_LETTER_QUEUE_URL] = urls[schema.DEAD_LETTER_QUEUE.logical_name]
+    env["POISON_QUEUE_URL"] = urls[schema.POISON_QUEUE.logical_name]
+    definition = statemachine.render({"Partition": "aws", "DeliveryQueueUrl": urls[schema.DELIVERY_QUEUE.logical_name]})
+    env[schema.RETRY_STATE_MACHINE_ARN] = sfn.create_state_machine(
+        name=f"{prefix}-retry", definition=definition, roleArn=LOCAL_ROLE_ARN, type="STANDARD"
+    )["stateMachineArn"]
+    env[schema.RETRY_SCHEDULE] = retry_schedule
+    return env
