@@ -33,6 +33,11 @@ app = APIGatewayHttpResolver()
 install_problem_handlers(app)
 
 IDEMPOTENCY_WINDOW_SECONDS = 24 * 3600
+IDEMPOTENCY = IdempotencyConfig(
+    event_key_jmespath="idempotency_key",
+    payload_validation_jmespath="request",
+    expires_after_seconds=IDEMPOTENCY_WINDOW_SECONDS,
+)
 
 
 def publish(command: dict[str, Any]) -> dict[str, Any]:
@@ -52,12 +57,9 @@ def idempotent_publish() -> Any:
     persistence = DynamoDBPersistenceLayer(
         table_name=os.environ[schema.IDEMPOTENCY.env_var], boto3_client=aws.client("dynamodb")
     )
-    config = IdempotencyConfig(
-        event_key_jmespath="idempotency_key",
-        payload_validation_jmespath="request",
-        expires_after_seconds=IDEMPOTENCY_WINDOW_SECONDS,
+    return idempotent_function(data_keyword_argument="command", persistence_store=persistence, config=IDEMPOTENCY)(
+        publish
     )
-    return idempotent_function(data_keyword_argument="command", persistence_store=persistence, config=config)(publish)
 
 
 @app.post("/v1/events")
@@ -91,4 +93,5 @@ def post_event() -> Response:
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    IDEMPOTENCY.register_lambda_context(context)
     return app.resolve(event, context)

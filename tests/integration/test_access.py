@@ -1,0 +1,79 @@
+"""Who may call what: bearer keys checked by the real authorizer, roles by the handlers, tenants isolated."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import Platform
+from tests.support.consumer import ScriptedConsumer
+
+
+def test_no_key_is_401_and_a_wrong_key_403(platform: Platform) -> None:
+    assert platform.call("GET", "/v1/endpoints", None).status == 401
+    assert platform.call("GET", "/v1/endpoints", "hrk_key_00000000000000000000000000_" + "x" * 43).status == 403
+    assert platform.call("GET", "/v1/endpoints", "not-even-a-key").status == 403
+
+
+def test_a_revoked_key_is_refused_at_once(platform: Platform) -> None:
+    created = platform.call("POST", "/v1/api-keys", platform.admin_token, {"role": "producer"}).json()
+    assert platform.call("POST", "/v1/events", created["token"], {}).status == 422  # authenticated, bad body
+    assert platform.call("DELETE", f"/v1/api-keys/{created['key_id']}", platform.admin_token).status == 204
+    assert platform.call("POST", "/v1/events", created["token"], {}).status == 403
+    assert platform.call("DELETE", "/v1/api-keys/key_nope", platform.admin_token).status == 404
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "role"),
+    [
+        ("POST", "/v1/tenants", "producer"),
+        ("POST", "/v1/api-keys", "producer"),
+        ("POST", "/v1/events", "tenant"),
+        ("POST", "/v1/events", "admin"),
+        ("GET", "/v1/endpoints", "producer"),
+        ("POST", "/v1/endpoints", "admin"),
+    ],
+)
+def test_roles_are_enforced_per_route(platform: Platform, method: str, path: str, role: str) -> None:
+    _, tenant_token = platform.new_tenant()
+    token = {"producer": platform.new_key("producer"), "tenant": tenant_token, "admin": platform.admin_token}[role]
+    response = platform.call(method, path, token, {"name": "x", "role": "admin", "url": "http://127.0.0.1/x"})
+    assert response.status == 403
+    assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_invalid_role_is_422(platform: Platform) -> None:
+    response = platform.call("POST", "/v1/api-keys", platform.admin_token, {"role": "tenant:someone"})
+    assert response.status == 422
+
+
+def test_endpoint_secret_is_shown_only_at_creation(platform: Platform, consumer: ScriptedConsumer) -> None:
+    _, token = platform.new_tenant()
+    created = platform.new_endpoint(token, consumer.url, ["order.*"])
+    assert created["secret"].startswith("whsec_")
+    fetched = platform.call("GET", f"/v1/endpoints/{created['id']}", token)
+    assert fetched.status == 200
+    assert "secret" not in fetched.json() and created["secret"] not in fetched.body.decode()
+    listed = platform.call("GET", "/v1/endpoints", token)
+    assert [e["id"] for e in listed.json()["data"]] == [created["id"]]
+    assert created["secret"] not in listed.body.decode()
+
+
+def test_another_tenants_endpoint_is_404(platform: Platform, consumer: ScriptedConsumer) -> None:
+    _, token_a = platform.new_tenant("a")
+    _, token_b = platform.new_tenant("b")
+    endpoint_a = platform.new_endpoint(token_a, consumer.url)
+    assert platform.call("GET", f"/v1/endpoints/{endpoint_a['id']}", token_b).status == 404
+    assert platform.call("GET", "/v1/endpoints", token_b).json()["data"] == []
+
+
+def test_endpoint_urls_are_validated(platform: Platform) -> None:
+    _, token = platform.new_tenant()
+    bad = platform.call("POST", "/v1/endpoints", token, {"url": "ftp://x", "event_types": ["*"]})
+    assert bad.status == 422
+    bad_filter = platform.call("POST", "/v1/endpoints", token, {"url": "http://127.0.0.1/x", "event_types": ["a b"]})
+    assert bad_filter.status == 422
+
+
+def test_unknown_route_is_a_problem_404(platform: Platform) -> None:
+    response = platform.call("GET", "/v1/nothing-here", platform.admin_token)
+    assert response.status == 404

@@ -1,0 +1,90 @@
+"""A duplicate SQS message neither sends nor records twice; every attempt is recorded in full."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import boto3
+
+from hookrelay.adapters.dynamodb import DeliveryTable
+from local.lambda_runtime import invoke
+from local.sqs_source import to_record
+from tests.conftest import Platform
+from tests.support.consumer import Reply, ScriptedConsumer
+
+
+def deliveries() -> DeliveryTable:
+    return DeliveryTable(boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]))
+
+
+def publish_one(platform: Platform, consumer: ScriptedConsumer) -> str:
+    tenant_id, token = platform.new_tenant()
+    platform.new_endpoint(token, consumer.url)
+    producer = platform.new_key("producer")
+    accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a.b", "data": {"k": 1}})
+    [delivery_id] = accepted.json()["delivery_ids"]
+    return delivery_id
+
+
+def receive_all(platform: Platform) -> list[dict]:
+    sqs = platform.sqs
+    url = platform.env["DELIVERY_QUEUE_URL"]
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"])
+    return messages.get("Messages", [])
+
+
+def test_the_same_message_twice_posts_once(platform: Platform, consumer: ScriptedConsumer) -> None:
+    delivery_id = publish_one(platform, consumer)
+    [message] = receive_all(platform)
+    record = to_record(message, "arn:aws:sqs:us-east-1:123456789012:q")
+
+    assert invoke("delivery", {"Records": [record]}) == {"batchItemFailures": []}
+    assert invoke("delivery", {"Records": [record]}) == {"batchItemFailures": []}
+
+    assert len(consumer.received) == 1
+    delivery = deliveries().get(delivery_id)
+    assert delivery.status == "delivered"
+    assert [a.number for a in delivery.attempts] == [1]
+
+
+def test_concurrent_duplicates_post_once(platform: Platform, consumer: ScriptedConsumer) -> None:
+    consumer.default = Reply(200, delay=0.5)  # keep the first attempt in flight while the duplicate arrives
+    delivery_id = publish_one(platform, consumer)
+    [message] = receive_all(platform)
+    record = to_record(message, "arn:aws:sqs:us-east-1:123456789012:q")
+
+    workers = [threading.Thread(target=invoke, args=("delivery", {"Records": [record]})) for _ in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=10)
+
+    assert len(consumer.received) == 1
+    assert len(deliveries().get(delivery_id).attempts) == 1
+
+
+def test_the_attempt_is_recorded_with_status_latency_and_excerpt(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    consumer.default = Reply(200, body=b"thanks " + b"x" * 5000)
+    delivery_id = publish_one(platform, consumer)
+    platform.pump()
+    delivery = deliveries().get(delivery_id)
+    [attempt] = delivery.attempts
+    assert attempt.number == 1 and attempt.status_code == 200 and attempt.error is None
+    assert attempt.latency_ms >= 0
+    assert attempt.response_excerpt.startswith("thanks ") and len(attempt.response_excerpt.encode()) <= 1024
+    assert delivery.completed_at is not None and delivery.first_attempt_at is not None
+    assert delivery.expires_at is not None  # delivered records expire after the redrive window
+
+
+def test_a_failed_first_attempt_is_recorded_and_left_retrying(platform: Platform, consumer: ScriptedConsumer) -> None:
+    consumer.default = Reply(503, body=b"down for maintenance")
+    delivery_id = publish_one(platform, consumer)
+    platform.pump(max_batches=1)
+    delivery = deliveries().get(delivery_id)
+    assert delivery.status == "retrying"
+    assert delivery.next_attempt_at is not None and delivery.next_attempt_at > delivery.attempts[0].started_at
+    assert delivery.attempts[0].status_code == 503
+    assert delivery.attempts[0].response_excerpt == "down for maintenance"

@@ -1,0 +1,155 @@
+"""POST /v1/events through API Gateway's shape: validation, fan-out, ordering, idempotency."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import boto3
+import pytest
+
+from hookrelay.adapters.dynamodb import DeliveryTable, EventTable
+from tests.conftest import Platform
+from tests.support.consumer import ScriptedConsumer
+
+
+@pytest.fixture
+def setup(platform: Platform, consumer: ScriptedConsumer) -> tuple[Platform, str, str, str]:
+    tenant_id, tenant_token = platform.new_tenant()
+    producer = platform.new_key("producer")
+    return platform, tenant_id, tenant_token, producer
+
+
+def events_table() -> EventTable:
+    return EventTable(boto3.resource("dynamodb").Table(os.environ["EVENTS_TABLE"]))
+
+
+def deliveries_table() -> DeliveryTable:
+    return DeliveryTable(boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]))
+
+
+def assert_problem(response, status: int) -> dict:
+    assert response.status == status, response.body
+    assert response.headers["content-type"] == "application/problem+json"
+    problem = response.json()
+    assert problem["status"] == status and problem["title"] and problem["type"]
+    return problem
+
+
+def test_fans_out_to_matching_enabled_endpoints_only(setup, consumer: ScriptedConsumer) -> None:
+    platform, tenant_id, tenant_token, producer = setup
+    orders = platform.new_endpoint(tenant_token, consumer.url, ["order.*"])
+    everything = platform.new_endpoint(tenant_token, consumer.url, ["*"])
+    platform.new_endpoint(tenant_token, consumer.url, ["invoice.paid"])
+
+    accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "order.paid", "data": {}})
+    assert accepted.status == 202
+    deliveries = [deliveries_table().get(d) for d in accepted.json()["delivery_ids"]]
+    assert sorted(d.endpoint_id for d in deliveries) == sorted([orders["id"], everything["id"]])
+    assert {d.status for d in deliveries} == {"queued"}
+    assert all(d.event_id == accepted.json()["event_id"] for d in deliveries)
+
+
+def test_an_event_matching_no_endpoint_is_stored_with_no_deliveries(setup) -> None:
+    platform, tenant_id, _, producer = setup
+    accepted = platform.call(
+        "POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "user.created", "data": {}}
+    )
+    assert accepted.status == 202
+    assert accepted.json()["delivery_ids"] == []
+    stored = events_table().get(accepted.json()["event_id"])
+    assert stored is not None and stored.type == "user.created"
+    assert platform.pump() == 0
+
+
+def test_ordering_key_gets_a_strictly_increasing_sequence_per_tenant_and_key(setup, consumer) -> None:
+    platform, tenant_id, tenant_token, producer = setup
+    platform.new_endpoint(tenant_token, consumer.url)
+    other_tenant, _ = platform.new_tenant("globex")
+
+    def publish(tenant: str, key: str) -> int:
+        body = {"tenant_id": tenant, "type": "order.updated", "data": {}, "ordering_key": key}
+        accepted = platform.call("POST", "/v1/events", producer, body)
+        assert accepted.status == 202
+        return accepted.json()["sequence"]
+
+    assert [publish(tenant_id, "order-1") for _ in range(3)] == [1, 2, 3]
+    assert publish(tenant_id, "order-2") == 1
+    assert publish(other_tenant, "order-1") == 1
+    assert publish(tenant_id, "order-1") == 4
+
+    platform.pump()
+    envelopes = [json.loads(r.body) for r in consumer.wait_for(5)]
+    assert sorted((e["ordering_key"], e["sequence"]) for e in envelopes if e["ordering_key"] == "order-1") == [
+        ("order-1", 1),
+        ("order-1", 2),
+        ("order-1", 3),
+        ("order-1", 4),
+    ]
+
+
+def test_idempotency_key_answers_the_same_ids_and_stores_one_event(setup, consumer) -> None:
+    platform, tenant_id, tenant_token, producer = setup
+    platform.new_endpoint(tenant_token, consumer.url)
+    body = {"tenant_id": tenant_id, "type": "order.paid", "data": {"n": 1}}
+    first = platform.call("POST", "/v1/events", producer, body, {"idempotency-key": "pay-1"})
+    again = platform.call("POST", "/v1/events", producer, body, {"idempotency-key": "pay-1"})
+    assert first.status == again.status == 202
+    assert first.json() == again.json()
+    assert platform.pump() == 1
+    assert len(consumer.received) == 1
+
+    other = platform.call("POST", "/v1/events", producer, body, {"idempotency-key": "pay-2"})
+    assert other.json()["event_id"] != first.json()["event_id"]
+
+
+def test_idempotency_key_reused_with_another_body_is_refused(setup) -> None:
+    platform, tenant_id, _, producer = setup
+    headers = {"idempotency-key": "k-1"}
+    platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a", "data": {}}, headers)
+    reused = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "b", "data": {}}, headers)
+    assert assert_problem(reused, 422)["type"].endswith("idempotency-mismatch")
+
+
+def test_idempotency_keys_are_scoped_to_the_calling_key(setup) -> None:
+    platform, tenant_id, _, producer = setup
+    second_producer = platform.new_key("producer")
+    body = {"tenant_id": tenant_id, "type": "a", "data": {}}
+    first = platform.call("POST", "/v1/events", producer, body, {"idempotency-key": "same"})
+    second = platform.call("POST", "/v1/events", second_producer, body, {"idempotency-key": "same"})
+    assert first.json()["event_id"] != second.json()["event_id"]
+
+
+def test_body_over_256_kib_is_413(setup) -> None:
+    platform, tenant_id, _, producer = setup
+    big = {"tenant_id": tenant_id, "type": "blob", "data": {"x": "a" * (256 * 1024)}}
+    assert_problem(platform.call("POST", "/v1/events", producer, big), 413)
+
+
+def test_malformed_json_is_400(setup) -> None:
+    platform, _, _, producer = setup
+    assert_problem(platform.call("POST", "/v1/events", producer, b'{"tenant_id": '), 400)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"type": "a", "data": {}},  # no tenant
+        {"tenant_id": "t", "data": {}},  # no type
+        {"tenant_id": "t", "type": "a"},  # no data
+        {"tenant_id": "t", "type": "a", "data": []},  # data not an object
+        {"tenant_id": "t", "type": "has space", "data": {}},
+        {"tenant_id": "t", "type": "a", "data": {}, "surprise": 1},
+        ["not", "an", "object"],
+    ],
+)
+def test_invalid_fields_are_422_with_the_offending_fields(setup, body) -> None:
+    platform, _, _, producer = setup
+    problem = assert_problem(platform.call("POST", "/v1/events", producer, body), 422)
+    assert problem["errors"]
+
+
+def test_unknown_tenant_is_422(setup) -> None:
+    platform, _, _, producer = setup
+    response = platform.call("POST", "/v1/events", producer, {"tenant_id": "ten_nope", "type": "a", "data": {}})
+    assert_problem(response, 422)
