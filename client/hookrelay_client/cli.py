@@ -1,0 +1,420 @@
+"""The hookrelay CLI: producers send events; consumers inspect, replay and redrive their deliveries.
+
+Configuration comes from flags or the environment (HOOKRELAY_URL, HOOKRELAY_TOKEN). Output is a
+human-readable table by default and JSON with --json. Exit codes: 0 success; 1 the API refused (its
+problem details are printed on stderr) or a followed redrive failed; 2 bad usage; 3 the API could
+not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import requests
+from pydantic import BaseModel
+
+from hookrelay_client.client import HookrelayClient
+from hookrelay_client.errors import HookrelayError
+from hookrelay_client.models import Delivery, Redrive
+from hookrelay_client.render import ProgressBar, fields, table
+
+EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+RELATIVE_MOMENT = re.compile(r"^(\d+)([smhd])$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+@dataclass
+class Result:
+    """What a command produced: `data` for --json, `text` for people, and the exit code."""
+
+    data: Any
+    text: str
+    exit_code: int = EXIT_OK
+
+
+def as_json(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [as_json(item) for item in value]
+    return value
+
+
+# -- argument types ---------------------------------------------------------------------------------
+
+
+def moment(text: str) -> datetime:
+    """RFC 3339 (`2030-01-01T02:00:00Z`), `now`, or a duration ago (`90s`, `30m`, `6h`, `2d`)."""
+    now = datetime.now(UTC)
+    if text == "now":
+        return now
+    relative = RELATIVE_MOMENT.match(text)
+    if relative:
+        return now - timedelta(**{UNITS[relative[2]]: int(relative[1])})
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not RFC 3339, 'now', or a duration like 6h") from None
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no timezone: add Z or an offset")
+    return parsed
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """Inline JSON, `@file.json`, or `-` for standard input; must be an object."""
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@"):
+        text = Path(text[1:]).read_text()
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"--data is not valid JSON: {error.msg}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("--data must be a JSON object")
+    return value
+
+
+# -- commands ---------------------------------------------------------------------------------------
+
+
+def send(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    accepted = client.publish_event(
+        args.tenant_id, args.type, args.data, ordering_key=args.ordering_key, idempotency_key=args.idempotency_key
+    )
+    sequence = f", sequence {accepted.sequence}" if accepted.sequence is not None else ""
+    count = len(accepted.delivery_ids)
+    text = f"accepted {accepted.event_id}: {count} deliver{'y' if count == 1 else 'ies'}{sequence}"
+    return Result(accepted, "\n".join([text, *(f"  {delivery_id}" for delivery_id in accepted.delivery_ids)]))
+
+
+DELIVERY_COLUMNS = ("ID", "STATUS", "ATTEMPTS", "LAST", "EVENT", "TYPE", "ENDPOINT", "CREATED", "NEXT ATTEMPT")
+
+
+def last_outcome(code: int | None, error: str | None) -> str:
+    return str(code) if code is not None else (error or "-")[:40]
+
+
+def list_deliveries(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    filters = {
+        "status": args.status,
+        "endpoint_id": args.endpoint_id,
+        "event_id": args.event_id,
+        "since": args.since,
+        "until": args.until,
+        "limit": args.limit,
+    }
+    if args.all:
+        deliveries, next_cursor = list(client.iter_deliveries(**filters)), None
+    else:
+        page = client.list_deliveries(cursor=args.cursor, **filters)
+        deliveries, next_cursor = page.data, page.next_cursor
+    rows = [
+        (
+            d.id,
+            d.status,
+            d.attempt_count,
+            last_outcome(d.last_status_code, d.last_error),
+            d.event_id,
+            d.event_type,
+            d.endpoint_id,
+            d.created_at,
+            d.next_attempt_at,
+        )
+        for d in deliveries
+    ]
+    text = table(DELIVERY_COLUMNS, rows) if rows else "no deliveries match"
+    if next_cursor:
+        text += f"\n(more: --cursor {next_cursor}, or --all)"
+    return Result({"data": as_json(deliveries), "next_cursor": next_cursor}, text)
+
+
+def describe_delivery(delivery: Delivery) -> str:
+    summary = fields(
+        [
+            ("id", delivery.id),
+            ("status", delivery.status),
+            ("event", f"{delivery.event_id} ({delivery.event_type or '-'})"),
+            ("endpoint", delivery.endpoint_id),
+            ("attempts", delivery.attempt_count),
+            ("created", delivery.created_at),
+            ("next attempt", delivery.next_attempt_at),
+            ("completed", delivery.completed_at),
+            ("replay of", delivery.replay_of),
+        ]
+    )
+    if not delivery.attempts:
+        return summary + "\n\nno attempts yet"
+    rows = [
+        (
+            a.number,
+            a.started_at,
+            a.status_code,
+            f"{a.latency_ms:.0f} ms" if a.latency_ms is not None else None,
+            a.error,
+            " ".join((a.response_excerpt or "").split())[:60] or None,
+        )
+        for a in delivery.attempts
+    ]
+    return summary + "\n\n" + table(("#", "STARTED", "STATUS", "LATENCY", "ERROR", "RESPONSE"), rows)
+
+
+def show_delivery(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    delivery = client.get_delivery(args.delivery_id)
+    return Result(delivery, describe_delivery(delivery))
+
+
+def replay(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    replayed = client.replay_delivery(args.delivery_id)
+    text = f"replay queued: {replayed.delivery_id} (replay of {replayed.replay_of}, event {replayed.event_id})"
+    return Result(replayed, text)
+
+
+def follow(client: HookrelayClient, redrive_id: str, poll_interval: float) -> Result:
+    bar = ProgressBar(sys.stderr)
+    try:
+        final = client.follow_redrive(
+            redrive_id,
+            poll_interval=poll_interval,
+            on_progress=lambda r: bar.update(r.replayed, r.total, f"replayed ({r.state})"),
+        )
+    finally:
+        bar.close()
+    return Result(final, describe_redrive(final), EXIT_OK if final.state == "completed" else EXIT_API_ERROR)
+
+
+def describe_redrive(redrive: Redrive) -> str:
+    return fields(
+        [
+            ("redrive", redrive.id),
+            ("state", redrive.state),
+            ("endpoint", redrive.endpoint_id),
+            ("window", f"{redrive.since.isoformat()} .. {redrive.until.isoformat()}"),
+            ("status filter", redrive.status_filter),
+            ("replayed", f"{redrive.replayed}/{redrive.total}"),
+            ("created", redrive.created_at),
+            ("completed", redrive.completed_at),
+        ]
+    )
+
+
+def start_redrive(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    accepted = client.redrive(
+        args.endpoint_id, args.since, args.until, status=args.status, idempotency_key=args.idempotency_key
+    )
+    if args.follow:
+        print(f"redrive {accepted.redrive_id}: {accepted.count} deliveries to replay", file=sys.stderr)
+        return follow(client, accepted.redrive_id, args.poll_interval)
+    text = f"redrive {accepted.redrive_id} {accepted.status}: {accepted.count} deliveries to replay"
+    return Result(accepted, text + f"\n(follow it: redrives show {accepted.redrive_id} --follow)")
+
+
+def show_redrive(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    if args.follow:
+        return follow(client, args.redrive_id, args.poll_interval)
+    redrive = client.get_redrive(args.redrive_id)
+    return Result(redrive, describe_redrive(redrive))
+
+
+def show_event(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    event = client.get_event(args.event_id)
+    summary = fields(
+        [
+            ("id", event.id),
+            ("type", event.type),
+            ("timestamp", event.timestamp),
+            ("ordering key", event.ordering_key),
+            ("sequence", event.sequence),
+        ]
+    )
+    return Result(event, f"{summary}\n\n{event.body or json.dumps(event.data)}")
+
+
+ENDPOINT_COLUMNS = ("ID", "STATE", "URL", "EVENT TYPES", "MAX IN FLIGHT", "CREATED")
+
+
+def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    endpoint = client.create_endpoint(
+        args.url, args.event_type or ["*"], description=args.description, max_in_flight=args.max_in_flight
+    )
+    summary = fields([("id", endpoint.id), ("url", endpoint.url), ("event types", endpoint.event_types)])
+    return Result(endpoint, f"{summary}\nsecret       {endpoint.secret}\n(the secret is shown only now: store it)")
+
+
+def list_endpoints(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    endpoints = client.list_endpoints()
+    rows = [(e.id, e.state, e.url, e.event_types, e.max_in_flight, e.created_at) for e in endpoints]
+    return Result({"data": as_json(endpoints)}, table(ENDPOINT_COLUMNS, rows) if rows else "no endpoints")
+
+
+def show_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    e = client.get_endpoint(args.endpoint_id)
+    rows = [("id", e.id), ("state", e.state), ("url", e.url), ("event types", e.event_types)]
+    rows += [("description", e.description), ("max in flight", e.max_in_flight), ("created", e.created_at)]
+    return Result(e, fields(rows))
+
+
+def send_test(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    sent = client.send_test_event(args.endpoint_id)
+    return Result(sent, f"test event {sent.event_id} queued as delivery {sent.delivery_id}")
+
+
+def create_tenant(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    tenant = client.create_tenant(args.name)
+    text = fields([("tenant", tenant.tenant_id), ("name", tenant.name), ("key", tenant.api_key.key_id)])
+    return Result(tenant, f"{text}\ntoken   {tenant.api_key.token}\n(the token is shown only now: store it)")
+
+
+def create_api_key(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    key = client.create_api_key(args.role, args.description)
+    text = fields([("key", key.key_id), ("role", key.role), ("token", key.token)])
+    return Result(key, text + "\n(the token is shown only now: store it)")
+
+
+def revoke_api_key(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    client.revoke_api_key(args.key_id)
+    return Result({"revoked": args.key_id}, f"revoked {args.key_id}")
+
+
+# -- parser -----------------------------------------------------------------------------------------
+
+Command = Callable[[HookrelayClient, argparse.Namespace], Result]
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Accepted before or after the command; SUPPRESS keeps a subcommand's absent flag from hiding the root's."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--api-url", default=argparse.SUPPRESS, help="API base URL (env HOOKRELAY_URL)")
+    common.add_argument("--token", default=argparse.SUPPRESS, help="API key (env HOOKRELAY_TOKEN; preferred)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print JSON for scripts")
+    common.add_argument("--timeout", type=float, default=argparse.SUPPRESS, help="seconds per request (10)")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = common_options()
+    parser = argparse.ArgumentParser(
+        prog="python -m hookrelay_client",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(group: Any, name: str, run: Command, help_text: str) -> argparse.ArgumentParser:
+        sub = group.add_parser(name, parents=[common], help=help_text, description=help_text)
+        sub.set_defaults(run=run)
+        return sub
+
+    def following(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--follow", action="store_true", help="poll until done, with a progress bar on stderr")
+        sub.add_argument("--poll-interval", type=float, default=1.0, help="seconds between polls (1)")
+
+    sub = command(commands, "send", send, "publish an event (producer key)")
+    sub.add_argument("--tenant-id", required=True)
+    sub.add_argument("--type", required=True, help="event type, e.g. order.updated")
+    sub.add_argument("--data", type=json_object, required=True, help="JSON object, @file.json, or - for stdin")
+    sub.add_argument("--ordering-key", help="events with one key get a strictly increasing sequence")
+    sub.add_argument("--idempotency-key", help="retrying with the same key publishes once")
+
+    deliveries = commands.add_parser("deliveries", help="list and inspect deliveries").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    sub = command(deliveries, "list", list_deliveries, "list deliveries, newest first")
+    sub.add_argument("--status", help="queued, attempting, retrying, delivered, dead, cancelled")
+    sub.add_argument("--endpoint-id")
+    sub.add_argument("--event-id")
+    sub.add_argument("--since", type=moment, help="RFC 3339, 'now', or a duration ago such as 6h")
+    sub.add_argument("--until", type=moment)
+    sub.add_argument("--limit", type=int, help="page size")
+    sub.add_argument("--cursor", help="the next_cursor of the previous page")
+    sub.add_argument("--all", action="store_true", help="follow next_cursor through every page")
+    sub = command(deliveries, "show", show_delivery, "one delivery with every attempt")
+    sub.add_argument("delivery_id")
+
+    sub = command(commands, "replay", replay, "re-send a delivery's event as a new delivery (same webhook-id)")
+    sub.add_argument("delivery_id")
+
+    sub = command(commands, "redrive", start_redrive, "replay an endpoint's dead deliveries in a time window")
+    sub.add_argument("endpoint_id")
+    sub.add_argument("--since", type=moment, required=True, help="RFC 3339, 'now', or a duration ago such as 6h")
+    sub.add_argument("--until", type=moment, required=True)
+    sub.add_argument("--status", help="which deliveries to replay (the server's default: dead)")
+    sub.add_argument("--idempotency-key", help="retrying with the same key starts one redrive")
+    following(sub)
+
+    redrives = commands.add_parser("redrives", help="inspect a redrive").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    sub = command(redrives, "show", show_redrive, "a redrive's progress")
+    sub.add_argument("redrive_id")
+    following(sub)
+
+    events = commands.add_parser("events", help="inspect events").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    sub = command(events, "show", show_event, "an event with the exact body that was signed")
+    sub.add_argument("event_id")
+
+    endpoints = commands.add_parser("endpoints", help="manage endpoints (tenant key)").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    sub = command(endpoints, "create", create_endpoint, "register an endpoint; prints its signing secret once")
+    sub.add_argument("--url", required=True, help="the endpoint's URL")
+    sub.add_argument("--event-type", action="append", help="a type or filter such as order.*; repeatable (*)")
+    sub.add_argument("--description")
+    sub.add_argument("--max-in-flight", type=int)
+    command(endpoints, "list", list_endpoints, "your endpoints")
+    sub = command(endpoints, "show", show_endpoint, "one endpoint")
+    sub.add_argument("endpoint_id")
+
+    sub = command(commands, "test", send_test, "send a test event to an endpoint")
+    sub.add_argument("endpoint_id")
+
+    tenants = commands.add_parser("tenants", help="manage tenants (admin key)").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    sub = command(tenants, "create", create_tenant, "create a tenant and its first key")
+    sub.add_argument("name")
+
+    keys = commands.add_parser("api-keys", help="manage API keys (admin key)").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    sub = command(keys, "create", create_api_key, "issue a key")
+    sub.add_argument("--role", required=True, help="admin, producer, or tenant:<tenant id>")
+    sub.add_argument("--description")
+    sub = command(keys, "revoke", revoke_api_key, "revoke a key")
+    sub.add_argument("key_id")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, *, session: requests.Session | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    url = getattr(args, "api_url", None) or os.environ.get("HOOKRELAY_URL")
+    token = getattr(args, "token", None) or os.environ.get("HOOKRELAY_TOKEN")
+    if not url or not token:
+        parser.error("set the API URL and key: --api-url/--token or HOOKRELAY_URL/HOOKRELAY_TOKEN")
+    client = HookrelayClient(url, token, timeout=getattr(args, "timeout", 10.0), session=session)
+    try:
+        result = args.run(client, args)
+    except HookrelayError as error:
+        if getattr(args, "json", False):
+            print(json.dumps(asdict(error.problem), indent=2), file=sys.stderr)
+        else:
+            print(f"error: {error.problem.describe()}", file=sys.stderr)
+        return EXIT_API_ERROR
+    except requests.RequestException as error:
+        print(f"error: cannot reach {url}: {error}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    print(json.dumps(as_json(result.data), indent=2) if getattr(args, "json", False) else result.text)
+    return result.exit_code

@@ -1,0 +1,242 @@
+"""HookrelayClient: one method per API route, on a requests.Session. Knows HTTP and JSON, nothing of AWS."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import requests
+from pydantic import BaseModel
+
+from hookrelay_client.errors import HookrelayError, Problem
+from hookrelay_client.models import (
+    CreatedEndpoint,
+    CreatedTenant,
+    Delivery,
+    DeliveryPage,
+    DeliverySummary,
+    Endpoint,
+    EndpointTestSent,
+    Event,
+    IssuedApiKey,
+    PublishedEvent,
+    Redrive,
+    RedriveAccepted,
+    Replay,
+)
+
+__version__ = "0.1.0"
+M = TypeVar("M", bound=BaseModel)
+Moment = datetime | str
+
+
+def _segment(value: str) -> str:
+    """An id as one path segment: never lets a value add path components or a query string."""
+    return quote(value, safe="")
+
+
+def _moment(value: Moment | None) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if value.tzinfo is None:
+        raise ValueError("give timezone-aware datetimes (UTC): a naive time is ambiguous")
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _without_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in values.items() if value is not None}
+
+
+class HookrelayClient:
+    """A client for the hookrelay API. Errors raise `HookrelayError` carrying the RFC 9457 problem details."""
+
+    def __init__(
+        self, base_url: str, token: str, *, timeout: float = 10.0, session: requests.Session | None = None
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+        self.session = session or requests.Session()
+        self._headers = {
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, application/problem+json",
+            "User-Agent": f"hookrelay-client/{__version__}",
+        }
+
+    def __repr__(self) -> str:  # the token stays out of reprs and tracebacks
+        return f"HookrelayClient({self.base_url!r})"
+
+    # -- transport -------------------------------------------------------------------------------
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Any:
+        """Send one request; the decoded JSON body, None for 204, or `HookrelayError`."""
+        headers = dict(self._headers)
+        if idempotency_key is not None:
+            headers["Idempotency-Key"] = idempotency_key
+        response = self.session.request(
+            method,
+            self.base_url + path,
+            json=body,
+            params=_without_none(params or {}),
+            headers=headers,
+            timeout=self.timeout,
+            allow_redirects=False,
+        )
+        if response.status_code >= 300:
+            raise HookrelayError(Problem.from_response(response))
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    def _get(self, model: type[M], path: str, **params: Any) -> M:
+        return model.model_validate(self.request("GET", path, params=params))
+
+    def _post(self, model: type[M], path: str, body: Any = None, idempotency_key: str | None = None) -> M:
+        return model.model_validate(self.request("POST", path, body=body, idempotency_key=idempotency_key))
+
+    # -- producers -------------------------------------------------------------------------------
+
+    def publish_event(
+        self,
+        tenant_id: str,
+        event_type: str,
+        data: dict[str, Any],
+        *,
+        ordering_key: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> PublishedEvent:
+        body = _without_none({"tenant_id": tenant_id, "type": event_type, "data": data, "ordering_key": ordering_key})
+        return self._post(PublishedEvent, "/v1/events", body, idempotency_key)
+
+    # -- admins ----------------------------------------------------------------------------------
+
+    def create_tenant(self, name: str) -> CreatedTenant:
+        return self._post(CreatedTenant, "/v1/tenants", {"name": name})
+
+    def create_api_key(self, role: str, description: str | None = None) -> IssuedApiKey:
+        return self._post(IssuedApiKey, "/v1/api-keys", _without_none({"role": role, "description": description}))
+
+    def revoke_api_key(self, key_id: str) -> None:
+        self.request("DELETE", f"/v1/api-keys/{_segment(key_id)}")
+
+    # -- tenants: endpoints ----------------------------------------------------------------------
+
+    def create_endpoint(
+        self,
+        url: str,
+        event_types: Sequence[str] = ("*",),
+        *,
+        description: str | None = None,
+        max_in_flight: int | None = None,
+    ) -> CreatedEndpoint:
+        body = {
+            "url": url,
+            "event_types": list(event_types),
+            "description": description,
+            "max_in_flight": max_in_flight,
+        }
+        return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
+
+    def list_endpoints(self) -> list[Endpoint]:
+        return [Endpoint.model_validate(item) for item in self.request("GET", "/v1/endpoints")["data"]]
+
+    def get_endpoint(self, endpoint_id: str) -> Endpoint:
+        return self._get(Endpoint, f"/v1/endpoints/{_segment(endpoint_id)}")
+
+    def send_test_event(self, endpoint_id: str) -> EndpointTestSent:
+        return self._post(EndpointTestSent, f"/v1/endpoints/{_segment(endpoint_id)}/test")
+
+    # -- tenants: deliveries, events ---------------------------------------------------------------
+
+    def list_deliveries(
+        self,
+        *,
+        status: str | None = None,
+        endpoint_id: str | None = None,
+        event_id: str | None = None,
+        since: Moment | None = None,
+        until: Moment | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> DeliveryPage:
+        """One page, newest first; pass `next_cursor` back as `cursor` for the next one."""
+        return self._get(
+            DeliveryPage,
+            "/v1/deliveries",
+            status=status,
+            endpoint_id=endpoint_id,
+            event_id=event_id,
+            since=_moment(since),
+            until=_moment(until),
+            limit=limit,
+            cursor=cursor,
+        )
+
+    def iter_deliveries(self, **filters: Any) -> Iterator[DeliverySummary]:
+        """Every delivery matching the filters (those of `list_deliveries`), newest first, page by page."""
+        cursor = filters.pop("cursor", None)
+        while True:
+            page = self.list_deliveries(cursor=cursor, **filters)
+            yield from page.data
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def get_delivery(self, delivery_id: str) -> Delivery:
+        return self._get(Delivery, f"/v1/deliveries/{_segment(delivery_id)}")
+
+    def replay_delivery(self, delivery_id: str) -> Replay:
+        """A new delivery of the same event (same webhook-id), pointing back at this one."""
+        return self._post(Replay, f"/v1/deliveries/{_segment(delivery_id)}/replay")
+
+    def get_event(self, event_id: str) -> Event:
+        return self._get(Event, f"/v1/events/{_segment(event_id)}")
+
+    # -- tenants: redrive --------------------------------------------------------------------------
+
+    def redrive(
+        self,
+        endpoint_id: str,
+        since: Moment,
+        until: Moment,
+        *,
+        status: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> RedriveAccepted:
+        """Replay the endpoint's dead (or `status`) deliveries created in [since, until)."""
+        body = _without_none({"since": _moment(since), "until": _moment(until), "status": status})
+        return self._post(RedriveAccepted, f"/v1/endpoints/{_segment(endpoint_id)}/redrive", body, idempotency_key)
+
+    def get_redrive(self, redrive_id: str) -> Redrive:
+        return self._get(Redrive, f"/v1/redrives/{_segment(redrive_id)}")
+
+    def follow_redrive(
+        self,
+        redrive_id: str,
+        *,
+        poll_interval: float = 1.0,
+        on_progress: Callable[[Redrive], None] | None = None,
+        timeout: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> Redrive:
+        """Poll the redrive until it is no longer running; `on_progress` sees every poll. Returns the last state."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            redrive = self.get_redrive(redrive_id)
+            if on_progress is not None:
+                on_progress(redrive)
+            if redrive.finished:
+                return redrive
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"redrive {redrive_id} still running after {timeout}s")
+            sleep(poll_interval)

@@ -1,0 +1,126 @@
+"""The API's response bodies as typed models; unknown fields are ignored, so a newer server cannot break this client."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class IssuedApiKey(Model):
+    key_id: str
+    role: str
+    token: str = Field(repr=False)  # shown once, at creation; kept out of reprs and logs
+
+
+class CreatedTenant(Model):
+    tenant_id: str
+    name: str
+    created_at: datetime
+    api_key: IssuedApiKey
+
+
+class PublishedEvent(Model):
+    event_id: str
+    delivery_ids: list[str]
+    sequence: int | None = None
+
+
+class Endpoint(Model):
+    id: str
+    url: str
+    event_types: list[str]
+    description: str | None = None
+    state: str | None = None
+    max_in_flight: int | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class CreatedEndpoint(Endpoint):
+    secret: str = Field(repr=False)  # the signing secret, returned only in the creation response
+
+
+class DeliverySummary(Model):
+    id: str
+    event_id: str
+    event_type: str | None = None
+    endpoint_id: str
+    status: str
+    attempt_count: int = 0
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+    completed_at: datetime | None = None
+    replay_of: str | None = None
+    last_status_code: int | None = None
+    last_error: str | None = None
+
+
+class Attempt(Model):
+    number: int
+    started_at: datetime | None = None
+    status_code: int | None = None
+    error: str | None = None
+    latency_ms: float | None = None
+    response_excerpt: str | None = None
+
+
+class Delivery(DeliverySummary):
+    attempts: list[Attempt] = Field(default_factory=list)
+
+
+class DeliveryPage(Model):
+    data: list[DeliverySummary]
+    next_cursor: str | None = None
+
+
+class Replay(Model):
+    delivery_id: str
+    replay_of: str
+    event_id: str
+
+
+class Event(Model):
+    id: str
+    type: str
+    timestamp: datetime | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+    ordering_key: str | None = None
+    sequence: int | None = None
+    body: str | None = None  # the exact bytes that were signed and sent
+
+
+class RedriveAccepted(Model):
+    redrive_id: str
+    count: int
+    status: str
+
+
+class Redrive(Model):
+    id: str
+    endpoint_id: str
+    since: datetime
+    until: datetime
+    status_filter: str | list[str] | None = None
+    state: str  # running | completed | failed
+    total: int = 0
+    replayed: int = 0
+    created_at: datetime | None = None
+    completed_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state != "running"
+
+
+class EndpointTestSent(Model):
+    """The test event sent by `POST /v1/endpoints/{id}/test` and its delivery."""
+
+    event_id: str
+    delivery_id: str
