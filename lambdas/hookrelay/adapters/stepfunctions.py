@@ -11,6 +11,7 @@ from hookrelay.services.ports import RetryTicket
 
 
 def ticket_document(ticket: RetryTicket) -> dict[str, Any]:
+    """What the workflow reads: the ASL's `$.ticket` (and an execution's input)."""
     return {
         "delivery_id": ticket.delivery_id,
         "tenant_id": ticket.tenant_id,
@@ -38,9 +39,19 @@ class StepFunctionsRetryWorkflow:
     def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> None:
         document: dict[str, Any] = ticket_document(ticket) if ticket else {}
         document["status"] = status.value
+        self._answer(self.sfn.send_task_success, taskToken=task_token, output=json.dumps(document))
+
+    def fail(self, task_token: str, error: str, cause: str) -> None:
+        self._answer(self.sfn.send_task_failure, taskToken=task_token, error=error, cause=cause[:256])
+
+    def _answer(self, call: Any, **kwargs: Any) -> None:
         try:
-            self.sfn.send_task_success(taskToken=task_token, output=json.dumps(document))
-        except (self.sfn.exceptions.TaskTimedOut, self.sfn.exceptions.InvalidToken):
-            # The execution gave up on this token (timeout) and has re-sent the attempt; its new
-            # message will find the attempt already made and report the state then.
+            call(**kwargs)
+        except (
+            self.sfn.exceptions.TaskTimedOut,
+            self.sfn.exceptions.TaskDoesNotExist,
+            self.sfn.exceptions.InvalidToken,
+        ):
+            # The execution stopped waiting for this token (it timed out and re-sent the attempt): the
+            # re-sent message will find the attempt already made and answer with the state then.
             pass

@@ -1,8 +1,8 @@
 """The retry schedule: deployment configuration, published as a table, enforced here.
 
 Attempt times are anchored to the first attempt (attempt n is planned at the sum of the first n gaps),
-so jitter never accumulates and the horizon is exact: no attempt is ever made later than
-`horizon` seconds after the first one.
+so jitter never accumulates and the horizon is exact: no attempt is ever made later than `horizon`
+seconds after the first one.
 """
 
 from __future__ import annotations
@@ -17,10 +17,21 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 MAX_HORIZON_SECONDS = 30 * 24 * 3600
+DEFAULT_JITTER = 0.1
+_CONFIG_KEYS = frozenset({"name", "gaps", "repeat_every", "horizon", "jitter", "retry_after_cap"})
 
 
 class InvalidSchedule(ValueError):
     pass
+
+
+def _whole_seconds(value: Any, what: str, *, minimum: int) -> int:
+    """A whole number of seconds ≥ minimum: ints, or floats with no fraction (JSON may give 30.0)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidSchedule(f"{what} must be a whole number of seconds, got {value!r}")
+    if not math.isfinite(value) or value != int(value) or value < minimum:
+        raise InvalidSchedule(f"{what} must be a finite whole number of seconds ≥ {minimum}, got {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -36,7 +47,9 @@ class RetrySchedule:
     gaps: tuple[int, ...]  # gaps[0] == 0: the first attempt is immediate; gaps[i] precedes attempt i+1
     horizon: int  # seconds after the first attempt; nothing is attempted later
     repeat_every: int | None = None  # after the listed gaps, keep going at this gap within the horizon
-    jitter: float = 0.1  # each attempt moves by up to ±jitter times its gap
+    jitter: float = DEFAULT_JITTER  # each attempt moves by up to ±jitter times its gap
+    # The longest a consumer's Retry-After may push an attempt back; None: the schedule's longest gap.
+    retry_after_cap: int | None = None
 
     def __post_init__(self) -> None:
         self.validate()
@@ -44,15 +57,23 @@ class RetrySchedule:
     def validate(self) -> None:
         if not self.gaps or self.gaps[0] != 0:
             raise InvalidSchedule("the first attempt must be immediate: gaps must start with 0")
-        for gap in self.gaps[1:] + ((self.repeat_every,) if self.repeat_every is not None else ()):
-            if not isinstance(gap, int) or isinstance(gap, bool) or gap <= 0:
-                raise InvalidSchedule(f"every gap after the first must be a positive whole number of seconds: {gap!r}")
-        if not isinstance(self.horizon, int) or not 0 < self.horizon <= MAX_HORIZON_SECONDS:
-            raise InvalidSchedule(f"the horizon must be between 1 second and 30 days, got {self.horizon!r}")
+        for gap in self.gaps[1:]:
+            _whole_seconds(gap, "every gap after the first", minimum=1)
+        if self.repeat_every is not None:
+            _whole_seconds(self.repeat_every, "repeat_every", minimum=1)
+        _whole_seconds(self.horizon, "the horizon", minimum=1)
+        if self.horizon > MAX_HORIZON_SECONDS:
+            raise InvalidSchedule(f"the horizon must be at most 30 days ({MAX_HORIZON_SECONDS} s), got {self.horizon}")
         if sum(self.gaps) > self.horizon:
             raise InvalidSchedule("the listed gaps add up to more than the horizon")
-        if not 0 <= self.jitter < 0.5:
-            raise InvalidSchedule("jitter must be in [0, 0.5)")
+        if isinstance(self.jitter, bool) or not isinstance(self.jitter, int | float) or not 0 <= self.jitter < 0.5:
+            raise InvalidSchedule(f"jitter must be a fraction in [0, 0.5), got {self.jitter!r}")
+        if self.retry_after_cap is not None:
+            _whole_seconds(self.retry_after_cap, "retry_after_cap", minimum=1)
+
+    @property
+    def retry_gaps(self) -> tuple[int, ...]:
+        return self.gaps[1:] + ((self.repeat_every,) if self.repeat_every is not None else ())
 
     def planned(self) -> Iterator[PlannedAttempt]:
         offset = 0
@@ -71,17 +92,24 @@ class RetrySchedule:
 
     @property
     def longest_gap(self) -> int:
-        return max(max(self.gaps), self.repeat_every or 0)
+        return max(self.retry_gaps, default=0)
 
     @property
-    def retry_after_cap(self) -> int:
-        """A consumer's Retry-After is honoured up to the schedule's longest gap."""
-        return self.longest_gap
+    def min_spacing(self) -> float:
+        """No retry comes sooner than this after the attempt before it: the shortest gap less its jitter."""
+        return min(self.retry_gaps, default=0) * (1 - self.jitter)
+
+    @property
+    def effective_retry_after_cap(self) -> int:
+        """A consumer's Retry-After is honoured up to this many seconds."""
+        return self.retry_after_cap if self.retry_after_cap is not None else self.longest_gap
 
     def attempt(self, number: int) -> PlannedAttempt | None:
         for planned in self.planned():
             if planned.number == number:
                 return planned
+            if planned.number > number:
+                break
         return None
 
     def next_attempt_at(
@@ -90,34 +118,41 @@ class RetrySchedule:
         first_attempt_at: datetime,
         attempts_made: int,
         now: datetime,
+        attempt_started: datetime | None = None,
         retry_after: float | None = None,
         rng: random.Random | None = None,
     ) -> datetime | None:
-        """When attempt `attempts_made + 1` should be made, or None when the schedule is exhausted."""
+        """When attempt `attempts_made + 1` should be made, or None when the schedule is exhausted.
+
+        `now` is when the attempt that just failed ended, `attempt_started` when it began (default: now).
+        The planned time (anchored to the first attempt, ±jitter, never past the horizon) is pushed later,
+        never earlier, by two floors: `min_spacing` after the failed attempt began (an earlier Retry-After
+        may have put us behind the plan) and the consumer's Retry-After from now, up to the cap. If a floor
+        lands beyond the horizon, no attempt can honour both, and the schedule is exhausted.
+        """
         planned = self.attempt(attempts_made + 1)
         horizon_end = first_attempt_at + timedelta(seconds=self.horizon)
         if planned is None or now >= horizon_end:
             return None
         spread = planned.gap * self.jitter
-        jitter = (rng or random).uniform(-spread, spread)
-        at = first_attempt_at + timedelta(seconds=planned.offset + jitter)
-        # Never sooner than the first retry gap after the attempt that just failed (an earlier
-        # Retry-After may have pushed us past the planned time) ...
-        at = max(at, now + timedelta(seconds=self.gaps[1] if len(self.gaps) > 1 else planned.gap))
-        # ... never earlier than the consumer asked, within the cap ...
+        jittered = first_attempt_at + timedelta(seconds=planned.offset + (rng or random).uniform(-spread, spread))
+        at = min(jittered, horizon_end)
+        at = max(at, (attempt_started or now) + timedelta(seconds=self.min_spacing))
         if retry_after is not None:
-            at = max(at, now + timedelta(seconds=min(retry_after, self.retry_after_cap)))
-        # ... and never past the horizon.
-        return min(at, horizon_end)
+            at = max(at, now + timedelta(seconds=min(retry_after, self.effective_retry_after_cap)))
+        return at if at <= horizon_end else None
 
     def to_config(self) -> dict[str, Any]:
-        return {
+        config: dict[str, Any] = {
             "name": self.name,
             "gaps": list(self.gaps),
             "repeat_every": self.repeat_every,
             "horizon": self.horizon,
             "jitter": self.jitter,
         }
+        if self.retry_after_cap is not None:
+            config["retry_after_cap"] = self.retry_after_cap
+        return config
 
 
 DEFAULT_SCHEDULE = RetrySchedule(
@@ -143,31 +178,46 @@ def schedule_from_config(config: str | Sequence[int] | dict[str, Any] | None) ->
     """A profile name, a list of gaps in seconds (horizon = their sum), or a full mapping.
 
     Strings that look like JSON are parsed first, so the same value works from CDK context and from
-    a Lambda environment variable.
+    a Lambda environment variable. Anything invalid raises InvalidSchedule, at synth time as well.
     """
     if config is None or config == "":
         return DEFAULT_SCHEDULE
     if isinstance(config, str):
         stripped = config.strip()
         if stripped[:1] in "[{":
-            return schedule_from_config(json.loads(stripped))
+            try:
+                parsed = json.loads(stripped)
+            except ValueError as error:
+                raise InvalidSchedule(f"the schedule is not valid JSON: {error}") from error
+            return schedule_from_config(parsed)
         if stripped not in PROFILES:
             raise InvalidSchedule(f"unknown schedule profile {stripped!r}; choose one of {sorted(PROFILES)}")
         return PROFILES[stripped]
     if isinstance(config, dict):
-        gaps = tuple(config.get("gaps", ()))
+        unknown = set(config) - _CONFIG_KEYS
+        if unknown:
+            raise InvalidSchedule(f"unknown schedule settings {sorted(unknown)}; known: {sorted(_CONFIG_KEYS)}")
+        gaps = _gaps(config.get("gaps"))
         return RetrySchedule(
             name=str(config.get("name", "custom")),
             gaps=gaps,
-            repeat_every=config.get("repeat_every"),
-            horizon=config.get("horizon", sum(gaps)),
-            jitter=float(config.get("jitter", 0.1)),
+            repeat_every=None
+            if config.get("repeat_every") is None
+            else _whole_seconds(config["repeat_every"], "repeat_every", minimum=1),
+            horizon=_whole_seconds(config.get("horizon", sum(gaps)), "the horizon", minimum=1),
+            jitter=config.get("jitter", DEFAULT_JITTER),
+            retry_after_cap=None
+            if config.get("retry_after_cap") is None
+            else _whole_seconds(config["retry_after_cap"], "retry_after_cap", minimum=1),
         )
-    gaps = tuple(config)
-    for gap in gaps:
-        if not isinstance(gap, int) or isinstance(gap, bool) or not math.isfinite(gap):
-            raise InvalidSchedule(f"gaps must be whole numbers of seconds: {gap!r}")
+    gaps = _gaps(config)
     return RetrySchedule(name="custom", gaps=gaps, horizon=sum(gaps))
+
+
+def _gaps(value: Any) -> tuple[int, ...]:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value:
+        raise InvalidSchedule(f"gaps must be a non-empty list of seconds, got {value!r}")
+    return tuple(_whole_seconds(gap, "every gap", minimum=0) for gap in value)
 
 
 def parse_retry_after(value: str | None, now: datetime) -> float | None:
@@ -175,11 +225,13 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():
         return float(value)
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)

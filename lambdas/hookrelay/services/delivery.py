@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, rule_for
+from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
-from hookrelay.domain.models import Attempt, Delivery, EndpointState
+from hookrelay.domain.models import Attempt, Delivery, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import DeliveryStatus
@@ -24,11 +26,16 @@ from hookrelay.services.ports import (
     WebhookSender,
 )
 
+# Step Functions wakes a Wait in whole seconds (moto truncates twice, so up to 2 s early); the attempt
+# waits out that remainder itself so that no retry is ever made before its `next_attempt_at`.
+EARLY_WAKE_TOLERANCE = timedelta(seconds=3)
+DELIVERY_MISSING = "hookrelay.DeliveryMissing"  # the ASL routes this task failure to a Fail state
+
 
 @dataclass(frozen=True)
 class AttemptReport:
     delivery_id: str
-    status: DeliveryStatus
+    status: DeliveryStatus | None  # None: the delivery record does not exist
     attempt: int
     sent: bool  # False when the message was a duplicate or the delivery was cancelled
     next_attempt_at: datetime | None = None
@@ -36,6 +43,13 @@ class AttemptReport:
 
 def retention_expiry(ended_at: datetime) -> int:
     return epoch_seconds(ended_at + timedelta(days=RETENTION_DAYS))
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: DeliveryStatus
+    next_attempt_at: datetime | None = None
+    retry_after: float | None = None
 
 
 @dataclass
@@ -50,14 +64,16 @@ class DeliveryService:
     # A claim older than this is presumed abandoned (the worker died mid-attempt); it must exceed the
     # longest an attempt can take, which the queue's visibility timeout already guarantees.
     claim_timeout: timedelta = timedelta(minutes=2)
+    clock: Callable[[], datetime] = field(default=utcnow)
+    sleep: Callable[[float], None] = field(default=time.sleep)
 
     def attempt(self, message: DeliveryMessage) -> AttemptReport:
-        now = utcnow()
+        now = self.clock()
         delivery = self.deliveries.claim(
             message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
         )
         if delivery is None:
-            return self._duplicate(message)
+            return self._not_claimed(message)
         endpoint = self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
         if endpoint is None or endpoint.state is not EndpointState.ENABLED:
             return self._cancel(delivery, message, now)
@@ -65,29 +81,26 @@ class DeliveryService:
         if event is None:  # cannot happen while the event outlives its deliveries; never send nothing
             raise LookupError(f"event {delivery.event_id} of delivery {delivery.id} is missing")
 
-        headers = signed_headers(endpoint.active_secrets(now), event.id, now, event.body)
+        started = self._not_before(delivery.next_attempt_at, now)
+        headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
         result = self.sender.send(endpoint.url, headers, event.body.encode())
-        return self._record(delivery, message, now, result)
+        return self._record(delivery, event, message, started, result)
+
+    def _not_before(self, due: datetime | None, now: datetime) -> datetime:
+        """Wait out an early wake-up (bounded): a retry is never made before its next_attempt_at."""
+        if due is None or due <= now:
+            return now
+        self.sleep(min(due - now, EARLY_WAKE_TOLERANCE).total_seconds())
+        return self.clock()
 
     def _record(
-        self, delivery: Delivery, message: DeliveryMessage, started: datetime, result: SendResult
+        self, delivery: Delivery, event: Event, message: DeliveryMessage, started: datetime, result: SendResult
     ) -> AttemptReport:
         rule = rule_for(result.status_code, result.error)
-        finished = utcnow()
-        first_attempt_at = delivery.first_attempt_at or started
-        retry_after = parse_retry_after(result.retry_after, finished) if rule.honours_retry_after else None
-        next_attempt_at: datetime | None = None
-        if rule.outcome is Outcome.DELIVERED:
-            status = DeliveryStatus.DELIVERED
-        elif rule.outcome is Outcome.RETRY_LIMITED and message.attempt >= HARD_FAILURE_ATTEMPT_CAP:
-            status = DeliveryStatus.DEAD
-        else:
-            next_attempt_at = self.schedule.next_attempt_at(
-                first_attempt_at=first_attempt_at, attempts_made=message.attempt, now=finished, retry_after=retry_after
-            )
-            status = DeliveryStatus.RETRYING if next_attempt_at else DeliveryStatus.DEAD
-        terminal = status.is_terminal
+        finished = self.clock()
+        decision = self._decide(rule, message.attempt, delivery.first_attempt_at or started, started, finished, result)
+        terminal = decision.status.is_terminal
         attempt = Attempt(
             number=message.attempt,
             started_at=started,
@@ -97,22 +110,61 @@ class DeliveryService:
             error_detail=result.error_detail,
             response_excerpt=result.response_excerpt,
             outcome=rule.outcome,
-            retry_after=retry_after,
+            retry_after=decision.retry_after,
         )
         record = AttemptRecord(
             attempt=attempt,
-            status=status,
-            next_attempt_at=next_attempt_at,
+            status=decision.status,
+            next_attempt_at=decision.next_attempt_at,
             completed_at=finished if terminal else None,
             expires_at=retention_expiry(finished) if terminal else None,
         )
         if not self.deliveries.record_attempt(delivery.id, delivery.tenant_id, message.attempt, record):
             # Our claim went stale and another worker took the attempt over: its record stands.
-            return self._duplicate(message)
-        if status is DeliveryStatus.DEAD:
-            self._bury(delivery.model_copy(update={"status": status, "completed_at": finished}), finished)
-        self._hand_over(delivery, message, status, next_attempt_at)
-        return AttemptReport(delivery.id, status, message.attempt, sent=True, next_attempt_at=next_attempt_at)
+            return self._not_claimed(message)
+        if terminal:
+            self._keep_event(event, finished)
+        if decision.status is DeliveryStatus.DEAD:
+            ended = delivery.model_copy(
+                update={"status": decision.status, "completed_at": finished, "attempts": [*delivery.attempts, attempt]}
+            )
+            self.dead_letters.publish(ended)
+        self._hand_over(delivery, message, decision.status, decision.next_attempt_at)
+        return AttemptReport(
+            delivery.id, decision.status, message.attempt, sent=True, next_attempt_at=decision.next_attempt_at
+        )
+
+    def _decide(
+        self,
+        rule: ResponseRule,
+        attempt_number: int,
+        first_attempt_at: datetime,
+        started: datetime,
+        finished: datetime,
+        result: SendResult,
+    ) -> Decision:
+        """The response table and the schedule, applied to one attempt's result."""
+        if rule.outcome is Outcome.DELIVERED:
+            return Decision(DeliveryStatus.DELIVERED)
+        if rule.outcome is Outcome.RETRY_LIMITED and attempt_number >= HARD_FAILURE_ATTEMPT_CAP:
+            return Decision(DeliveryStatus.DEAD)
+        retry_after = parse_retry_after(result.retry_after, finished) if rule.honours_retry_after else None
+        next_attempt_at = self.schedule.next_attempt_at(
+            first_attempt_at=first_attempt_at,
+            attempts_made=attempt_number,
+            now=finished,
+            attempt_started=started,
+            retry_after=retry_after,
+        )
+        if next_attempt_at is None:
+            return Decision(DeliveryStatus.DEAD, retry_after=retry_after)
+        return Decision(DeliveryStatus.RETRYING, next_attempt_at, retry_after)
+
+    def _keep_event(self, event: Event, ended_at: datetime) -> None:
+        """The event must outlive every delivery of it by the redrive window; extend it only when it would not."""
+        expires_at = retention_expiry(ended_at)
+        if expires_at > event.expires_at:
+            self.events.extend_expiry(event.id, expires_at)
 
     def _hand_over(
         self, delivery: Delivery, message: DeliveryMessage, status: DeliveryStatus, next_attempt_at: datetime | None
@@ -130,10 +182,6 @@ class DeliveryService:
         elif ticket is not None:
             self.workflow.start(ticket)
 
-    def _bury(self, delivery: Delivery, ended_at: datetime) -> None:
-        self.dead_letters.publish(delivery)
-        self.events.extend_expiry(delivery.event_id, retention_expiry(ended_at))
-
     def _cancel(self, delivery: Delivery, message: DeliveryMessage, now: datetime) -> AttemptReport:
         self.deliveries.set_status(
             delivery.id, delivery.tenant_id, DeliveryStatus.CANCELLED, now, retention_expiry(now)
@@ -143,23 +191,33 @@ class DeliveryService:
             self.workflow.report(message.task_token, DeliveryStatus.CANCELLED, None)
         return AttemptReport(delivery.id, DeliveryStatus.CANCELLED, message.attempt, sent=False)
 
-    def _duplicate(self, message: DeliveryMessage) -> AttemptReport:
-        """A message for an attempt that is in flight elsewhere or already made: send nothing, record nothing.
+    def _not_claimed(self, message: DeliveryMessage) -> AttemptReport:
+        """A message for an attempt in flight elsewhere or already made: send nothing, record nothing.
 
-        If it carries a task token (the workflow re-sent it), answer with the delivery's current state so
-        the execution is never stranded waiting for an attempt that already happened.
+        What the delivery is now still gets passed on, so that nothing is stranded: a re-sent workflow
+        message is answered with the current state, and a first-attempt message that comes back after its
+        attempt was recorded (the worker died before starting the workflow) starts it — a harmless no-op
+        when it is already running, since the execution is named after the delivery.
         """
         current = self.deliveries.get(message.delivery_id)
-        status = current.status if current else DeliveryStatus.CANCELLED
-        if message.task_token and current is not None and status is not DeliveryStatus.ATTEMPTING:
-            ticket = None
-            if status is DeliveryStatus.RETRYING and current.next_attempt_at is not None:
-                ticket = RetryTicket(
-                    current.id,
-                    current.tenant_id,
-                    current.message_group_id,
-                    current.attempt_count + 1,
-                    current.next_attempt_at,
-                )
-            self.workflow.report(message.task_token, status, ticket)
+        if current is None or current.tenant_id != message.tenant_id:
+            if message.task_token:
+                self.workflow.fail(message.task_token, DELIVERY_MISSING, f"no delivery {message.delivery_id}")
+            return AttemptReport(message.delivery_id, None, message.attempt, sent=False)
+        status = current.status
+        ticket = None
+        if status is DeliveryStatus.RETRYING and current.next_attempt_at is not None:
+            ticket = RetryTicket(
+                current.id,
+                current.tenant_id,
+                current.message_group_id,
+                current.attempt_count + 1,
+                current.next_attempt_at,
+            )
+        if message.task_token:
+            # While the attempt is in flight its worker answers; this token's task times out and re-sends.
+            if status is not DeliveryStatus.ATTEMPTING:
+                self.workflow.report(message.task_token, status, ticket)
+        elif ticket is not None and current.attempt_count == message.attempt:
+            self.workflow.start(ticket)
         return AttemptReport(message.delivery_id, status, message.attempt, sent=False)
