@@ -91,7 +91,14 @@ def provision(
     env[schema.DELIVERY_QUEUE_URL] = urls[schema.DELIVERY_QUEUE.logical_name]
     env[schema.DEAD_LETTER_QUEUE_URL] = urls[schema.DEAD_LETTER_QUEUE.logical_name]
     env["POISON_QUEUE_URL"] = urls[schema.POISON_QUEUE.logical_name]
-    definition = statemachine.render({"Partition": "aws", "DeliveryQueueUrl": urls[schema.DELIVERY_QUEUE.logical_name]})
+    definition = statemachine.render(
+        {
+            "Partition": "aws",
+            "DeliveryQueueUrl": urls[schema.DELIVERY_QUEUE.logical_name],
+            "DeadLetterQueueUrl": urls[schema.DEAD_LETTER_QUEUE.logical_name],
+            "AttemptTaskTimeoutSeconds": str(statemachine.ATTEMPT_TASK_TIMEOUT_SECONDS),
+        }
+    )
     env[schema.RETRY_STATE_MACHINE_ARN] = sfn.create_state_machine(
         name=f"{prefix}-retry", definition=definition, roleArn=LOCAL_ROLE_ARN, type="STANDARD"
     )["stateMachineArn"]

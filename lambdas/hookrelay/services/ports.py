@@ -113,3 +113,6 @@ class RetryWorkflow(Protocol):
 
     def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> None:
         """Tell a waiting execution how the attempt it asked for ended."""
+
+    def fail(self, task_token: str, error: str, cause: str) -> None:
+        """Tell a waiting execution its attempt cannot be made at all (the delivery is gone)."""
