@@ -1,0 +1,31 @@
+"""Deployment configuration read from CDK context, validated at synth time with the runtime's own code."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from constructs import Node
+
+from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
+
+RETRY_SCHEDULE_CONTEXT = "retry_schedule"
+DEFAULT_RETRY_SCHEDULE = "default"
+# The whole-request timeout of one delivery attempt (the contract's "delivered within 8 s").
+ATTEMPT_TIMEOUT_SECONDS = 8
+
+
+class InvalidConfiguration(ValueError):
+    pass
+
+
+def retry_schedule(node: Node) -> RetrySchedule:
+    """The `retry_schedule` context: a profile name, a JSON list of gaps, or {gaps, repeat_every, horizon}."""
+    raw: Any = node.try_get_context(RETRY_SCHEDULE_CONTEXT)
+    try:
+        return schedule_from_config(DEFAULT_RETRY_SCHEDULE if raw is None else raw)
+    except (ValueError, TypeError) as error:  # InvalidSchedule and bad JSON are ValueErrors
+        raise InvalidConfiguration(
+            f"CDK context {RETRY_SCHEDULE_CONTEXT}={raw!r} is not a valid retry schedule: {error}. "
+            'Use "default", "short", a JSON list of gaps in seconds starting with 0 (e.g. [0, 60, 300]), '
+            'or {"gaps": [...], "repeat_every": seconds, "horizon": seconds}.'
+        ) from error

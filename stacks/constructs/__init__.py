@@ -1,0 +1,1 @@
+"""One construct per concern: storage, queues, the retry workflow, functions, the API, observability."""

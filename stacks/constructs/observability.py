@@ -1,0 +1,175 @@
+"""Alarms on what must never pile up silently (dead letters, poison messages, failing functions and workflows),
+an encrypted SNS topic they notify, and a dashboard."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from hookrelay.adapters import schema
+from hookrelay.domain.status import DeliveryStatus
+
+PERIOD = Duration.minutes(5)
+
+
+class Observability(Construct):
+    # Dead deliveries are kept (and redrivable) in DynamoDB for 30 days; their SQS copy should not sit unseen.
+    DEAD_LETTER_MAX_AGE = Duration.hours(1)
+    METRICS_NAMESPACE = "Hookrelay"
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        queues: Mapping[str, sqs.IQueue],
+        functions: Mapping[str, lambda_.IFunction],
+        retry_workflow: sfn.IStateMachine,
+    ):
+        super().__init__(scope, construct_id)
+        self.topic = self._alarm_topic()
+        dead_letters = queues[schema.DEAD_LETTER_QUEUE.logical_name]
+        poison = queues[schema.POISON_QUEUE.logical_name]
+        self.alarms: list[cloudwatch.Alarm] = [
+            self._alarm(
+                "DeadLettersWaiting",
+                dead_letters.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                threshold=0,
+                description="Deliveries died (schedule exhausted or hard-failure cap): see the dead-letter queue.",
+            ),
+            self._alarm(
+                "DeadLettersAging",
+                dead_letters.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+                threshold=self.DEAD_LETTER_MAX_AGE.to_seconds(),
+                description="A dead letter has waited unhandled for over an hour.",
+            ),
+            self._alarm(
+                "PoisonMessages",
+                poison.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                threshold=0,
+                description="Delivery messages failed processing repeatedly (a bug, not a consumer outage).",
+            ),
+            self._alarm(
+                "RetryWorkflowFailed",
+                retry_workflow.metric_failed(period=PERIOD, statistic="Sum"),
+                threshold=0,
+                description="A retry workflow execution failed.",
+            ),
+            self._alarm(
+                "RetryWorkflowTimedOut",
+                retry_workflow.metric_timed_out(period=PERIOD, statistic="Sum"),
+                threshold=0,
+                description="A retry workflow execution timed out.",
+            ),
+            *(
+                self._alarm(
+                    f"{name.title()}Errors",
+                    function.metric_errors(period=PERIOD, statistic="Sum"),
+                    threshold=0,
+                    description=f"The {name} function raised errors.",
+                )
+                for name, function in functions.items()
+            ),
+        ]
+        self.dashboard = self._dashboard(queues, functions, retry_workflow)
+
+    def _alarm_topic(self) -> sns.Topic:
+        # A customer-managed key: CloudWatch cannot publish to a topic under the AWS-managed aws/sns key.
+        key = kms.Key(self, "AlarmTopicKey", enable_key_rotation=True, description="Hookrelay alarm notifications")
+        key.grant(iam.ServicePrincipal("cloudwatch.amazonaws.com"), "kms:Decrypt", "kms:GenerateDataKey*")
+        return sns.Topic(self, "AlarmTopic", master_key=key, enforce_ssl=True)
+
+    def _alarm(self, construct_id: str, metric: cloudwatch.IMetric, *, threshold: float, description: str):
+        alarm = cloudwatch.Alarm(
+            self,
+            construct_id,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
+        alarm.add_alarm_action(actions.SnsAction(self.topic))
+        return alarm
+
+    def _attempt_metric(self, status: DeliveryStatus) -> cloudwatch.Metric:
+        # Emitted by the delivery handler through Powertools Metrics (EMF).
+        return cloudwatch.Metric(
+            namespace=self.METRICS_NAMESPACE,
+            metric_name=f"Attempts_{status.value}",
+            dimensions_map={"service": "delivery"},
+            statistic="Sum",
+            period=PERIOD,
+        )
+
+    def _dashboard(
+        self,
+        queues: Mapping[str, sqs.IQueue],
+        functions: Mapping[str, lambda_.IFunction],
+        retry_workflow: sfn.IStateMachine,
+    ) -> cloudwatch.Dashboard:
+        dashboard = cloudwatch.Dashboard(self, "Dashboard")
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Delivery attempts by outcome",
+                left=[
+                    self._attempt_metric(status)
+                    for status in (DeliveryStatus.DELIVERED, DeliveryStatus.RETRYING, DeliveryStatus.DEAD)
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Queue depth",
+                left=[
+                    queue.metric_approximate_number_of_messages_visible(period=PERIOD, label=name)
+                    for name, queue in queues.items()
+                ],
+                width=12,
+            ),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Oldest message age (s)",
+                left=[
+                    queue.metric_approximate_age_of_oldest_message(period=PERIOD, label=name)
+                    for name, queue in queues.items()
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Retry workflows",
+                left=[
+                    retry_workflow.metric_started(period=PERIOD),
+                    retry_workflow.metric_succeeded(period=PERIOD),
+                    retry_workflow.metric_failed(period=PERIOD),
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Function errors",
+                left=[function.metric_errors(period=PERIOD, label=name) for name, function in functions.items()],
+                width=8,
+            ),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Function duration p99 (ms)",
+                left=[
+                    function.metric_duration(period=PERIOD, statistic="p99", label=name)
+                    for name, function in functions.items()
+                ],
+                width=24,
+            ),
+        )
+        return dashboard

@@ -1,0 +1,84 @@
+"""The retry workflow: the ASL file in `statemachine/`, loaded as is, with its `${...}` substitutions filled."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Aws, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+import statemachine
+from stacks.nag import acknowledge
+
+
+class MissingSubstitution(ValueError):
+    pass
+
+
+def definition_substitutions(values: Mapping[str, str]) -> dict[str, str]:
+    """Exactly `statemachine.SUBSTITUTIONS`, each with a value; synth fails naming whatever is missing."""
+    declared = set(statemachine.SUBSTITUTIONS)
+    undeclared = statemachine.placeholders() - declared
+    if undeclared:
+        raise MissingSubstitution(
+            f"{statemachine.ASL_PATH.name} uses {sorted(undeclared)}, not listed in statemachine.SUBSTITUTIONS"
+        )
+    missing = declared - values.keys()
+    if missing:
+        raise MissingSubstitution(
+            f"no CDK value for ASL substitutions {sorted(missing)}: add them to RetryWorkflow.substitution_values"
+        )
+    return {name: values[name] for name in statemachine.SUBSTITUTIONS}
+
+
+class RetryWorkflow(Construct):
+    """Standard workflow, started by the delivery Lambda only after a failed attempt; logged and traced."""
+
+    TYPE = sfn.StateMachineType.STANDARD
+    LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, delivery_queue: sqs.IQueue, dead_letter_queue: sqs.IQueue
+    ):
+        super().__init__(scope, construct_id)
+        # The queues the ASL sends to, by the substitution that names them.
+        queues = {"DeliveryQueueUrl": delivery_queue, "DeadLetterQueueUrl": dead_letter_queue}
+        log_group = logs.LogGroup(self, "Logs", retention=self.LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            state_machine_type=self.TYPE,
+            definition_body=sfn.DefinitionBody.from_file(str(statemachine.ASL_PATH)),
+            definition_substitutions=definition_substitutions(self.substitution_values(queues)),
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
+            tracing_enabled=True,
+        )
+        # The ASL's tasks only send to queues: SendMessage on exactly the queues its definition names.
+        used = [queue.queue_arn for name, queue in queues.items() if name in statemachine.SUBSTITUTIONS]
+        self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=used))
+        self._acknowledge_service_wildcards()
+
+    @staticmethod
+    def substitution_values(queues: Mapping[str, sqs.IQueue]) -> dict[str, str]:
+        """The value of every `${Name}` in the ASL file, by name."""
+        return {
+            "Partition": Aws.PARTITION,
+            "AttemptTaskTimeoutSeconds": str(statemachine.ATTEMPT_TASK_TIMEOUT_SECONDS),
+            **{name: queue.queue_url for name, queue in queues.items()},
+        }
+
+    def _acknowledge_service_wildcards(self) -> None:
+        policy = self.state_machine.role.node.try_find_child("DefaultPolicy")
+        reasons = {
+            "AwsSolutions-IAM5[Resource::*]": (
+                "Added by CDK for execution logging and tracing: the CloudWatch Logs delivery actions "
+                "(logs:CreateLogDelivery, ...) and X-Ray's PutTraceSegments/PutTelemetryRecords/GetSampling* do "
+                "not support resource-level permissions. The workflow's own task is scoped to the delivery queue."
+            ),
+        }
+        for finding, reason in reasons.items():
+            acknowledge(policy or self.state_machine.role, finding, reason)

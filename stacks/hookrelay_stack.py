@@ -1,0 +1,72 @@
+"""The Hookrelay stack: thin composition of one construct per concern."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from hookrelay.adapters import schema
+from scripts import build_lambda_asset
+from stacks import config
+from stacks.constructs.api import Api
+from stacks.constructs.functions import Functions
+from stacks.constructs.observability import Observability
+from stacks.constructs.queues import Queues
+from stacks.constructs.retry_workflow import RetryWorkflow
+from stacks.constructs.storage import Storage
+
+
+def lambda_asset() -> Path:
+    """The one asset directory of every function, built (or reused) for the functions' runtime and architecture."""
+    return build_lambda_asset.build(Functions.python_version(), Functions.architecture_name())
+
+
+class HookrelayStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        schedule = config.retry_schedule(self.node)  # first: a bad schedule fails synth before anything is built
+
+        storage = Storage(self, "Storage")
+        queues = Queues(self, "Queues")
+        retry = RetryWorkflow(
+            self,
+            "RetryWorkflow",
+            delivery_queue=queues.queue(schema.DELIVERY_QUEUE),
+            dead_letter_queue=queues.queue(schema.DEAD_LETTER_QUEUE),
+        )
+        functions = Functions(
+            self,
+            "Functions",
+            code=lambda_.Code.from_asset(str(lambda_asset())),
+            storage=storage,
+            queues=queues,
+            retry_workflow=retry.state_machine,
+            environment={
+                schema.RETRY_SCHEDULE: json.dumps(schedule.to_config()),
+                schema.ATTEMPT_TIMEOUT_SECONDS: str(config.ATTEMPT_TIMEOUT_SECONDS),
+            },
+        )
+        api = Api(self, "Api", authorizer_function=functions.function("authorizer"), functions=functions.functions)
+        Observability(
+            self,
+            "Observability",
+            queues=queues.queues,
+            functions=functions.functions,
+            retry_workflow=retry.state_machine,
+        )
+
+        CfnOutput(self, "ApiUrl", value=api.url, description="Base URL of the HTTP API")
+        CfnOutput(
+            self,
+            "ApiKeysTableName",
+            value=storage.table(schema.API_KEYS).table_name,
+            description="For scripts/create_admin_key.py --table",
+        )
+        for name, queue in queues.queues.items():
+            CfnOutput(self, f"{name}Url", value=queue.queue_url)
+        CfnOutput(self, "RetryStateMachineArn", value=retry.state_machine.state_machine_arn)
