@@ -12,7 +12,7 @@ export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run test lint format synth unit integration infra e2e
+.PHONY: install run consumer test lint format synth unit integration infra e2e
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -29,7 +29,11 @@ node_modules/.installed: package.json package-lock.json
 install: .venv/.synced node_modules/.installed
 
 run: install
-	$(RUN) python -m local $(ARGS)
+	@$(RUN) python -m local $(ARGS)
+
+# The demo webhook consumer of the README's walkthrough, e.g. make consumer ARGS='--port 9000 --secret whsec_…'
+consumer: install
+	@$(RUN) python -m local.consumer $(ARGS)
 
 test: install
 	$(RUN) ruff check .

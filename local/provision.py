@@ -15,6 +15,12 @@ import statemachine
 from hookrelay.adapters import schema
 
 LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/hookrelay-local-retry"
+DEFAULT_PREFIX = "hookrelay"
+
+
+def resource_name(logical_name: str, prefix: str = DEFAULT_PREFIX) -> str:
+    """The local name of a table or queue (a FIFO queue's name also ends in `.fifo`)."""
+    return f"{prefix}-{logical_name}"
 
 
 def create_table(dynamodb: Any, spec: schema.TableSpec, name: str) -> None:
@@ -72,7 +78,7 @@ def create_queue(sqs: Any, spec: schema.QueueSpec, name: str, arns: dict[str, st
 
 
 def provision(
-    prefix: str = "hookrelay", *, retry_schedule: str = "default", region: str | None = None
+    prefix: str = DEFAULT_PREFIX, *, retry_schedule: str = "default", region: str | None = None
 ) -> dict[str, str]:
     """Create everything and return the environment the Lambda handlers read."""
     session = boto3.session.Session(region_name=region)
@@ -81,12 +87,13 @@ def provision(
     sfn = session.client("stepfunctions")
     env: dict[str, str] = {}
     for spec in schema.ALL_TABLES:
-        name = f"{prefix}-{spec.logical_name}"
+        name = resource_name(spec.logical_name, prefix)
         create_table(dynamodb, spec, name)
         env[spec.env_var] = name
     arns: dict[str, str] = {}
     urls = {
-        spec.logical_name: create_queue(sqs, spec, f"{prefix}-{spec.logical_name}", arns) for spec in schema.ALL_QUEUES
+        spec.logical_name: create_queue(sqs, spec, resource_name(spec.logical_name, prefix), arns)
+        for spec in schema.ALL_QUEUES
     }
     env[schema.DELIVERY_QUEUE_URL] = urls[schema.DELIVERY_QUEUE.logical_name]
     env[schema.DEAD_LETTER_QUEUE_URL] = urls[schema.DEAD_LETTER_QUEUE.logical_name]
@@ -100,7 +107,7 @@ def provision(
         }
     )
     env[schema.RETRY_STATE_MACHINE_ARN] = sfn.create_state_machine(
-        name=f"{prefix}-retry", definition=definition, roleArn=LOCAL_ROLE_ARN, type="STANDARD"
+        name=resource_name("retry", prefix), definition=definition, roleArn=LOCAL_ROLE_ARN, type="STANDARD"
     )["stateMachineArn"]
     env[schema.RETRY_SCHEDULE] = retry_schedule
     return env

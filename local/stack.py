@@ -1,0 +1,224 @@
+"""`python -m local`: the whole system on 127.0.0.1, no AWS account, no Docker.
+
+moto's server stands in for AWS (tables, queues and the retry state machine, created from the same
+definitions the CDK stack uses, the ASL run by moto's interpreter); the API is served on localhost
+through `local.gateway`, which calls the real authorizer and handlers; an SQS event source feeds the
+real delivery handler. State lives as long as the process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shlex
+import signal
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from typing import Any, TextIO
+
+from hookrelay import wiring
+from hookrelay.adapters import aws as aws_clients
+from hookrelay.adapters import schema
+from hookrelay.domain.schedule import PROFILES
+from local import gateway
+from local.aws_endpoint import AwsEndpoint, start_aws_endpoint, use_utc
+from local.http_api import ApiServer
+from local.provision import provision
+from local.sqs_source import EventSource
+from scripts.create_admin_key import create_admin_key
+
+log = logging.getLogger("hookrelay.local")
+
+DEFAULT_PORT = 8080
+
+
+@dataclass(frozen=True)
+class Keys:
+    admin_key: str
+    producer_key: str
+    tenant_id: str
+    tenant_key: str
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m local", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="serve the API on this port (0: any free port)")
+    parser.add_argument(
+        "--fast",
+        action="store_true",
+        help="the fast retry schedule: seconds instead of minutes and hours, the same shape (watch retries happen)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="once ready, print one line of JSON (api_url, admin_key, producer_key, tenant_id, tenant_key),"
+        " and nothing else, on stdout",
+    )
+    parser.add_argument("--concurrency", type=int, default=8, help="delivery function invocations at once (default 8)")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("POWERTOOLS_LOG_LEVEL", "INFO"),
+        help="log level of the Lambda functions and the local stack, logged to stderr (default INFO)",
+    )
+    return parser.parse_args(argv)
+
+
+def configure_process(log_level: str) -> TextIO:
+    """Set up the process the way a Lambda environment is; returns the stream for this command's own output.
+
+    The functions log to stdout, as in Lambda; here stdout is kept for what this command prints (in
+    `--json` mode, exactly one line), so everything else, their logs included, goes to stderr.
+    """
+    use_utc()
+    console = sys.stdout
+    sys.stdout = sys.stderr
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "hookrelay-local")
+    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Hookrelay")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ["POWERTOOLS_LOG_LEVEL"] = log_level.upper()
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("hookrelay").setLevel(log_level.upper())
+    return console
+
+
+def call_api(method: str, path: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = gateway.handle(
+        method,
+        path,
+        "",
+        {"authorization": f"Bearer {token}", "content-type": "application/json"},
+        json.dumps(body).encode(),
+    )
+    if response.status >= 300:
+        raise RuntimeError(f"{method} {path} answered {response.status}: {response.body.decode(errors='replace')}")
+    return response.json()
+
+
+def issue_keys(api_keys_table: str) -> Keys:
+    """The first admin key the documented way, then a tenant and a producer key through the API itself."""
+    admin = create_admin_key(api_keys_table, "local stack admin").token
+    tenant = call_api("POST", "/v1/tenants", admin, {"name": "local tenant"})
+    producer = call_api("POST", "/v1/api-keys", admin, {"role": "producer", "description": "local stack producer"})
+    return Keys(admin, producer["token"], tenant["tenant_id"], tenant["api_key"]["token"])
+
+
+@dataclass
+class LocalStack:
+    aws: AwsEndpoint
+    api: ApiServer
+    deliveries: EventSource
+    keys: Keys
+    schedule_name: str
+
+    def ready_document(self) -> dict[str, str]:
+        # The issue's five fields, plus where moto listens, for scripts that look inside "AWS".
+        return {"api_url": self.api.url, **asdict(self.keys), "aws_endpoint_url": self.aws.url}
+
+    def stop(self) -> None:
+        # Outside in: no new requests, then no new deliveries, then AWS itself.
+        self.api.stop()
+        self.deliveries.stop()
+        self.aws.stop()
+
+
+def start(port: int, *, fast: bool, concurrency: int) -> LocalStack:
+    aws = start_aws_endpoint()
+    try:
+        schedule_name = "fast" if fast else "default"
+        env = provision(retry_schedule=schedule_name)
+        # Local mode only: lets endpoints on 127.0.0.1 (the demo consumer) receive webhooks.
+        env[schema.ALLOW_PRIVATE_DESTINATIONS] = "true"
+        os.environ.update(env)
+        wiring.reset()  # clients are made from now on, against moto
+        keys = issue_keys(env[schema.API_KEYS.env_var])
+        api = ApiServer(port)
+        deliveries = EventSource(
+            aws_clients.client("sqs"),
+            env[schema.DELIVERY_QUEUE_URL],
+            batch_size=schema.DELIVERY_BATCH_SIZE,
+            concurrency=concurrency,
+        )
+    except BaseException:
+        aws.stop()
+        raise
+    deliveries.start()
+    api.start()
+    return LocalStack(aws, api, deliveries, keys, schedule_name)
+
+
+def describe(stack: LocalStack) -> str:
+    schedule = PROFILES[stack.schedule_name]
+    keys = stack.keys
+    exports = {
+        "HOOKRELAY_API": stack.api.url,
+        "ADMIN_KEY": keys.admin_key,
+        "PRODUCER_KEY": keys.producer_key,
+        "TENANT_ID": keys.tenant_id,
+        "TENANT_KEY": keys.tenant_key,
+    }
+    first_event = json.dumps({"tenant_id": keys.tenant_id, "type": "order.created", "data": {"order_id": 1}})
+    return "\n".join(
+        [
+            "hookrelay is running on 127.0.0.1 (no AWS account: moto's server stands in for AWS)",
+            "",
+            f"  API            {stack.api.url}",
+            f"  AWS endpoint   {stack.aws.url}   (moto's server: point AWS_ENDPOINT_URL here to look inside)",
+            f"  retry schedule {schedule.name}: gaps {', '.join(map(str, schedule.gaps))} s"
+            + (f", then every {schedule.repeat_every} s" if schedule.repeat_every else "")
+            + f", horizon {schedule.horizon} s",
+            f"  admin key      {keys.admin_key}",
+            f"  producer key   {keys.producer_key}",
+            f"  tenant         {keys.tenant_id}",
+            f"  tenant key     {keys.tenant_key}",
+            "",
+            "Keys are shown once. In another terminal, set them as variables:",
+            "",
+            "  export " + " ".join(f"{name}={shlex.quote(value)}" for name, value in exports.items()),
+            "",
+            "then send a first event (it is accepted; it reaches nobody until the tenant has an endpoint):",
+            "",
+            '  curl -sS -X POST "$HOOKRELAY_API/v1/events" -H "authorization: Bearer $PRODUCER_KEY" \\',
+            f"    -H 'content-type: application/json' -d {shlex.quote(first_event)}",
+            "",
+            "State lives as long as this process. Stop with Ctrl-C.",
+            "",
+        ]
+    )
+
+
+def wait_for_stop_signal() -> int:
+    stopping = threading.Event()
+    received: list[int] = []
+
+    def on_signal(number: int, _frame: Any) -> None:
+        received.append(number)
+        stopping.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    while not stopping.wait(0.5):
+        pass
+    return received[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    console = configure_process(args.log_level)
+    try:
+        stack = start(args.port, fast=args.fast, concurrency=args.concurrency)
+    except OSError as error:  # most likely the port is taken
+        print(f"could not start the local stack: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        console.write(json.dumps(stack.ready_document()) + "\n")
+    else:
+        console.write(describe(stack))
+    console.flush()
+    number = wait_for_stop_signal()
+    log.info("%s: stopping", signal.Signals(number).name)
+    stack.stop()
+    return 0

@@ -1,0 +1,36 @@
+"""One local stack for the module, started as a user starts it; consumers per test; everything stopped."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.harness import Consumer, LocalStack
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    running = LocalStack(tmp_path_factory.mktemp("local-stack"))
+    try:
+        yield running
+    finally:
+        code = running.stop(signal.SIGTERM)
+    assert code == 0, f"the local stack exited {code} on SIGTERM\n{running.process.log()}"
+
+
+@pytest.fixture
+def consumers(tmp_path: Path) -> Iterator[Callable[..., Consumer]]:
+    """Starts demo consumers (`consumers("name", mode=…)`); stops every one at the end."""
+    started: list[Consumer] = []
+
+    def start(name: str, mode: str = "ok") -> Consumer:
+        consumer = Consumer(name, tmp_path, mode=mode)
+        started.append(consumer)
+        return consumer
+
+    yield start
+    for consumer in started:
+        consumer.stop()

@@ -1,0 +1,141 @@
+"""The system end to end over HTTP: the local stack (fast schedule) and demo consumers, each its own process."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from standardwebhooks import Webhook
+
+from hookrelay.domain.schedule import FAST_SCHEDULE
+from tests.e2e.harness import Consumer, LocalStack, eventually
+
+pytestmark = pytest.mark.e2e
+
+# Long enough for the whole fast schedule (horizon 15 s) plus the local pollers and moto's timers.
+SCHEDULE_WAIT = FAST_SCHEDULE.horizon + 30
+
+
+def endpoint_for(stack: LocalStack, tenant_key: str, consumer: Consumer) -> dict[str, Any]:
+    """Register the consumer as an endpoint and give it the secret the API showed, once."""
+    endpoint = stack.created("/v1/endpoints", tenant_key, {"url": consumer.url, "event_types": ["*"]})
+    consumer.control(secret=endpoint["secret"])
+    return endpoint
+
+
+def status_of(stack: LocalStack, delivery_id: str) -> str:
+    return stack.delivery(delivery_id)["status"]
+
+
+def delivered(stack: LocalStack, delivery_id: str) -> dict[str, Any] | None:
+    record = stack.delivery(delivery_id)
+    return record if record["status"] == "delivered" else None
+
+
+def test_an_event_goes_out_as_a_signed_webhook_that_verifies(
+    stack: LocalStack, consumers: Callable[..., Consumer]
+) -> None:
+    tenant_id, tenant_key = stack.new_tenant("signed")
+    consumer = consumers("consumer")
+    endpoint_for(stack, tenant_key, consumer)
+
+    accepted = stack.publish(tenant_id, "order.created", {"order_id": 7})
+
+    [delivery_id] = accepted["delivery_ids"]
+    eventually(lambda: delivered(stack, delivery_id), "the delivery is recorded as delivered")
+    seen = consumer.received()
+    [request] = seen["requests"]
+    # Verified here as well, with the library, from the bytes and headers as they arrived.
+    envelope = Webhook(consumer.secret).verify(request["body"], request["signature_headers"])
+    assert envelope["id"] == accepted["event_id"] == request["signature_headers"]["webhook-id"]
+    assert (envelope["type"], envelope["data"]) == ("order.created", {"order_id": 7})
+    assert [event["webhook_id"] for event in seen["events"]] == [accepted["event_id"]]
+
+
+def test_a_consumer_that_is_down_gets_the_event_once_it_is_back(
+    stack: LocalStack, consumers: Callable[..., Consumer]
+) -> None:
+    tenant_id, tenant_key = stack.new_tenant("outage")
+    consumer = consumers("consumer")
+    endpoint = endpoint_for(stack, tenant_key, consumer)
+    assert consumer.stop() == 0  # down: nothing listens on the endpoint's port
+
+    [delivery_id] = stack.publish(tenant_id, "order.created", {"order_id": 8})["delivery_ids"]
+    retrying = eventually(
+        lambda: (record := stack.delivery(delivery_id))["status"] == "retrying" and len(record["attempts"]) >= 2,
+        "a second attempt fails and a third is scheduled",
+        timeout=SCHEDULE_WAIT,
+    )
+    assert retrying
+    consumer.restart(endpoint["secret"])
+
+    record = eventually(lambda: delivered(stack, delivery_id), "delivered once the consumer is back", SCHEDULE_WAIT)
+    attempts = record["attempts"]
+    assert [attempt["number"] for attempt in attempts] == list(range(1, len(attempts) + 1))
+    assert all(attempt.get("status_code") is None and attempt.get("error") for attempt in attempts[:-1])
+    assert attempts[-1]["status_code"] == 200
+    seen = consumer.received()
+    assert [request["answered"] for request in seen["requests"]] == [200]  # the restarted consumer's view
+    assert len(seen["events"]) == 1
+
+
+def test_a_consumer_failing_past_the_horizon_leaves_the_delivery_dead(
+    stack: LocalStack, consumers: Callable[..., Consumer]
+) -> None:
+    tenant_id, tenant_key = stack.new_tenant("dead")
+    consumer = consumers("consumer", mode="fail")
+    endpoint_for(stack, tenant_key, consumer)
+
+    accepted = stack.publish(tenant_id, "order.created", {"order_id": 9})
+
+    [delivery_id] = accepted["delivery_ids"]
+    eventually(lambda: status_of(stack, delivery_id) == "dead", "the delivery dies", SCHEDULE_WAIT)
+    record = stack.delivery(delivery_id)
+    assert len(record["attempts"]) == FAST_SCHEDULE.max_attempts
+    assert {attempt["status_code"] for attempt in record["attempts"]} == {500}
+    requests_seen = consumer.received()["requests"]
+    assert len(requests_seen) == FAST_SCHEDULE.max_attempts
+    assert {request["webhook_id"] for request in requests_seen} == {accepted["event_id"]}
+    eventually(
+        lambda: any(letter["delivery_id"] == delivery_id for letter in stack.dead_letters()),
+        "the dead delivery is on the dead-letter queue",
+    )
+
+
+def test_a_hanging_endpoint_does_not_hold_up_a_healthy_one(
+    stack: LocalStack, consumers: Callable[..., Consumer]
+) -> None:
+    tenant_id, tenant_key = stack.new_tenant("isolation")
+    hanging = consumers("hanging", mode="hang")
+    healthy = consumers("healthy")
+    hanging_endpoint = endpoint_for(stack, tenant_key, hanging)
+    endpoint_for(stack, tenant_key, healthy)
+
+    first = stack.publish(tenant_id, "order.created", {"order_id": 10})
+    eventually(lambda: hanging.received()["requests"], "the hanging endpoint is being attempted")
+    second = stack.publish(tenant_id, "order.created", {"order_id": 11})
+
+    wanted = {first["event_id"], second["event_id"]}
+    eventually(
+        lambda: {event["webhook_id"] for event in healthy.received()["events"]} == wanted,
+        "both events reach the healthy endpoint",
+    )
+    # ...while the first attempt at the hanging endpoint is still waiting for an answer.
+    [hanging_delivery] = [
+        delivery_id
+        for delivery_id in first["delivery_ids"]
+        if stack.delivery(delivery_id)["endpoint_id"] == hanging_endpoint["id"]
+    ]
+    assert status_of(stack, hanging_delivery) == "attempting"
+    assert {request["answered"] for request in hanging.received()["requests"]} == {None}  # none answered yet
+
+
+def test_ctrl_c_stops_everything_and_exits_zero(tmp_path: Path) -> None:
+    stack = LocalStack(tmp_path)
+    assert stack.call("GET", "/v1/endpoints", stack.tenant_key).status_code == 200
+
+    # `stop` fails the test if the process is still running STOP_TIMEOUT seconds after the signal.
+    assert stack.stop(signal.SIGINT) == 0
