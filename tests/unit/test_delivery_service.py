@@ -1,0 +1,311 @@
+"""The delivery service against in-memory ports: the response table, the schedule, and the hand-over to
+the retry workflow (started only on a first retryable failure, answered on every later attempt)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from hookrelay.domain.classification import FailureKind
+from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
+from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, SigningSecret
+from hookrelay.domain.schedule import RetrySchedule
+from hookrelay.domain.signing import generate_secret
+from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.delivery import DELIVERY_MISSING, EARLY_WAKE_TOLERANCE, DeliveryService
+from hookrelay.services.ports import DeliveryMessage, SendResult
+from tests.support.fakes import (
+    FakeClock,
+    FakeDeliveries,
+    FakeEndpoints,
+    FakeEvents,
+    RecordingDeadLetters,
+    RecordingWorkflow,
+    ScriptedSender,
+)
+
+SCHEDULE = RetrySchedule(name="test", gaps=(0, 10, 20, 40), horizon=70, retry_after_cap=30)
+OK = SendResult(200, 5)
+ERROR_500 = SendResult(500, 5)
+NOT_FOUND = SendResult(404, 5)
+TIMEOUT = SendResult(None, 2000, FailureKind.TIMEOUT, "ReadTimeout")
+
+
+@dataclass
+class World:
+    clock: FakeClock
+    deliveries: FakeDeliveries
+    endpoints: FakeEndpoints
+    events: FakeEvents
+    sender: ScriptedSender
+    workflow: RecordingWorkflow
+    dead_letters: RecordingDeadLetters
+    service: DeliveryService
+    delivery: Delivery
+    event: Event
+
+    def script(self, *results: SendResult) -> None:
+        self.sender.results.extend(results)
+
+    def message(self, attempt: int, token: str | None = None) -> DeliveryMessage:
+        return DeliveryMessage(self.delivery.id, self.delivery.tenant_id, attempt, "grp", f"dedup-{attempt}", token)
+
+    def current(self) -> Delivery:
+        return self.deliveries.items[self.delivery.id]
+
+
+@pytest.fixture
+def world() -> World:
+    clock = FakeClock()
+    now = clock.now
+    endpoint = Endpoint(
+        id="ep_1",
+        tenant_id="tn_1",
+        url="https://consumer.example/hook",
+        event_types=["*"],
+        secrets=[SigningSecret(secret=generate_secret(), created_at=now)],
+        created_at=now,
+        updated_at=now,
+    )
+    event = Event(
+        id="evt_1",
+        tenant_id="tn_1",
+        type="order.updated",
+        timestamp=now,
+        data={"id": 1},
+        body='{"id":"evt_1"}',
+        expires_at=epoch_seconds(now + timedelta(seconds=SCHEDULE.horizon, days=RETENTION_DAYS)),
+    )
+    delivery = Delivery(
+        id="dlv_1",
+        tenant_id="tn_1",
+        endpoint_id="ep_1",
+        event_id="evt_1",
+        event_type="order.updated",
+        message_group_id="grp",
+        created_at=now,
+        updated_at=now,
+    )
+    deliveries, events = FakeDeliveries(), FakeEvents(event)
+    deliveries.put_many([delivery])
+    endpoints, sender = FakeEndpoints(endpoint), ScriptedSender(clock)
+    workflow, dead_letters = RecordingWorkflow(), RecordingDeadLetters()
+    service = DeliveryService(
+        deliveries, endpoints, events, sender, workflow, dead_letters, SCHEDULE, clock=clock, sleep=clock.sleep
+    )
+    return World(clock, deliveries, endpoints, events, sender, workflow, dead_letters, service, delivery, event)
+
+
+def retry(world: World, attempt: int) -> None:
+    """What the workflow does: wait until next_attempt_at, then send the attempt with a task token."""
+    world.clock.now = max(world.clock.now, world.current().next_attempt_at)
+    world.service.attempt(world.message(attempt, token=f"token-{attempt}"))
+
+
+def test_a_first_time_success_is_delivered_and_starts_no_workflow(world: World) -> None:
+    world.script(OK)
+    report = world.service.attempt(world.message(1))
+
+    assert report.status is DeliveryStatus.DELIVERED and report.sent
+    delivery = world.current()
+    assert delivery.status is DeliveryStatus.DELIVERED and [a.number for a in delivery.attempts] == [1]
+    assert delivery.expires_at == epoch_seconds(delivery.completed_at + timedelta(days=RETENTION_DAYS))
+    assert world.workflow.started == [] and world.workflow.reports == []
+    assert world.events.extensions == []  # the event already outlives the delivery by 30 days
+
+
+def test_a_first_retryable_failure_starts_the_workflow_for_the_next_attempt(world: World) -> None:
+    world.script(ERROR_500)
+    world.service.attempt(world.message(1))
+
+    [ticket] = world.workflow.started
+    delivery = world.current()
+    assert delivery.status is DeliveryStatus.RETRYING
+    assert (ticket.delivery_id, ticket.attempt, ticket.group_id) == ("dlv_1", 2, "grp")
+    assert ticket.next_attempt_at == delivery.next_attempt_at
+    offset = (ticket.next_attempt_at - delivery.first_attempt_at).total_seconds()
+    assert 9 <= offset <= 11  # attempt 2 is planned 10 s ± 10% after the first
+
+
+def test_fail_fail_succeed_answers_each_task_token(world: World) -> None:
+    world.script(ERROR_500, TIMEOUT, OK)
+    world.service.attempt(world.message(1))
+    retry(world, 2)
+    retry(world, 3)
+
+    assert [(token, status) for token, status, _ in world.workflow.reports] == [
+        ("token-2", DeliveryStatus.RETRYING),
+        ("token-3", DeliveryStatus.DELIVERED),
+    ]
+    assert world.workflow.reports[0][2].attempt == 3
+    delivery = world.current()
+    assert delivery.status is DeliveryStatus.DELIVERED
+    assert [(a.status_code, a.error) for a in delivery.attempts] == [(500, None), (None, "timeout"), (200, None)]
+    assert len(world.workflow.started) == 1 and world.dead_letters.published == []
+
+
+def test_always_500_is_dead_after_the_schedule_with_a_dead_letter(world: World) -> None:
+    world.script(*[ERROR_500] * SCHEDULE.max_attempts)
+    world.service.attempt(world.message(1))
+    for attempt in range(2, SCHEDULE.max_attempts + 1):
+        retry(world, attempt)
+
+    delivery = world.current()
+    assert delivery.status is DeliveryStatus.DEAD and delivery.attempt_count == SCHEDULE.max_attempts == 4
+    assert world.workflow.reports[-1][1:] == (DeliveryStatus.DEAD, None)
+    [dead] = world.dead_letters.published
+    assert [a.number for a in dead.attempts] == [1, 2, 3, 4]  # the full history, the last attempt included
+    assert dead.attempts[-1].status_code == 500 and dead.completed_at == delivery.completed_at
+    assert delivery.expires_at == epoch_seconds(delivery.completed_at + timedelta(days=RETENTION_DAYS))
+
+
+def test_a_hard_failure_is_dead_after_exactly_three_attempts(world: World) -> None:
+    world.script(NOT_FOUND, NOT_FOUND, NOT_FOUND)
+    world.service.attempt(world.message(1))
+    retry(world, 2)
+    retry(world, 3)
+
+    assert world.current().status is DeliveryStatus.DEAD
+    assert len(world.sender.sent) == 3 < SCHEDULE.max_attempts
+    assert world.dead_letters.published[0].attempts[-1].status_code == 404
+
+
+def test_a_hard_failure_after_the_cap_ends_at_once(world: World) -> None:
+    world.script(ERROR_500, ERROR_500, ERROR_500, NOT_FOUND)
+    world.service.attempt(world.message(1))
+    for attempt in (2, 3):
+        retry(world, attempt)
+    assert world.current().status is DeliveryStatus.RETRYING  # 5xx keep the full schedule
+    retry(world, 4)
+    assert world.current().status is DeliveryStatus.DEAD
+
+
+@pytest.mark.parametrize(("status", "header"), [(429, "25"), (503, "Fri, 07 Mar 2025 18:00:25 GMT")])
+def test_retry_after_on_429_and_503_pushes_the_next_attempt_later(world: World, status: int, header: str) -> None:
+    world.script(SendResult(status, 0, retry_after=header))
+    world.service.attempt(world.message(1))
+
+    delivery = world.current()
+    assert delivery.next_attempt_at >= world.clock.now + timedelta(seconds=25)
+    assert delivery.attempts[0].retry_after == 25
+
+
+def test_retry_after_is_capped(world: World) -> None:
+    world.script(SendResult(429, 0, retry_after="3600"))
+    world.service.attempt(world.message(1))
+    assert world.current().next_attempt_at == world.clock.now + timedelta(seconds=SCHEDULE.retry_after_cap)
+
+
+def test_retry_after_on_other_statuses_is_ignored(world: World) -> None:
+    world.script(SendResult(500, 0, retry_after="25"))
+    world.service.attempt(world.message(1))
+    assert world.current().next_attempt_at <= world.clock.now + timedelta(seconds=11)
+    assert world.current().attempts[0].retry_after is None
+
+
+def test_an_early_wake_up_is_waited_out(world: World) -> None:
+    world.script(ERROR_500, OK)
+    world.service.attempt(world.message(1))
+    due = world.current().next_attempt_at
+    world.clock.now = due - timedelta(seconds=1.5)  # Step Functions woke the workflow a little early
+
+    world.service.attempt(world.message(2, token="token-2"))
+
+    assert world.clock.slept == [1.5]
+    assert world.current().attempts[-1].started_at >= due
+
+
+def test_an_early_wake_up_is_waited_out_only_within_the_tolerance(world: World) -> None:
+    world.script(ERROR_500, OK)
+    world.service.attempt(world.message(1))
+    world.clock.now = world.current().next_attempt_at - timedelta(seconds=9)
+    world.service.attempt(world.message(2, token="token-2"))
+    assert world.clock.slept == [EARLY_WAKE_TOLERANCE.total_seconds()]
+
+
+def test_a_duplicate_message_sends_nothing(world: World) -> None:
+    world.script(OK)
+    world.service.attempt(world.message(1))
+    report = world.service.attempt(world.message(1))
+    assert not report.sent and len(world.sender.sent) == 1
+
+
+def test_a_resent_attempt_already_made_is_answered_with_the_current_state(world: World) -> None:
+    world.script(ERROR_500, ERROR_500)
+    world.service.attempt(world.message(1))
+    retry(world, 2)  # made and recorded; suppose its answer to token-2 was lost and the workflow re-sent
+
+    report = world.service.attempt(world.message(2, token="token-2-resend"))
+
+    assert not report.sent and len(world.sender.sent) == 2
+    token, status, ticket = world.workflow.reports[-1]
+    assert (token, status, ticket.attempt) == ("token-2-resend", DeliveryStatus.RETRYING, 3)
+    assert ticket.next_attempt_at == world.current().next_attempt_at
+
+
+def test_a_resent_attempt_in_flight_elsewhere_is_left_to_time_out(world: World) -> None:
+    world.script(ERROR_500)
+    world.service.attempt(world.message(1))
+    world.clock.now = world.current().next_attempt_at
+    world.deliveries.claim("dlv_1", "tn_1", 2, world.clock.now, world.clock.now)  # another worker holds it
+
+    report = world.service.attempt(world.message(2, token="token-2-resend"))
+
+    assert report.status is DeliveryStatus.ATTEMPTING and not report.sent
+    assert world.workflow.reports == []
+
+
+def test_a_first_attempt_redelivered_after_a_crash_starts_the_lost_workflow(world: World) -> None:
+    world.script(ERROR_500)
+    world.workflow.start = lambda ticket: (_ for _ in ()).throw(RuntimeError("crashed before starting"))
+    with pytest.raises(RuntimeError):
+        world.service.attempt(world.message(1))
+    del world.workflow.start  # the Lambda is retried by SQS, and this time the start goes through
+
+    world.service.attempt(world.message(1))
+
+    [ticket] = world.workflow.started
+    assert ticket.attempt == 2 and len(world.sender.sent) == 1
+
+
+def test_a_stale_first_attempt_message_starts_nothing(world: World) -> None:
+    world.script(ERROR_500, ERROR_500)
+    world.service.attempt(world.message(1))
+    retry(world, 2)
+    world.workflow.started.clear()
+
+    world.service.attempt(world.message(1))
+
+    assert world.workflow.started == []
+
+
+def test_a_message_for_a_missing_delivery_fails_its_task(world: World) -> None:
+    del world.deliveries.items["dlv_1"]
+    report = world.service.attempt(world.message(2, token="token-2"))
+    assert report.status is None and world.workflow.failures == [("token-2", DELIVERY_MISSING)]
+
+
+def test_a_disabled_endpoint_cancels_and_ends_the_workflow(world: World) -> None:
+    world.script(ERROR_500)
+    world.service.attempt(world.message(1))
+    endpoint = world.endpoints.get("tn_1", "ep_1")
+    world.endpoints.put(endpoint.model_copy(update={"state": EndpointState.DISABLED}))
+    retry(world, 2)
+
+    assert world.current().status is DeliveryStatus.CANCELLED and world.current().expires_at is not None
+    assert world.workflow.reports == [("token-2", DeliveryStatus.CANCELLED, None)]
+    assert len(world.sender.sent) == 1
+
+
+def test_a_delivery_that_ends_after_its_event_would_expire_extends_the_event(world: World) -> None:
+    world.script(ERROR_500)
+    world.events.items["evt_1"] = world.event.model_copy(update={"expires_at": epoch_seconds(world.clock.now)})
+    world.service.attempt(world.message(1))
+    world.script(*[ERROR_500] * 3)
+    for attempt in (2, 3, 4):
+        retry(world, attempt)
+
+    ended = world.current().completed_at
+    assert world.events.items["evt_1"].expires_at == epoch_seconds(ended + timedelta(days=RETENTION_DAYS))
