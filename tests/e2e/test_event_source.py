@@ -1,0 +1,119 @@
+"""The local stack's SQS event source (local.sqs_source.EventSource) on moto, with a stand-in function.
+
+What it must keep from Lambda's event source: a message group with a message in flight yields nothing
+more until that message is settled, other groups go on meanwhile, and only the messages a batch
+reports as failed (or every message of a batch that raised) stay on the queue.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from local import sqs_source
+from local.sqs_source import EventSource
+from tests.e2e.harness import eventually
+from tests.support.aws import moto_stack
+
+
+@pytest.fixture
+def queue_url() -> Iterator[str]:
+    with moto_stack() as env:
+        yield env["DELIVERY_QUEUE_URL"]
+
+
+class StandIn:
+    """The function the event source invokes: records each batch's bodies; can hold or fail messages."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self.finished: list[str] = []
+        self.hold = threading.Event()
+        self.held_body: str | None = None
+        self.fail_body: str | None = None
+        self.raise_on: str | None = None
+
+    def __call__(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
+        bodies = [record["body"] for record in event["Records"]]
+        self.started.extend(bodies)
+        if self.held_body in bodies:
+            self.hold.wait(timeout=30)
+        self.finished.extend(bodies)
+        if self.raise_on in bodies:
+            raise RuntimeError("the function failed")
+        failed = [r["messageId"] for r in event["Records"] if r["body"] == self.fail_body]
+        return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed]}
+
+
+def send(queue_url: str, group: str, body: str) -> None:
+    boto3.client("sqs").send_message(
+        QueueUrl=queue_url, MessageBody=body, MessageGroupId=group, MessageDeduplicationId=str(uuid.uuid4())
+    )
+
+
+def counts(queue_url: str) -> tuple[int, int]:
+    attributes = boto3.client("sqs").get_queue_attributes(
+        QueueUrl=queue_url,
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]), int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+def running(queue_url: str, batch_size: int = 1) -> EventSource:
+    source = EventSource(boto3.client("sqs"), queue_url, batch_size=batch_size, concurrency=4, wait_seconds=1)
+    source.start()
+    return source
+
+
+def test_a_group_in_flight_waits_while_other_groups_go_on(queue_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in = StandIn()
+    stand_in.held_body = "a1"
+    monkeypatch.setattr(sqs_source, "invoke", stand_in)
+    send(queue_url, "a", "a1")
+    send(queue_url, "a", "a2")
+    send(queue_url, "b", "b1")
+    source = running(queue_url)
+    try:
+        eventually(lambda: "b1" in stand_in.finished, "group b is served while a1 is held")
+        assert "a1" in stand_in.started
+        assert "a2" not in stand_in.started  # group a is locked by a1, in flight
+        stand_in.hold.set()
+        eventually(lambda: "a2" in stand_in.finished, "a2 follows once a1 is settled")
+    finally:
+        stand_in.hold.set()
+        source.stop()
+    assert stand_in.started.index("a2") > stand_in.finished.index("a1")
+    assert counts(queue_url) == (0, 0)
+
+
+def test_only_reported_failures_stay_on_the_queue(queue_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in = StandIn()
+    stand_in.fail_body = "bad"
+    monkeypatch.setattr(sqs_source, "invoke", stand_in)
+    for group, body in (("g1", "good"), ("g2", "bad"), ("g3", "fine")):
+        send(queue_url, group, body)
+    source = running(queue_url, batch_size=10)
+    try:
+        eventually(lambda: {"good", "bad", "fine"} <= set(stand_in.finished), "every message is handled")
+    finally:
+        source.stop()
+    assert counts(queue_url) == (0, 1)  # "bad" waits out its visibility timeout; the others are deleted
+
+
+def test_a_function_that_raises_keeps_its_whole_batch(queue_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    stand_in = StandIn()
+    stand_in.raise_on = "boom"
+    monkeypatch.setattr(sqs_source, "invoke", stand_in)
+    send(queue_url, "g", "boom")
+    send(queue_url, "g", "after")
+    source = running(queue_url, batch_size=10)
+    try:
+        eventually(lambda: "boom" in stand_in.finished, "the batch is attempted")
+    finally:
+        source.stop()
+    assert counts(queue_url) == (0, 2)
