@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import requests
 from pydantic import BaseModel
@@ -179,8 +179,8 @@ def replay(client: HookrelayClient, args: argparse.Namespace) -> Result:
     return Result(replayed, text)
 
 
-def follow(client: HookrelayClient, redrive_id: str, poll_interval: float) -> Result:
-    bar = ProgressBar(sys.stderr)
+def follow(client: HookrelayClient, redrive_id: str, poll_interval: float, stderr: TextIO) -> Result:
+    bar = ProgressBar(stderr)
     try:
         final = client.follow_redrive(
             redrive_id,
@@ -212,15 +212,15 @@ def start_redrive(client: HookrelayClient, args: argparse.Namespace) -> Result:
         args.endpoint_id, args.since, args.until, status=args.status, idempotency_key=args.idempotency_key
     )
     if args.follow:
-        print(f"redrive {accepted.redrive_id}: {accepted.count} deliveries to replay", file=sys.stderr)
-        return follow(client, accepted.redrive_id, args.poll_interval)
+        print(f"redrive {accepted.redrive_id}: {accepted.count} deliveries to replay", file=args.stderr)
+        return follow(client, accepted.redrive_id, args.poll_interval, args.stderr)
     text = f"redrive {accepted.redrive_id} {accepted.status}: {accepted.count} deliveries to replay"
     return Result(accepted, text + f"\n(follow it: redrives show {accepted.redrive_id} --follow)")
 
 
 def show_redrive(client: HookrelayClient, args: argparse.Namespace) -> Result:
     if args.follow:
-        return follow(client, args.redrive_id, args.poll_interval)
+        return follow(client, args.redrive_id, args.poll_interval, args.stderr)
     redrive = client.get_redrive(args.redrive_id)
     return Result(redrive, describe_redrive(redrive))
 
@@ -347,8 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(commands, "redrive", start_redrive, "replay an endpoint's dead deliveries in a time window")
     sub.add_argument("endpoint_id")
     sub.add_argument("--since", type=moment, required=True, help="RFC 3339, 'now', or a duration ago such as 6h")
-    sub.add_argument("--until", type=moment, required=True)
-    sub.add_argument("--status", help="which deliveries to replay (the server's default: dead)")
+    sub.add_argument("--until", type=moment, help="end of the window (now)")
+    sub.add_argument("--status", help="dead (the default) or cancelled")
     sub.add_argument("--idempotency-key", help="retrying with the same key starts one redrive")
     following(sub)
 
@@ -397,24 +397,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None, *, session: requests.Session | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    session: requests.Session | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run one command; returns the exit code. Output goes to `stdout`, errors and progress to `stderr`."""
+    out, err = stdout or sys.stdout, stderr or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.stderr = err  # for the commands that draw progress
     url = getattr(args, "api_url", None) or os.environ.get("HOOKRELAY_URL")
     token = getattr(args, "token", None) or os.environ.get("HOOKRELAY_TOKEN")
     if not url or not token:
         parser.error("set the API URL and key: --api-url/--token or HOOKRELAY_URL/HOOKRELAY_TOKEN")
     client = HookrelayClient(url, token, timeout=getattr(args, "timeout", 10.0), session=session)
+    as_json_output = getattr(args, "json", False)
     try:
         result = args.run(client, args)
     except HookrelayError as error:
-        if getattr(args, "json", False):
-            print(json.dumps(asdict(error.problem), indent=2), file=sys.stderr)
+        if as_json_output:
+            print(json.dumps(asdict(error.problem), indent=2), file=err)
         else:
-            print(f"error: {error.problem.describe()}", file=sys.stderr)
+            print(f"error: {error.problem.describe()}", file=err)
         return EXIT_API_ERROR
     except requests.RequestException as error:
-        print(f"error: cannot reach {url}: {error}", file=sys.stderr)
+        print(f"error: cannot reach {url}: {error}", file=err)
         return EXIT_UNREACHABLE
-    print(json.dumps(as_json(result.data), indent=2) if getattr(args, "json", False) else result.text)
+    print(json.dumps(as_json(result.data), indent=2) if as_json_output else result.text, file=out)
     return result.exit_code

@@ -208,12 +208,12 @@ class HookrelayClient:
         self,
         endpoint_id: str,
         since: Moment,
-        until: Moment,
+        until: Moment | None = None,
         *,
         status: str | None = None,
         idempotency_key: str | None = None,
     ) -> RedriveAccepted:
-        """Replay the endpoint's dead (or `status`) deliveries created in [since, until)."""
+        """Replay the endpoint's dead (or `status`) deliveries created in [since, until); until defaults to now."""
         body = _without_none({"since": _moment(since), "until": _moment(until), "status": status})
         return self._post(RedriveAccepted, f"/v1/endpoints/{_segment(endpoint_id)}/redrive", body, idempotency_key)
 

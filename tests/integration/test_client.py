@@ -1,0 +1,285 @@
+"""The client and CLI end to end against the real handlers on moto, through an in-process requests transport."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import requests
+from hookrelay_client import HookrelayClient, HookrelayError, Redrive
+from hookrelay_client.cli import main
+from standardwebhooks import Webhook
+
+from local.sqs_source import poll_once
+from tests.conftest import Platform
+from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.gateway_adapter import GATEWAY_URL, gateway_session
+from tests.support.records import seed
+
+ClientFor = Callable[[str], HookrelayClient]
+
+
+@pytest.fixture
+def client_for(platform: Platform) -> ClientFor:
+    return lambda token: HookrelayClient(GATEWAY_URL, token, session=gateway_session())
+
+
+@pytest.fixture
+def tenant(platform: Platform, client_for: ClientFor, consumer: ScriptedConsumer) -> dict[str, Any]:
+    """A tenant with one endpoint at the scripted consumer, and a producer key: all made through the client."""
+    admin = client_for(platform.admin_token)
+    created = admin.create_tenant("acme")
+    tenant_client = client_for(created.api_key.token)
+    endpoint = tenant_client.create_endpoint(consumer.url, ["order.*"], description="orders")
+    producer = client_for(admin.create_api_key("producer").token)
+    return {"id": created.tenant_id, "client": tenant_client, "endpoint": endpoint, "producer": producer}
+
+
+def run_redrive_pages(platform: Platform) -> None:
+    """What the redrive Lambda's event source does in AWS: feed queued redrive pages to the real handler."""
+    while poll_once(platform.sqs, platform.env["REDRIVE_JOBS_QUEUE_URL"], function="redrive", batch_size=1):
+        pass
+
+
+def test_send_show_and_event_as_sent(platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer) -> None:
+    published = tenant["producer"].publish_event(tenant["id"], "order.updated", {"id": 1}, ordering_key="order-1")
+    assert len(published.delivery_ids) == 1 and published.sequence is not None
+
+    platform.pump()
+    [request] = consumer.wait_for(1)
+    assert Webhook(tenant["endpoint"].secret).verify(request.body, request.headers)["id"] == published.event_id
+
+    delivery = tenant["client"].get_delivery(published.delivery_ids[0])
+    assert (delivery.status, delivery.event_id, delivery.endpoint_id) == (
+        "delivered",
+        published.event_id,
+        tenant["endpoint"].id,
+    )
+    [attempt] = delivery.attempts
+    assert attempt.number == 1 and attempt.status_code == 200 and attempt.started_at is not None
+
+    event = tenant["client"].get_event(published.event_id)
+    assert event.body is not None and event.body.encode() == request.body
+    assert (event.ordering_key, event.sequence, event.data) == ("order-1", published.sequence, {"id": 1})
+
+
+def test_idempotency_key_publishes_once(tenant: dict[str, Any]) -> None:
+    first = tenant["producer"].publish_event(tenant["id"], "order.created", {"id": 2}, idempotency_key="order-2")
+    again = tenant["producer"].publish_event(tenant["id"], "order.created", {"id": 2}, idempotency_key="order-2")
+    assert again.event_id == first.event_id and again.delivery_ids == first.delivery_ids
+
+
+def test_endpoints_list_and_show(tenant: dict[str, Any]) -> None:
+    endpoint = tenant["endpoint"]
+    assert [e.id for e in tenant["client"].list_endpoints()] == [endpoint.id]
+    shown = tenant["client"].get_endpoint(endpoint.id)
+    assert (shown.url, shown.event_types, shown.description) == (endpoint.url, ["order.*"], "orders")
+    assert "secret" not in shown.model_dump()
+
+
+def test_iterating_deliveries_follows_next_cursor(platform: Platform, tenant: dict[str, Any]) -> None:
+    published = [tenant["producer"].publish_event(tenant["id"], "order.updated", {"n": n}) for n in range(7)]
+    first_page = tenant["client"].list_deliveries(limit=3)
+    assert len(first_page.data) == 3 and first_page.next_cursor
+
+    every = list(tenant["client"].iter_deliveries(limit=3))
+    assert sorted(d.id for d in every) == sorted(p.delivery_ids[0] for p in published)
+    created = [d.created_at for d in every]
+    assert created == sorted(created, reverse=True)
+
+
+def test_replay_sends_the_same_webhook_id_again(
+    platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer
+) -> None:
+    published = tenant["producer"].publish_event(tenant["id"], "order.updated", {"id": 3})
+    platform.pump()
+    replay = tenant["client"].replay_delivery(published.delivery_ids[0])
+    assert (replay.replay_of, replay.event_id) == (published.delivery_ids[0], published.event_id)
+    assert replay.delivery_id != published.delivery_ids[0]
+
+    platform.pump()
+    requests_seen = consumer.wait_for(2)
+    assert [r.headers["webhook-id"] for r in requests_seen] == [published.event_id] * 2
+    assert tenant["client"].get_delivery(replay.delivery_id).replay_of == published.delivery_ids[0]
+
+
+def test_test_event_reaches_the_endpoint(
+    platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer
+) -> None:
+    sent = tenant["client"].send_test_event(tenant["endpoint"].id)
+    platform.pump()
+    [request] = consumer.wait_for(1)
+    assert request.headers["webhook-id"] == sent.event_id
+    assert tenant["client"].get_delivery(sent.delivery_id).status == "delivered"
+
+
+def test_failed_attempt_is_visible_with_its_response(
+    platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer
+) -> None:
+    consumer.queue([Reply(502, b"<html>bad gateway</html>")])
+    published = tenant["producer"].publish_event(tenant["id"], "order.updated", {"id": 4})
+    platform.pump()
+    consumer.wait_for(1)
+    retrying = tenant["client"].list_deliveries(status="retrying").data
+    assert [d.id for d in retrying] == published.delivery_ids
+    assert retrying[0].last_status_code == 502 and retrying[0].next_attempt_at is not None
+    [attempt] = tenant["client"].get_delivery(published.delivery_ids[0]).attempts
+    assert attempt.response_excerpt == "<html>bad gateway</html>"
+
+
+def test_problem_details_raise_one_exception_type(tenant: dict[str, Any], client_for: ClientFor) -> None:
+    with pytest.raises(HookrelayError) as missing:
+        tenant["client"].get_delivery("del_does_not_exist")
+    assert missing.value.status == 404 and missing.value.problem.title
+
+    with pytest.raises(HookrelayError) as invalid:
+        tenant["client"].create_endpoint("https://example.com/hook", ["not a filter!"])
+    assert invalid.value.status == 422
+    assert [error["field"] for error in invalid.value.problem.errors] == ["event_types"]
+
+    with pytest.raises(HookrelayError) as forbidden:
+        client_for("hr_not_a_real_key").list_endpoints()
+    assert forbidden.value.status in (401, 403)
+
+
+def test_redrive_replays_the_window_and_is_followed_to_completion(
+    platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer
+) -> None:
+    now = datetime.now(UTC)
+    endpoint_id = tenant["endpoint"].id
+    dead = [seed(tenant["id"], endpoint_id, now - timedelta(minutes=30 - i)) for i in range(3)]
+    outside = seed(tenant["id"], endpoint_id, now - timedelta(hours=5))
+
+    accepted = tenant["client"].redrive(endpoint_id, now - timedelta(hours=1), now)
+    assert accepted.count == 3
+    seen: list[Redrive] = []
+
+    def progress(redrive: Redrive) -> None:
+        seen.append(redrive)
+        run_redrive_pages(platform)
+
+    final = tenant["client"].follow_redrive(accepted.redrive_id, poll_interval=0, on_progress=progress)
+    assert (final.state, final.replayed, final.total) == ("completed", 3, 3)
+    assert seen[-1] == final
+
+    platform.pump()
+    requests_seen = consumer.wait_for(3)
+    assert sorted(r.headers["webhook-id"] for r in requests_seen) == sorted(s.event.id for s in dead)
+    assert outside.event.id not in {r.headers["webhook-id"] for r in requests_seen}
+
+
+# -- the CLI ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., tuple[int, str, str]]:
+    """Runs the CLI with the URL and key from the environment; returns (exit code, stdout, stderr)."""
+    monkeypatch.setenv("HOOKRELAY_URL", GATEWAY_URL)
+
+    def run(token: str, *argv: str) -> tuple[int, str, str]:
+        monkeypatch.setenv("HOOKRELAY_TOKEN", token)
+        out, err = io.StringIO(), io.StringIO()
+        code = main(list(argv), session=gateway_session(), stdout=out, stderr=err)
+        return code, out.getvalue(), err.getvalue()
+
+    return run
+
+
+def token_of(client: HookrelayClient) -> str:
+    return client._headers["Authorization"].removeprefix("Bearer ")
+
+
+def test_cli_prints_problem_details_and_exits_non_zero(tenant: dict[str, Any], cli) -> None:
+    code, out, err = cli(token_of(tenant["client"]), "deliveries", "show", "del_does_not_exist")
+    assert code == 1 and out == ""
+    assert err.startswith("error: 404 ")
+
+    code, out, err = cli(token_of(tenant["client"]), "--json", "deliveries", "show", "del_does_not_exist")
+    assert code == 1 and json.loads(err)["status"] == 404
+
+
+def test_cli_validation_problem_lists_the_fields(tenant: dict[str, Any], cli) -> None:
+    code, _, err = cli(
+        token_of(tenant["client"]), "endpoints", "create", "--url", "https://x.test", "--event-type", "!"
+    )
+    assert code == 1
+    assert "422" in err and "event_types" in err
+
+
+def test_cli_send_list_and_show(platform: Platform, tenant: dict[str, Any], cli) -> None:
+    code, out, _ = cli(
+        token_of(tenant["producer"]), "send", "--tenant-id", tenant["id"], "--type", "order.paid", "--data", '{"id": 5}'
+    )
+    assert code == 0 and out.startswith("accepted evt_")
+    platform.pump()
+
+    code, out, _ = cli(token_of(tenant["client"]), "deliveries", "list", "--json")
+    assert code == 0
+    [listed] = json.loads(out)["data"]
+    assert listed["status"] == "delivered" and listed["event_type"] == "order.paid"
+
+    code, out, _ = cli(token_of(tenant["client"]), "deliveries", "list")
+    assert code == 0
+    header, row = out.splitlines()
+    assert header.split()[:3] == ["ID", "STATUS", "ATTEMPTS"] and row.split()[:3] == [listed["id"], "delivered", "1"]
+
+    code, out, _ = cli(token_of(tenant["client"]), "deliveries", "show", listed["id"])
+    assert code == 0 and "STARTED" in out and listed["event_id"] in out
+
+
+def test_cli_redrive_follow_draws_progress_on_stderr(
+    platform: Platform, tenant: dict[str, Any], cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = datetime.now(UTC)
+    for i in range(2):
+        seed(tenant["id"], tenant["endpoint"].id, now - timedelta(minutes=10 + i))
+    # Each poll's GET runs the queued redrive pages first, as the redrive Lambda would meanwhile.
+    original = HookrelayClient.get_redrive
+
+    def get_redrive_after_pages(self: HookrelayClient, redrive_id: str) -> Redrive:
+        run_redrive_pages(platform)
+        return original(self, redrive_id)
+
+    monkeypatch.setattr(HookrelayClient, "get_redrive", get_redrive_after_pages)
+    code, out, err = cli(
+        token_of(tenant["client"]),
+        "redrive",
+        tenant["endpoint"].id,
+        "--since",
+        "1h",
+        "--follow",
+        "--poll-interval",
+        "0",
+    )
+    assert code == 0
+    assert "2 deliveries to replay" in err
+    assert err.rstrip().splitlines()[-1].startswith("[" + "#" * 30 + "] 2/2 replayed")
+    assert "completed" in out and "2/2" in out
+
+
+def test_cli_without_configuration_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HOOKRELAY_URL", raising=False)
+    monkeypatch.delenv("HOOKRELAY_TOKEN", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        main(["endpoints", "list"])
+    assert exited.value.code == 2
+
+
+def test_cli_unreachable_api_exits_3() -> None:
+    session, err = requests.Session(), io.StringIO()
+    session.mount("http://", _Refusing())
+    argv = ["--api-url", "http://127.0.0.1:9", "--token", "t", "endpoints", "list"]
+    assert main(argv, session=session, stderr=err) == 3
+    assert "cannot reach" in err.getvalue()
+
+
+class _Refusing(requests.adapters.BaseAdapter):
+    def send(self, request: requests.PreparedRequest, **_: Any) -> requests.Response:
+        raise requests.ConnectionError("connection refused")
+
+    def close(self) -> None:
+        pass
