@@ -12,7 +12,7 @@ export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run consumer test lint format synth unit integration infra e2e
+.PHONY: install run consumer cli test lint format synth unit integration infra e2e
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -34,6 +34,10 @@ run: install
 # The demo webhook consumer of the README's walkthrough, e.g. make consumer ARGS='--port 9000 --secret whsec_…'
 consumer: install
 	@$(RUN) python -m local.consumer $(ARGS)
+
+# The client's CLI, e.g. make cli ARGS='deliveries list --status dead' (HOOKRELAY_URL and HOOKRELAY_TOKEN from the env)
+cli: install
+	@PYTHONPATH=client $(RUN) python -m hookrelay_client $(ARGS)
 
 test: install
 	$(RUN) ruff check .
