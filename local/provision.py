@@ -97,7 +97,8 @@ def provision(
     }
     env[schema.DELIVERY_QUEUE_URL] = urls[schema.DELIVERY_QUEUE.logical_name]
     env[schema.DEAD_LETTER_QUEUE_URL] = urls[schema.DEAD_LETTER_QUEUE.logical_name]
-    env["POISON_QUEUE_URL"] = urls[schema.POISON_QUEUE.logical_name]
+    env[schema.POISON_QUEUE_URL] = urls[schema.POISON_QUEUE.logical_name]
+    env[schema.REDRIVE_JOBS_QUEUE_URL] = urls[schema.REDRIVE_JOBS_QUEUE.logical_name]
     definition = statemachine.render(
         {
             "Partition": "aws",

@@ -7,14 +7,25 @@ from functools import cache
 from typing import Any
 
 from hookrelay.adapters import aws, schema
-from hookrelay.adapters.dynamodb import ApiKeyTable, DeliveryTable, EndpointTable, EventTable, TenantTable
+from hookrelay.adapters.dynamodb import (
+    ApiKeyTable,
+    DeliveryLogTable,
+    DeliveryTable,
+    EndpointTable,
+    EventTable,
+    RedriveTable,
+    TenantTable,
+)
 from hookrelay.adapters.http_sender import RequestsSender
+from hookrelay.adapters.redrive_sqs import SqsMessageSource, SqsRedriveJobs
 from hookrelay.adapters.sqs import SqsDeadLetters, SqsDeliveryQueue
 from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
+from hookrelay.services.deliveries import DeliveryLogService, Replayer
 from hookrelay.services.delivery import DeliveryService
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.management import EndpointService, KeyService, TenantService
+from hookrelay.services.redrive import DeadLetterDrain, RedriveService
 
 
 def _table(spec: schema.TableSpec) -> Any:
@@ -74,8 +85,67 @@ def delivery_service() -> DeliveryService:
     )
 
 
+def _replayer(delivery_queue_url: str | None = None) -> Replayer:
+    return Replayer(
+        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
+        events=EventTable(_table(schema.EVENTS)),
+        endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_url or os.environ[schema.DELIVERY_QUEUE_URL]),
+        schedule=retry_schedule(),
+    )
+
+
+@cache
+def delivery_log_service() -> DeliveryLogService:
+    return DeliveryLogService(
+        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
+        events=EventTable(_table(schema.EVENTS)),
+        endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        replayer=_replayer(),
+    )
+
+
+@cache
+def redrive_service() -> RedriveService:
+    return RedriveService(
+        redrives=RedriveTable(_table(schema.REDRIVES)),
+        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
+        replayer=_replayer(),
+        jobs=redrive_jobs(),
+    )
+
+
+def redrive_jobs() -> SqsRedriveJobs:
+    return SqsRedriveJobs(aws.client("sqs"), os.environ[schema.REDRIVE_JOBS_QUEUE_URL])
+
+
+def dead_letter_drain(
+    dead_letter_queue_url: str | None = None,
+    poison_queue_url: str | None = None,
+    delivery_queue_url: str | None = None,
+    *,
+    wait_seconds: int = 1,
+) -> DeadLetterDrain:
+    """The drain of the dead-letter and poison queues; URLs default to this function's environment."""
+    sqs = aws.client("sqs")
+    delivery_queue_url = delivery_queue_url or os.environ[schema.DELIVERY_QUEUE_URL]
+    return DeadLetterDrain(
+        dead_letters=SqsMessageSource(
+            sqs, dead_letter_queue_url or os.environ[schema.DEAD_LETTER_QUEUE_URL], wait_seconds=wait_seconds
+        ),
+        poison=SqsMessageSource(
+            sqs, poison_queue_url or os.environ[schema.POISON_QUEUE_URL], wait_seconds=wait_seconds
+        ),
+        delivery_queue=SqsDeliveryQueue(sqs, delivery_queue_url),
+        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
+        replayer=_replayer(delivery_queue_url),
+    )
+
+
 def reset() -> None:
     """Forget every service and client: tests and the local stack call this when the environment changes."""
     for factory in (retry_schedule, key_service, tenant_service, endpoint_service, ingest_service, delivery_service):
+        factory.cache_clear()
+    for factory in (delivery_log_service, redrive_service):
         factory.cache_clear()
     aws.reset()

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, TypeVar
 
-from boto3.dynamodb.conditions import Key
+from boto3.dynamodb.conditions import Attr, ConditionBase, Key
 from botocore.exceptions import ClientError
 from pydantic import BaseModel
 
-from hookrelay.domain.clock import to_rfc3339
+from hookrelay.adapters import schema
+from hookrelay.adapters.schema import IndexSpec
+from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339
 from hookrelay.domain.models import ApiKey, Delivery, Endpoint, Event, Tenant
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
-from hookrelay.services.ports import AttemptRecord
+from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, Redrive, RedriveState
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -131,6 +133,15 @@ def _tenant_status(tenant_id: str, status: DeliveryStatus) -> str:
     return f"{tenant_id}#{status.value}"
 
 
+def _delivery_item(delivery: Delivery) -> dict[str, Any]:
+    # created_at sorts every index: it must be fixed-width (pydantic drops a zero fraction, which misorders).
+    return to_item(
+        delivery,
+        tenant_status=_tenant_status(delivery.tenant_id, delivery.status),
+        created_at=to_rfc3339(delivery.created_at),
+    )
+
+
 class DeliveryTable:
     def __init__(self, table: Any) -> None:
         self.table = table
@@ -138,9 +149,7 @@ class DeliveryTable:
     def put_many(self, deliveries: Sequence[Delivery]) -> None:
         with self.table.batch_writer() as batch:
             for delivery in deliveries:
-                batch.put_item(
-                    Item=to_item(delivery, tenant_status=_tenant_status(delivery.tenant_id, delivery.status))
-                )
+                batch.put_item(Item=_delivery_item(delivery))
 
     def get(self, delivery_id: str) -> Delivery | None:
         return from_item(Delivery, self.table.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item"))
@@ -242,4 +251,188 @@ class DeliveryTable:
             UpdateExpression=f"SET {sets} REMOVE claimed_at, next_attempt_at",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
+        )
+
+
+# --- The delivery log (reads by index), idempotent creation, and redrive records ---
+
+_INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
+# A read stops after this many index pages even if it found fewer than `limit` matches (a very selective
+# filter over a long range), returning a cursor that resumes after the last item it read.
+MAX_PAGES_PER_READ = 10
+
+
+def _not_expired(now: datetime) -> ConditionBase:
+    # TTL deletes lazily (moto never does): an expired record is gone as far as readers are concerned.
+    return Attr("expires_at").not_exists() | Attr("expires_at").gt(epoch_seconds(now))
+
+
+def _upper_inclusive(until: datetime) -> str:
+    """created_at is stored at millisecond precision, so `< until` is `<=` the last millisecond before it."""
+    ceiling = until.replace(microsecond=(until.microsecond // 1000) * 1000)
+    if ceiling < until:
+        ceiling += timedelta(milliseconds=1)
+    return to_rfc3339(ceiling - timedelta(milliseconds=1))
+
+
+def _lower_inclusive(since: datetime) -> str:
+    floor = since.replace(microsecond=(since.microsecond // 1000) * 1000)
+    return to_rfc3339(floor if floor == since else floor + timedelta(milliseconds=1))
+
+
+class DeliveryLogTable(DeliveryTable):
+    """Deliveries read through the index that makes each filter combination selective; never a scan.
+
+    | filter given                       | index            | partition          | still filtered          |
+    |------------------------------------|------------------|--------------------|-------------------------|
+    | event_id                           | by_event         | event id           | status, endpoint        |
+    | status (but not endpoint+delivered)| by_tenant_status | tenant#status      | endpoint                |
+    | endpoint_id                        | by_endpoint      | endpoint id        | status                  |
+    | nothing                            | by_tenant        | tenant id          |                         |
+
+    Every read also filters on the tenant (so an index keyed by a bare endpoint or event id can never
+    hand out another tenant's record) and on expiry.
+    """
+
+    def _index(self, where: DeliveryFilter) -> tuple[IndexSpec, str]:
+        if where.event_id:
+            return _INDEXES["by_event"], where.event_id
+        # Everything but `delivered` is rare next to an endpoint's whole history: read the status partition.
+        if where.status and not (where.endpoint_id and where.status is DeliveryStatus.DELIVERED):
+            return _INDEXES["by_tenant_status"], _tenant_status(where.tenant_id, where.status)
+        if where.endpoint_id:
+            return _INDEXES["by_endpoint"], where.endpoint_id
+        return _INDEXES["by_tenant"], where.tenant_id
+
+    def _query(self, where: DeliveryFilter, now: datetime) -> dict[str, Any]:
+        index, partition = self._index(where)
+        key = Key(index.partition_key).eq(partition)
+        lower = _lower_inclusive(where.since) if where.since else None
+        upper = _upper_inclusive(where.until) if where.until else None
+        if lower and upper:
+            key &= Key(index.sort_key).between(lower, upper)
+        elif lower:
+            key &= Key(index.sort_key).gte(lower)
+        elif upper:
+            key &= Key(index.sort_key).lte(upper)
+        condition = Attr("tenant_id").eq(where.tenant_id) & _not_expired(now)
+        if where.status and index.partition_key != "tenant_status":
+            condition &= Attr("status").eq(where.status.value)
+        if where.endpoint_id and index.partition_key != "endpoint_id":
+            condition &= Attr("endpoint_id").eq(where.endpoint_id)
+        if where.ended_before:
+            condition &= Attr("completed_at").lt(to_rfc3339(where.ended_before))
+        return {
+            "IndexName": index.name,
+            "KeyConditionExpression": key,
+            "FilterExpression": condition,
+            "ScanIndexForward": False,  # newest first
+        }
+
+    def find(self, where: DeliveryFilter, limit: int, start: dict[str, str] | None, now: datetime) -> DeliveryPage:
+        index, _ = self._index(where)
+        # One more than asked for: finding it proves there is a next page without a wasted empty one.
+        kwargs = self._query(where, now) | {"Limit": limit + 1}
+        found: list[dict[str, Any]] = []
+        for _ in range(MAX_PAGES_PER_READ):
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            page = self.table.query(**kwargs)
+            for item in page["Items"]:
+                found.append(item)
+                if len(found) > limit:
+                    # Resume right after the last item returned, not after the page DynamoDB read.
+                    last = found[limit - 1]
+                    position = {"id": last["id"], index.partition_key: last[index.partition_key]}
+                    position[index.sort_key] = last[index.sort_key]
+                    return DeliveryPage([Delivery.model_validate(i) for i in found[:limit]], position)
+            start = page.get("LastEvaluatedKey")
+            if start is None:
+                return DeliveryPage([Delivery.model_validate(i) for i in found], None)
+        return DeliveryPage([Delivery.model_validate(i) for i in found], start)
+
+    def count(self, where: DeliveryFilter, now: datetime) -> int:
+        kwargs = self._query(where, now) | {"Select": "COUNT"}
+        total = 0
+        while True:
+            page = self.table.query(**kwargs)
+            total += page["Count"]
+            if "LastEvaluatedKey" not in page:
+                return total
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def is_position_of(self, where: DeliveryFilter, position: dict[str, str]) -> bool:
+        index, partition = self._index(where)
+        expected = {"id", index.partition_key, index.sort_key}
+        if set(position) != expected or not all(isinstance(v, str) for v in position.values()):
+            return False
+        if position[index.partition_key] != partition or not position["id"].startswith("dlv_"):
+            return False
+        try:
+            from_rfc3339(position[index.sort_key])
+        except ValueError:
+            return False
+        return True
+
+    def put_new(self, delivery: Delivery) -> bool:
+        try:
+            self.table.put_item(Item=_delivery_item(delivery), ConditionExpression="attribute_not_exists(id)")
+        except ClientError as error:
+            if _conditional_failed(error):
+                return False
+            raise
+        return True
+
+
+class RedriveTable:
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def put(self, redrive: Redrive) -> None:
+        self.table.put_item(Item=to_item(redrive), ConditionExpression="attribute_not_exists(id)")
+
+    def get(self, redrive_id: str) -> Redrive | None:
+        return from_item(Redrive, self.table.get_item(Key={"id": redrive_id}, ConsistentRead=True).get("Item"))
+
+    def advance(self, redrive_id: str, done: PageDone) -> bool:
+        sets = "page = :next, replayed = replayed + :r, skipped = skipped + :s"
+        values: dict[str, Any] = {
+            ":page": done.page,
+            ":next": done.page + 1,
+            ":r": done.replayed,
+            ":s": done.skipped,
+            ":running": RedriveState.RUNNING.value,
+        }
+        if done.position is None:
+            sets += ", #state = :completed, completed_at = :now REMOVE #position"
+            values |= {":completed": RedriveState.COMPLETED.value, ":now": to_rfc3339(done.now)}
+        else:
+            sets += ", #position = :position"
+            values[":position"] = done.position
+        try:
+            self.table.update_item(
+                Key={"id": redrive_id},
+                UpdateExpression=f"SET {sets}",
+                ConditionExpression="page = :page AND #state = :running",
+                ExpressionAttributeNames={"#state": "state", "#position": "position"},
+                ExpressionAttributeValues=values,
+            )
+        except ClientError as error:
+            if _conditional_failed(error):
+                return False
+            raise
+        return True
+
+    def fail(self, redrive_id: str, reason: str, now: datetime) -> None:
+        self.table.update_item(
+            Key={"id": redrive_id},
+            UpdateExpression="SET #state = :failed, #error = :reason, completed_at = :now",
+            ConditionExpression="#state = :running",
+            ExpressionAttributeNames={"#state": "state", "#error": "error"},
+            ExpressionAttributeValues={
+                ":failed": RedriveState.FAILED.value,
+                ":running": RedriveState.RUNNING.value,
+                ":reason": reason,
+                ":now": to_rfc3339(now),
+            },
         )

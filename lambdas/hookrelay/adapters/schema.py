@@ -39,14 +39,18 @@ DELIVERIES = TableSpec(
         IndexSpec("by_event", "event_id", "created_at"),
     ),
 )
+# Redrive jobs: one record per redrive (progress and the resume cursor), kept for the retention window.
+REDRIVES = TableSpec("Redrives", "REDRIVES_TABLE", partition_key="id", ttl_attribute="expires_at")
 # Powertools idempotency's default layout.
 IDEMPOTENCY = TableSpec("Idempotency", "IDEMPOTENCY_TABLE", partition_key="id", ttl_attribute="expiration")
 
-ALL_TABLES: tuple[TableSpec, ...] = (TENANTS, API_KEYS, ENDPOINTS, EVENTS, DELIVERIES, IDEMPOTENCY)
+ALL_TABLES: tuple[TableSpec, ...] = (TENANTS, API_KEYS, ENDPOINTS, EVENTS, DELIVERIES, IDEMPOTENCY, REDRIVES)
 
 # Other environment the functions read.
 DELIVERY_QUEUE_URL = "DELIVERY_QUEUE_URL"
 DEAD_LETTER_QUEUE_URL = "DEAD_LETTER_QUEUE_URL"
+POISON_QUEUE_URL = "POISON_QUEUE_URL"
+REDRIVE_JOBS_QUEUE_URL = "REDRIVE_JOBS_QUEUE_URL"
 RETRY_STATE_MACHINE_ARN = "RETRY_STATE_MACHINE_ARN"
 RETRY_SCHEDULE = "RETRY_SCHEDULE"
 ALLOW_PRIVATE_DESTINATIONS = "ALLOW_PRIVATE_DESTINATIONS"
@@ -82,4 +86,23 @@ DELIVERY_QUEUE = QueueSpec(
 # One message per dead delivery: what operators watch and alarm on.
 DEAD_LETTER_QUEUE = QueueSpec("DeadLetterQueue", fifo=False)
 
-ALL_QUEUES: tuple[QueueSpec, ...] = (POISON_QUEUE, DELIVERY_QUEUE, DEAD_LETTER_QUEUE)
+REDRIVE_FUNCTION_TIMEOUT_SECONDS = 120
+REDRIVE_BATCH_SIZE = 1  # one redrive page (or dead-letter drain) per invocation keeps each within the timeout
+# Redrive jobs that keep failing (a bug) park here instead of cycling for the queue's whole retention.
+REDRIVE_JOBS_DEAD_LETTER_QUEUE = QueueSpec("RedriveJobsDeadLetterQueue", fifo=False)
+# One message per page of a redrive (the redrive Lambda re-enqueues the next), or per dead-letter drain.
+REDRIVE_JOBS_QUEUE = QueueSpec(
+    "RedriveJobsQueue",
+    fifo=False,
+    visibility_timeout_seconds=6 * REDRIVE_FUNCTION_TIMEOUT_SECONDS,
+    dead_letter=REDRIVE_JOBS_DEAD_LETTER_QUEUE.logical_name,
+    max_receive_count=5,
+)
+
+ALL_QUEUES: tuple[QueueSpec, ...] = (
+    POISON_QUEUE,
+    DELIVERY_QUEUE,
+    DEAD_LETTER_QUEUE,
+    REDRIVE_JOBS_DEAD_LETTER_QUEUE,
+    REDRIVE_JOBS_QUEUE,
+)

@@ -2,27 +2,55 @@
 
 from __future__ import annotations
 
+import os
+from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.utilities.idempotency import (
+    DynamoDBPersistenceLayer,
+    IdempotencyConfig,
+    idempotent_function,
+)
+from aws_lambda_powertools.utilities.idempotency.exceptions import (
+    IdempotencyAlreadyInProgressError,
+    IdempotencyValidationError,
+)
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
-from hookrelay.domain.clock import to_rfc3339
+from hookrelay.adapters import aws, schema
+from hookrelay.domain.clock import from_rfc3339, to_rfc3339
+from hookrelay.domain.status import DeliveryStatus
 from hookrelay.handlers.http import (
+    ProblemError,
     install_problem_handlers,
     json_response,
     parse_body,
+    principal,
     require,
     require_tenant,
 )
-from hookrelay.handlers.schemas import CreateApiKey, CreateEndpoint, CreateTenant, endpoint_view
+from hookrelay.handlers.schemas import (
+    CreateApiKey,
+    CreateEndpoint,
+    CreateTenant,
+    DeliveryListQuery,
+    RedriveRequest,
+    delivery_detail,
+    delivery_summary,
+    endpoint_view,
+    event_view,
+    redrive_view,
+)
 
 logger = Logger(service="api")
 tracer = Tracer(service="api")
 app = APIGatewayHttpResolver()
 install_problem_handlers(app)
+
+IDEMPOTENCY_WINDOW_SECONDS = 24 * 3600
 
 
 @app.post("/v1/tenants")
@@ -80,6 +108,101 @@ def list_endpoints() -> Response:
 def get_endpoint(endpoint_id: str) -> Response:
     tenant_id = require_tenant(app)
     return json_response(200, endpoint_view(wiring.endpoint_service().get(tenant_id, endpoint_id)))
+
+
+# --- The delivery log, replay, redrive and the test endpoint ---
+
+
+@app.get("/v1/deliveries")
+def list_deliveries() -> Response:
+    tenant_id = require_tenant(app)
+    query = DeliveryListQuery.model_validate(app.current_event.query_string_parameters or {})
+    page = wiring.delivery_log_service().list(query.where(tenant_id), limit=query.limit, cursor=query.cursor)
+    return json_response(200, {"data": [delivery_summary(d) for d in page.deliveries], "next_cursor": page.next_cursor})
+
+
+@app.get("/v1/deliveries/<delivery_id>")
+def get_delivery(delivery_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    return json_response(200, delivery_detail(wiring.delivery_log_service().get(tenant_id, delivery_id)))
+
+
+@app.post("/v1/deliveries/<delivery_id>/replay")
+def replay_delivery(delivery_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    replay = wiring.delivery_log_service().replay(tenant_id, delivery_id)
+    return json_response(202, {"delivery_id": replay.id, "replay_of": replay.replay_of, "event_id": replay.event_id})
+
+
+@app.get("/v1/events/<event_id>")
+def get_event(event_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    return json_response(200, event_view(wiring.delivery_log_service().event(tenant_id, event_id)))
+
+
+@app.post("/v1/endpoints/<endpoint_id>/test")
+def test_endpoint(endpoint_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    delivery = wiring.delivery_log_service().send_test(tenant_id, endpoint_id)
+    return json_response(202, {"event_id": delivery.event_id, "delivery_id": delivery.id})
+
+
+def start_redrive(command: dict[str, Any]) -> dict[str, Any]:
+    request = command["request"]
+    redrive = wiring.redrive_service().start(
+        request["tenant_id"],
+        request["endpoint_id"],
+        since=from_rfc3339(request["since"]),
+        until=from_rfc3339(request["until"]) if request["until"] else None,
+        status=DeliveryStatus(request["status"]),
+    )
+    return {"redrive_id": redrive.id, "count": redrive.total, "status": redrive.state.value}
+
+
+@cache
+def idempotent_redrive() -> Any:
+    """`start_redrive` behind Powertools idempotency: the same key and body start one redrive, answered alike."""
+    persistence = DynamoDBPersistenceLayer(
+        table_name=os.environ[schema.IDEMPOTENCY.env_var], boto3_client=aws.client("dynamodb")
+    )
+    config = IdempotencyConfig(
+        event_key_jmespath="idempotency_key",
+        payload_validation_jmespath="request",
+        expires_after_seconds=IDEMPOTENCY_WINDOW_SECONDS,
+    )
+    return idempotent_function(data_keyword_argument="command", persistence_store=persistence, config=config)(
+        start_redrive
+    )
+
+
+@app.post("/v1/endpoints/<endpoint_id>/redrive")
+def redrive_endpoint(endpoint_id: str) -> Response:
+    who, tenant_id = principal(app), require_tenant(app)
+    body = parse_body(app, RedriveRequest)
+    request = {"tenant_id": tenant_id, "endpoint_id": endpoint_id} | body.model_dump(mode="json")
+    key = app.current_event.headers.get("idempotency-key")
+    if key is None:
+        return json_response(202, start_redrive(command={"request": request}))
+    if not 1 <= len(key) <= 255:
+        raise ProblemError(400, "Invalid Idempotency-Key", "the key must be 1 to 255 characters", "idempotency-key")
+    try:
+        # Scoped to the calling key, like POST /v1/events.
+        result = idempotent_redrive()(command={"idempotency_key": f"{who.key_id}:{key}", "request": request})
+    except IdempotencyValidationError:
+        raise ProblemError(
+            422, "Idempotency-Key reused", "this key was used with a different body", "idempotency-mismatch"
+        ) from None
+    except IdempotencyAlreadyInProgressError:
+        raise ProblemError(
+            409, "Request in progress", "a request with this key is still being processed", "idempotency-in-flight"
+        ) from None
+    return json_response(202, result)
+
+
+@app.get("/v1/redrives/<redrive_id>")
+def get_redrive(redrive_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    return json_response(200, redrive_view(wiring.redrive_service().get(tenant_id, redrive_id)))
 
 
 @logger.inject_lambda_context

@@ -9,6 +9,7 @@ HANDLERS = {
     "ingest": "hookrelay.handlers.ingest.handler",
     "api": "hookrelay.handlers.api.handler",
     "delivery": "hookrelay.handlers.delivery.handler",
+    "redrive": "hookrelay.handlers.redrive.handler",
 }
 
 
@@ -31,4 +32,11 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/endpoints", "api"),
     Route("GET", "/v1/endpoints", "api"),
     Route("GET", "/v1/endpoints/{endpoint_id}", "api"),
+    Route("POST", "/v1/endpoints/{endpoint_id}/test", "api"),
+    Route("POST", "/v1/endpoints/{endpoint_id}/redrive", "api"),
+    Route("GET", "/v1/deliveries", "api"),
+    Route("GET", "/v1/deliveries/{delivery_id}", "api"),
+    Route("POST", "/v1/deliveries/{delivery_id}/replay", "api"),
+    Route("GET", "/v1/events/{event_id}", "api"),
+    Route("GET", "/v1/redrives/{redrive_id}", "api"),
 )

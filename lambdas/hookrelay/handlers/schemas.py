@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN
-from hookrelay.domain.models import Endpoint
+from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
+from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.deliveries import DEFAULT_LIMIT, MAX_LIMIT
+from hookrelay.services.ports import DeliveryFilter, Redrive
 
 
 class Strict(BaseModel):
@@ -65,3 +69,102 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
     if with_secret:  # only in the response that created the secret
         view["secret"] = endpoint.secrets[-1].secret
     return view
+
+
+# --- The delivery log, replay and redrive ---
+
+
+class DeliveryListQuery(Strict):
+    status: DeliveryStatus | None = None
+    endpoint_id: str | None = Field(default=None, min_length=1, max_length=64)
+    event_id: str | None = Field(default=None, min_length=1, max_length=64)
+    since: AwareDatetime | None = None
+    until: AwareDatetime | None = None
+    limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+    cursor: str | None = Field(default=None, min_length=1, max_length=2048)
+
+    def where(self, tenant_id: str) -> DeliveryFilter:
+        return DeliveryFilter(
+            tenant_id=tenant_id,
+            status=self.status,
+            endpoint_id=self.endpoint_id,
+            event_id=self.event_id,
+            since=self.since,
+            until=self.until,
+        )
+
+
+class RedriveRequest(Strict):
+    since: AwareDatetime
+    until: AwareDatetime | None = None  # now, when omitted
+    status: Literal[DeliveryStatus.DEAD, DeliveryStatus.CANCELLED] = DeliveryStatus.DEAD
+
+
+def delivery_summary(delivery: Delivery) -> dict[str, Any]:
+    last = delivery.attempts[-1] if delivery.attempts else None
+    return {
+        "id": delivery.id,
+        "event_id": delivery.event_id,
+        "event_type": delivery.event_type,
+        "endpoint_id": delivery.endpoint_id,
+        "status": delivery.status.value,
+        "attempt_count": delivery.attempt_count,
+        "created_at": _time(delivery.created_at),
+        "updated_at": _time(delivery.updated_at),
+        "next_attempt_at": _time(delivery.next_attempt_at),
+        "completed_at": _time(delivery.completed_at),
+        "replay_of": delivery.replay_of,
+        "last_status_code": last.status_code if last else None,
+        "last_error": _error(last) if last else None,
+    }
+
+
+def _error(attempt: Attempt) -> str | None:
+    if attempt.error is None:
+        return None
+    return f"{attempt.error.value}: {attempt.error_detail}" if attempt.error_detail else attempt.error.value
+
+
+def delivery_detail(delivery: Delivery) -> dict[str, Any]:
+    attempts = [
+        {
+            "number": attempt.number,
+            "started_at": _time(attempt.started_at),
+            "status_code": attempt.status_code,
+            "error": _error(attempt),
+            "latency_ms": attempt.latency_ms,
+            "response_excerpt": attempt.response_excerpt,
+        }
+        for attempt in delivery.attempts
+    ]
+    return delivery_summary(delivery) | {"attempts": attempts}
+
+
+def event_view(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "type": event.type,
+        "timestamp": _time(event.timestamp),
+        # From the body as sent: numbers keep their JSON form (the table's copy holds Decimals).
+        "data": json.loads(event.body)["data"],
+        "ordering_key": event.ordering_key,
+        "sequence": event.sequence,
+        "body": event.body,
+    }
+
+
+def redrive_view(redrive: Redrive) -> dict[str, Any]:
+    return {
+        "id": redrive.id,
+        "endpoint_id": redrive.endpoint_id,
+        "since": _time(redrive.since),
+        "until": _time(redrive.until),
+        "status_filter": redrive.status_filter.value,
+        "state": redrive.state.value,
+        "total": redrive.total,
+        "replayed": redrive.replayed,
+        "skipped": redrive.skipped,
+        "error": redrive.error,
+        "created_at": _time(redrive.created_at),
+        "completed_at": _time(redrive.completed_at),
+    }

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Protocol
 
 from hookrelay.domain.classification import FailureKind
-from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, Tenant
+from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, Record, Tenant
 from hookrelay.domain.status import DeliveryStatus
 
 
@@ -116,3 +117,110 @@ class RetryWorkflow(Protocol):
 
     def fail(self, task_token: str, error: str, cause: str) -> None:
         """Tell a waiting execution its attempt cannot be made at all (the delivery is gone)."""
+
+
+# --- The delivery log, replay and redrive ---
+
+
+@dataclass(frozen=True)
+class DeliveryFilter:
+    """Which deliveries a log read or a redrive covers; always within one tenant."""
+
+    tenant_id: str
+    status: DeliveryStatus | None = None
+    endpoint_id: str | None = None
+    event_id: str | None = None
+    since: datetime | None = None  # inclusive, over created_at
+    until: datetime | None = None  # exclusive, over created_at
+    ended_before: datetime | None = None  # only deliveries that had ended by then (a redrive's snapshot)
+
+
+@dataclass(frozen=True)
+class DeliveryPage:
+    deliveries: list[Delivery]
+    # Where the next page starts (opaque to services); None when there is nothing after this page.
+    resume_after: dict[str, str] | None
+
+
+class DeliveryLog(DeliveryRepository, Protocol):
+    """Reading deliveries by index, newest first, never returning expired records."""
+
+    def find(self, where: DeliveryFilter, limit: int, start: dict[str, str] | None, now: datetime) -> DeliveryPage: ...
+    def count(self, where: DeliveryFilter, now: datetime) -> int: ...
+    def is_position_of(self, where: DeliveryFilter, position: dict[str, str]) -> bool:
+        """Whether `position` could have come from `find(where, …)`: a forged or foreign cursor does not."""
+
+    def put_new(self, delivery: Delivery) -> bool:
+        """Create the delivery unless one with its id exists (idempotent creation); True if created."""
+
+
+class RedriveState(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class Redrive(Record):
+    id: str
+    tenant_id: str
+    endpoint_id: str
+    since: datetime
+    until: datetime
+    status_filter: DeliveryStatus
+    state: RedriveState = RedriveState.RUNNING
+    total: int  # deliveries that matched when the redrive was requested
+    replayed: int = 0
+    skipped: int = 0  # matched, but their event left the retention window before their page ran
+    page: int = 0  # the page the next job message must carry: makes a duplicate job message a no-op
+    position: dict[str, str] | None = None  # where the next page starts
+    created_at: datetime
+    completed_at: datetime | None = None
+    error: str | None = None
+    expires_at: int
+
+
+@dataclass(frozen=True)
+class PageDone:
+    """A redrive page's outcome, written only if the redrive is still at `page` (exactly once per page)."""
+
+    page: int
+    replayed: int
+    skipped: int
+    position: dict[str, str] | None
+    now: datetime
+
+
+class RedriveRepository(Protocol):
+    def put(self, redrive: Redrive) -> None: ...
+    def get(self, redrive_id: str) -> Redrive | None: ...
+    def advance(self, redrive_id: str, done: PageDone) -> bool:
+        """Record the page and move on (completing the redrive when `position` is None); False if already done."""
+
+    def fail(self, redrive_id: str, reason: str, now: datetime) -> None: ...
+
+
+@dataclass(frozen=True)
+class RedriveJob:
+    kind: str  # "redrive" (one page of a redrive) or "dead_letters" (drain the dead-letter and poison queues)
+    redrive_id: str | None = None
+    page: int = 0
+
+
+class RedriveJobs(Protocol):
+    def enqueue(self, job: RedriveJob) -> None: ...
+
+
+@dataclass(frozen=True)
+class QueuedMessage:
+    message_id: str
+    receipt_handle: str
+    body: str
+    sent_at_ms: int
+    delivery: DeliveryMessage | None = None  # set when the message is a well-formed delivery message
+
+
+class MessageSource(Protocol):
+    """A queue an operator drains: receive a batch (hidden from other readers meanwhile), delete what was handled."""
+
+    def receive(self, max_messages: int) -> list[QueuedMessage]: ...
+    def delete(self, message: QueuedMessage) -> None: ...

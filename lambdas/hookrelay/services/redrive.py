@@ -1,0 +1,218 @@
+"""Redrive: replay an endpoint's dead (or cancelled) deliveries in a time range, a page at a time, exactly once.
+
+Also the operator's drain of the dead-letter and poison-message queues back into delivery.
+
+Exactly once, although job messages may arrive twice: every replay has an id derived from (redrive,
+original), created with a conditional put, and a page's progress is recorded only if the redrive is
+still at that page. A second copy of a job replays nothing new and records nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+
+from hookrelay.domain import ids
+from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
+from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
+from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.deliveries import Gone, Replayer
+from hookrelay.services.ports import (
+    DeliveryFilter,
+    DeliveryLog,
+    DeliveryQueue,
+    MessageSource,
+    PageDone,
+    QueuedMessage,
+    Redrive,
+    RedriveJob,
+    RedriveJobs,
+    RedriveRepository,
+    RedriveState,
+)
+
+REDRIVABLE_STATUSES = frozenset({DeliveryStatus.DEAD, DeliveryStatus.CANCELLED})
+PAGE_SIZE = 100  # replays per job message: comfortably inside the redrive function's timeout
+REDRIVE_JOB = "redrive"
+DEAD_LETTERS_JOB = "dead_letters"
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def derived_delivery_id(moment: datetime, *parts: str) -> str:
+    """A delivery id (ULID-shaped, timed at `moment`) that is the same every time it is derived from `parts`.
+
+    Creating a delivery under it twice creates it once: that is what makes a re-run harmless.
+    """
+    digest = int.from_bytes(hashlib.sha256("\x00".join(parts).encode()).digest()[:10], "big")
+    value = (int(moment.timestamp() * 1000) << 80) | digest
+    return "dlv_" + "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def _scope(redrive: Redrive) -> DeliveryFilter:
+    # Only deliveries that had ended when the redrive was asked for: its own replays, and deliveries dying
+    # while it runs, are never swept in, so `total` is exactly what gets replayed.
+    return DeliveryFilter(
+        tenant_id=redrive.tenant_id,
+        status=redrive.status_filter,
+        endpoint_id=redrive.endpoint_id,
+        since=redrive.since,
+        until=redrive.until,
+        ended_before=redrive.created_at,
+    )
+
+
+@dataclass
+class RedriveService:
+    redrives: RedriveRepository
+    deliveries: DeliveryLog
+    replayer: Replayer
+    jobs: RedriveJobs
+    page_size: int = PAGE_SIZE
+
+    def start(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        since: datetime,
+        until: datetime | None = None,
+        status: DeliveryStatus = DeliveryStatus.DEAD,
+    ) -> Redrive:
+        if status not in REDRIVABLE_STATUSES:
+            raise InvalidRequest("only dead or cancelled deliveries can be redriven")
+        if self.replayer.endpoints.get(tenant_id, endpoint_id) is None:
+            raise NotFound(f"no endpoint {endpoint_id!r}")
+        self.replayer.deliverable_endpoint(tenant_id, endpoint_id)
+        # Millisecond precision: the stored timestamps have no more, and the record must filter as it counted.
+        now = utcnow()
+        now = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        until = min(until or now, now)
+        if since >= until:
+            raise InvalidRequest("since must be before until (and before now)")
+        redrive = Redrive(
+            id=ids.new_id("rdr"),
+            tenant_id=tenant_id,
+            endpoint_id=endpoint_id,
+            since=since.astimezone(UTC),
+            until=until.astimezone(UTC),
+            status_filter=status,
+            total=0,
+            created_at=now,
+            expires_at=epoch_seconds(now + timedelta(days=RETENTION_DAYS)),
+        )
+        redrive.total = self.deliveries.count(_scope(redrive), now)
+        if redrive.total == 0:
+            redrive.state, redrive.completed_at = RedriveState.COMPLETED, now
+        self.redrives.put(redrive)
+        if redrive.total:
+            self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=0))
+        return redrive
+
+    def get(self, tenant_id: str, redrive_id: str) -> Redrive:
+        redrive = self.redrives.get(redrive_id) if redrive_id.startswith("rdr_") else None
+        if redrive is None or redrive.tenant_id != tenant_id:
+            raise NotFound(f"no redrive {redrive_id!r}")
+        return redrive
+
+    def run_page(self, redrive_id: str, page: int, *, redelivered: bool = False) -> None:
+        """Replay one page of the redrive, record it, and enqueue the next page's job."""
+        redrive = self.redrives.get(redrive_id)
+        if redrive is None or redrive.state is not RedriveState.RUNNING:
+            return
+        if page != redrive.page:
+            # A copy of a job already done. If this is the retry of a run that recorded its page but died
+            # before enqueueing the next one, enqueue it now (a copy of that job is just as harmless).
+            if redelivered and page == redrive.page - 1:
+                self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=redrive.page))
+            return
+        now = utcnow()
+        try:
+            endpoint = self.replayer.deliverable_endpoint(redrive.tenant_id, redrive.endpoint_id)
+        except Conflict as refusal:
+            self.redrives.fail(redrive.id, refusal.detail, now)
+            return
+        found = self.deliveries.find(_scope(redrive), self.page_size, redrive.position, now)
+        replayed = skipped = 0
+        for original in found.deliveries:
+            try:
+                replay_id = derived_delivery_id(redrive.created_at, redrive.id, original.id)
+                self.replayer.replay(original, endpoint, now, replay_id=replay_id)
+                replayed += 1
+            except Gone:  # the event expired while the redrive ran: nothing left to send
+                skipped += 1
+        recorded = self.redrives.advance(redrive.id, PageDone(page, replayed, skipped, found.resume_after, now))
+        if recorded and found.resume_after is not None:
+            self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=page + 1))
+
+
+@dataclass
+class DrainReport:
+    replayed: int = 0  # dead deliveries replayed from the dead-letter queue
+    resent: int = 0  # poison messages put back on the delivery queue
+    kept: list[str] = field(default_factory=list)  # why messages were left where they were
+    exhausted: bool = True  # False when the run stopped at its message budget with more to go
+
+
+@dataclass
+class DeadLetterDrain:
+    """Moves everything in the dead-letter queue (a replay of each dead delivery) and the poison queue
+    (the original message, as it was) back into delivery. Messages it cannot act on stay put, reported."""
+
+    dead_letters: MessageSource
+    poison: MessageSource
+    delivery_queue: DeliveryQueue
+    deliveries: DeliveryLog
+    replayer: Replayer
+
+    def drain(self, max_messages: int = 1000) -> DrainReport:
+        """Handle up to `max_messages` from each queue; `exhausted` says whether both were emptied."""
+        report = DrainReport()
+        for source, handle in ((self.dead_letters, self._replay_dead), (self.poison, self._resend_poison)):
+            handled = 0
+            while True:
+                if handled >= max_messages:
+                    report.exhausted = False
+                    break
+                batch = source.receive(min(10, max_messages - handled))
+                if not batch:
+                    break
+                for message in batch:
+                    handled += 1
+                    kept = handle(message, report)
+                    if kept is None:
+                        source.delete(message)
+                    else:
+                        report.kept.append(f"{message.message_id}: {kept}")
+        return report
+
+    def _replay_dead(self, message: QueuedMessage, report: DrainReport) -> str | None:
+        try:
+            delivery_id = str(json.loads(message.body)["delivery_id"])
+        except (ValueError, KeyError, TypeError):
+            return "not a dead-letter message"
+        original = self.deliveries.get(delivery_id)
+        if original is None:
+            return f"delivery {delivery_id} no longer exists"
+        now = utcnow()
+        try:
+            endpoint = self.replayer.deliverable_endpoint(original.tenant_id, original.endpoint_id)
+            # Derived from the message: a message received again (after a crash) replays once.
+            replay_id = derived_delivery_id(
+                datetime.fromtimestamp(message.sent_at_ms / 1000, UTC), "dead-letter", message.message_id
+            )
+            self.replayer.replay(original, endpoint, now, replay_id=replay_id)
+        except (Conflict, Gone) as refusal:
+            return refusal.detail
+        report.replayed += 1
+        return None
+
+    def _resend_poison(self, message: QueuedMessage, report: DrainReport) -> str | None:
+        if message.delivery is None:
+            return "not a delivery message"
+        # A fresh deduplication id: the original's may still be inside SQS's five-minute window.
+        self.delivery_queue.enqueue([replace(message.delivery, deduplication_id=f"poison-{message.message_id}")])
+        report.resent += 1
+        return None

@@ -1,0 +1,93 @@
+"""Writing deliveries straight through the repositories, with the timestamps and statuses a test needs.
+
+The delivery log, replay and redrive read exactly what the ingest and delivery paths write (the same
+`DeliveryTable.put_many` and `set_status`); going through them directly lets a test lay out a few
+hundred deliveries over days in a moment, instead of waiting for retry schedules to run out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from hookrelay import wiring
+from hookrelay.adapters.dynamodb import to_item
+from hookrelay.domain import ids
+from hookrelay.domain.clock import epoch_seconds, utcnow
+from hookrelay.domain.envelope import envelope_body, message_group_id
+from hookrelay.domain.models import Delivery, Event
+from hookrelay.domain.status import DeliveryStatus
+
+
+@dataclass(frozen=True)
+class Seeded:
+    event: Event
+    delivery: Delivery
+
+
+def seed(
+    tenant_id: str,
+    endpoint_id: str,
+    created_at: datetime,
+    status: DeliveryStatus = DeliveryStatus.DEAD,
+    *,
+    expired: bool = False,
+    event: Event | None = None,
+) -> Seeded:
+    """One delivery (and its event, unless given) created at `created_at`, ended in `status` if terminal."""
+    made = make(tenant_id, endpoint_id, created_at, status, expired=expired, event=event)
+    store([made], with_events=event is None)
+    return made
+
+
+def store(seeded: list[Seeded], *, with_events: bool = True) -> None:
+    service = wiring.delivery_log_service()
+    if with_events:
+        with service.events.table.batch_writer() as batch:
+            for item in seeded:
+                batch.put_item(Item=to_item(item.event))
+    service.deliveries.put_many([item.delivery for item in seeded])
+
+
+def make(
+    tenant_id: str,
+    endpoint_id: str,
+    created_at: datetime,
+    status: DeliveryStatus = DeliveryStatus.DEAD,
+    *,
+    expired: bool = False,
+    event: Event | None = None,
+) -> Seeded:
+    if event is None:
+        event_id = ids.event_id()
+        data = {"n": created_at.isoformat()}
+        event = Event(
+            id=event_id,
+            tenant_id=tenant_id,
+            type="order.updated",
+            timestamp=created_at,
+            data=data,
+            body=envelope_body(event_id=event_id, event_type="order.updated", timestamp=created_at, data=data),
+            expires_at=epoch_seconds(utcnow() + timedelta(days=30)),
+        )
+    ended = created_at + timedelta(seconds=1)
+    delivery = Delivery(
+        id=ids.delivery_id(),
+        tenant_id=tenant_id,
+        endpoint_id=endpoint_id,
+        event_id=event.id,
+        event_type=event.type,
+        status=status,
+        message_group_id=message_group_id(endpoint_id, 1, None, event.id),
+        created_at=created_at,
+        updated_at=ended,
+        completed_at=ended if status.is_terminal else None,
+        attempt_count=3 if status is DeliveryStatus.DEAD else 0,
+        expires_at=epoch_seconds(utcnow() - timedelta(seconds=1)) if expired else None,
+    )
+    return Seeded(event, delivery)
+
+
+def mark(delivery: Delivery, status: DeliveryStatus) -> None:
+    """Move a delivery to `status` the way the delivery path does when a schedule ends or an endpoint is off."""
+    wiring.delivery_service().deliveries.set_status(delivery.id, delivery.tenant_id, status, utcnow(), None)
