@@ -1,0 +1,56 @@
+"""The HTTP API serves exactly `routes.ROUTES`, every route behind the API-key authorizer, logged and throttled."""
+
+from __future__ import annotations
+
+from hookrelay.handlers.routes import ROUTES
+from tests.infrastructure.conftest import Synthesized, function_logical_ids
+
+
+def _authorizer(synthesized: Synthesized) -> tuple[str, dict]:
+    authorizers = synthesized.resources("AWS::ApiGatewayV2::Authorizer")
+    assert len(authorizers) == 1
+    ((logical_id, resource),) = authorizers.items()
+    return logical_id, resource["Properties"]
+
+
+def test_the_routes_are_exactly_the_route_table(synthesized: Synthesized) -> None:
+    route_keys = sorted(props["RouteKey"] for props in synthesized.properties("AWS::ApiGatewayV2::Route"))
+    assert route_keys == sorted(route.route_key for route in ROUTES)
+
+
+def test_every_route_requires_the_authorizer(synthesized: Synthesized) -> None:
+    authorizer_id, _ = _authorizer(synthesized)
+    for props in synthesized.properties("AWS::ApiGatewayV2::Route"):
+        assert props["AuthorizationType"] == "CUSTOM", props["RouteKey"]
+        assert props["AuthorizerId"] == {"Ref": authorizer_id}, props["RouteKey"]
+
+
+def test_the_authorizer_is_the_uncached_simple_response_lambda(synthesized: Synthesized) -> None:
+    _, props = _authorizer(synthesized)
+    assert props["AuthorizerType"] == "REQUEST"
+    assert props["AuthorizerPayloadFormatVersion"] == "2.0"
+    assert props["EnableSimpleResponses"] is True
+    assert props["IdentitySource"] == ["$request.header.Authorization"]
+    assert props["AuthorizerResultTtlInSeconds"] == 0  # revocation takes effect on the next request
+    authorizer_function = function_logical_ids(synthesized)["authorizer"]
+    assert {"Fn::GetAtt": [authorizer_function, "Arn"]} in props["AuthorizerUri"]["Fn::Join"][1]
+
+
+def test_each_route_reaches_the_function_the_route_table_names(synthesized: Synthesized) -> None:
+    functions = function_logical_ids(synthesized)
+    integrations = synthesized.template["Resources"]
+    for props in synthesized.properties("AWS::ApiGatewayV2::Route"):
+        route = next(r for r in ROUTES if r.route_key == props["RouteKey"])
+        integration_id = props["Target"]["Fn::Join"][1][1]["Ref"]
+        integration = integrations[integration_id]["Properties"]
+        assert integration["IntegrationUri"] == {"Fn::GetAtt": [functions[route.function], "Arn"]}, route.route_key
+        assert integration["PayloadFormatVersion"] == "2.0"
+
+
+def test_the_stage_logs_access_and_throttles(synthesized: Synthesized) -> None:
+    (stage,) = synthesized.properties("AWS::ApiGatewayV2::Stage")
+    assert stage["StageName"] == "$default" and stage["AutoDeploy"] is True
+    assert "$context.requestId" in stage["AccessLogSettings"]["Format"]
+    assert "DestinationArn" in stage["AccessLogSettings"]
+    throttling = stage["DefaultRouteSettings"]
+    assert throttling["ThrottlingRateLimit"] > 0 and throttling["ThrottlingBurstLimit"] > 0

@@ -1,0 +1,107 @@
+"""Every function: arm64, the runtime and defaults of the functions construct, and exactly its resources' names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hookrelay.adapters import schema
+from hookrelay.domain.schedule import DEFAULT_SCHEDULE, schedule_from_config
+from hookrelay.handlers.routes import HANDLERS
+from stacks.constructs.functions import ACCESS, Functions
+from stacks.constructs.queues import queue_url_env
+from tests.infrastructure.conftest import CUSTOM_RETRY_SCHEDULE, Synthesized, function_logical_ids
+
+
+def _function(synthesized: Synthesized, name: str) -> dict:
+    return synthesized.template["Resources"][function_logical_ids(synthesized)[name]]["Properties"]
+
+
+def test_there_is_one_function_per_handler(synthesized: Synthesized) -> None:
+    handlers = sorted(props["Handler"] for props in synthesized.properties("AWS::Lambda::Function"))
+    assert handlers == sorted(HANDLERS.values())
+
+
+def test_every_function_is_arm64_traced_on_the_chosen_python(synthesized: Synthesized) -> None:
+    for props in synthesized.properties("AWS::Lambda::Function"):
+        assert props["Architectures"] == ["arm64"]
+        assert props["Runtime"] == Functions.RUNTIME.name
+        assert props["TracingConfig"] == {"Mode": "Active"}
+        assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "Hookrelay"
+
+
+def test_all_functions_share_one_code_asset(synthesized: Synthesized) -> None:
+    keys = {json.dumps(props["Code"], sort_keys=True) for props in synthesized.properties("AWS::Lambda::Function")}
+    assert len(keys) == 1
+
+
+def test_the_delivery_function_consumes_its_fifo_queue_with_partial_batch_responses(synthesized: Synthesized) -> None:
+    delivery_id = function_logical_ids(synthesized)["delivery"]
+    assert _function(synthesized, "delivery")["Timeout"] == schema.DELIVERY_FUNCTION_TIMEOUT_SECONDS
+    mappings = [
+        m
+        for m in synthesized.properties("AWS::Lambda::EventSourceMapping")
+        if m["FunctionName"] == {"Ref": delivery_id}
+    ]
+    assert len(mappings) == 1
+    assert mappings[0]["BatchSize"] == schema.DELIVERY_BATCH_SIZE
+    assert mappings[0]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthesized: Synthesized) -> None:
+    shared = {schema.RETRY_SCHEDULE, schema.ATTEMPT_TIMEOUT_SECONDS}
+    for name, access in ACCESS.items():
+        variables = set(_function(synthesized, name)["Environment"]["Variables"]) - shared
+        expected = {spec.env_var for spec in access.tables}
+        expected |= {queue_url_env(spec) for spec in (*access.sends_to, *access.drains)}
+        if access.starts_retries or access.answers_retries:
+            expected.add(schema.RETRY_STATE_MACHINE_ARN)
+        assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, name
+
+
+def test_queue_url_variables_follow_the_names_in_schema() -> None:
+    assert queue_url_env(schema.DELIVERY_QUEUE) == schema.DELIVERY_QUEUE_URL
+    assert queue_url_env(schema.DEAD_LETTER_QUEUE) == schema.DEAD_LETTER_QUEUE_URL
+
+
+def test_private_destinations_are_never_allowed_in_the_deployed_stack(synthesized: Synthesized) -> None:
+    for props in synthesized.properties("AWS::Lambda::Function"):
+        assert schema.ALLOW_PRIVATE_DESTINATIONS not in props["Environment"]["Variables"]
+
+
+def test_the_schedule_context_reaches_every_function(synthesized: Synthesized) -> None:
+    expected = schedule_from_config(CUSTOM_RETRY_SCHEDULE)
+    for props in synthesized.properties("AWS::Lambda::Function"):
+        configured = props["Environment"]["Variables"][schema.RETRY_SCHEDULE]
+        assert schedule_from_config(configured) == expected
+    assert expected != DEFAULT_SCHEDULE
+
+
+@pytest.mark.parametrize(
+    ("context", "expected"),
+    [
+        (None, DEFAULT_SCHEDULE),
+        ("short", schedule_from_config("short")),
+        ([0, 10, 20], schedule_from_config([0, 10, 20])),
+    ],
+)
+def test_the_schedule_context_is_read_with_the_runtime_parser(context: object, expected: object) -> None:
+    from aws_cdk import App
+
+    from stacks import config
+
+    app = App(context={config.RETRY_SCHEDULE_CONTEXT: context} if context is not None else None)
+    assert config.retry_schedule(app.node) == expected
+
+
+@pytest.mark.parametrize("bad", ["weekly", "[30, 60]", "[0, -5]", '{"gaps": [0, 60], "horizon": 10}', "[0, 1"])
+def test_an_invalid_schedule_fails_synth_with_a_clear_message(bad: str) -> None:
+    from aws_cdk import App
+
+    from stacks.config import InvalidConfiguration
+    from stacks.hookrelay_stack import HookrelayStack
+
+    app = App(context={"retry_schedule": bad})
+    with pytest.raises(InvalidConfiguration, match=r"retry_schedule=.* is not a valid retry schedule"):
+        HookrelayStack(app, "Invalid")

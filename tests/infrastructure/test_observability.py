@@ -1,0 +1,69 @@
+"""Alarms on dead letters, poison messages, function errors and failed workflows, notifying an encrypted topic."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hookrelay.adapters import schema
+from tests.infrastructure.conftest import Synthesized, function_logical_ids, logical_id_of
+
+
+def _alarms(synthesized: Synthesized) -> list[dict[str, Any]]:
+    return synthesized.properties("AWS::CloudWatch::Alarm")
+
+
+def _alarms_on(synthesized: Synthesized, metric: str, dimension: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        alarm
+        for alarm in _alarms(synthesized)
+        if alarm["MetricName"] == metric and dimension in [d["Value"] for d in alarm.get("Dimensions", [])]
+    ]
+
+
+def _queue_name(synthesized: Synthesized, spec: schema.QueueSpec) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}"), "QueueName"]}
+
+
+def test_dead_letters_are_alarmed_on_depth_and_age(synthesized: Synthesized) -> None:
+    queue = _queue_name(synthesized, schema.DEAD_LETTER_QUEUE)
+    assert len(_alarms_on(synthesized, "ApproximateNumberOfMessagesVisible", queue)) == 1
+    assert len(_alarms_on(synthesized, "ApproximateAgeOfOldestMessage", queue)) == 1
+
+
+def test_poison_messages_are_alarmed(synthesized: Synthesized) -> None:
+    queue = _queue_name(synthesized, schema.POISON_QUEUE)
+    assert len(_alarms_on(synthesized, "ApproximateNumberOfMessagesVisible", queue)) == 1
+
+
+def test_every_function_is_alarmed_on_errors(synthesized: Synthesized) -> None:
+    for name, logical_id in function_logical_ids(synthesized).items():
+        assert len(_alarms_on(synthesized, "Errors", {"Ref": logical_id})) == 1, name
+
+
+def test_failed_and_timed_out_workflows_are_alarmed(synthesized: Synthesized) -> None:
+    state_machine = {
+        "Ref": logical_id_of(synthesized, "AWS::StepFunctions::StateMachine", "RetryWorkflow/StateMachine")
+    }
+    assert len(_alarms_on(synthesized, "ExecutionsFailed", state_machine)) == 1
+    assert len(_alarms_on(synthesized, "ExecutionsTimedOut", state_machine)) == 1
+
+
+def test_every_alarm_notifies_the_encrypted_topic(synthesized: Synthesized) -> None:
+    ((topic_id, topic),) = synthesized.resources("AWS::SNS::Topic").items()
+    assert "KmsMasterKeyId" in topic["Properties"]
+    for alarm in _alarms(synthesized):
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}]
+
+
+def test_there_is_a_dashboard(synthesized: Synthesized) -> None:
+    assert len(synthesized.resources("AWS::CloudWatch::Dashboard")) == 1
+
+
+def test_the_outputs_name_the_api_the_key_table_and_the_queues(synthesized: Synthesized) -> None:
+    outputs = synthesized.template["Outputs"]
+    assert "ApiUrl" in outputs
+    api_keys = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ApiKeys")
+    assert outputs["ApiKeysTableName"]["Value"] == {"Ref": api_keys}
+    for spec in schema.ALL_QUEUES:
+        queue = logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}")
+        assert outputs[f"{spec.logical_name}Url"]["Value"] == {"Ref": queue}

@@ -1,0 +1,90 @@
+"""Tables and queues in the template are exactly the ones `schema` defines, with the settings the design requires."""
+
+from __future__ import annotations
+
+from hookrelay.adapters import schema
+from tests.infrastructure.conftest import Synthesized, logical_id_of
+
+
+def _table(synthesized: Synthesized, spec: schema.TableSpec) -> dict:
+    return synthesized.template["Resources"][
+        logical_id_of(synthesized, "AWS::DynamoDB::Table", f"Storage/{spec.logical_name}")
+    ]
+
+
+def test_there_is_one_table_per_spec(synthesized: Synthesized) -> None:
+    assert len(synthesized.resources("AWS::DynamoDB::Table")) == len(schema.ALL_TABLES)
+
+
+def test_every_table_is_on_demand_encrypted_recoverable_and_retained(synthesized: Synthesized) -> None:
+    for spec in schema.ALL_TABLES:
+        table = _table(synthesized, spec)
+        properties = table["Properties"]
+        assert properties["BillingMode"] == "PAY_PER_REQUEST", spec.logical_name
+        assert properties["SSESpecification"]["SSEEnabled"] is True, spec.logical_name
+        assert properties["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True, spec.logical_name
+        assert table["DeletionPolicy"] == "Retain" and table["UpdateReplacePolicy"] == "Retain", spec.logical_name
+
+
+def test_tables_have_the_keys_indexes_and_ttl_of_their_spec(synthesized: Synthesized) -> None:
+    for spec in schema.ALL_TABLES:
+        properties = _table(synthesized, spec)["Properties"]
+        expected_keys = [{"AttributeName": spec.partition_key, "KeyType": "HASH"}]
+        if spec.sort_key:
+            expected_keys.append({"AttributeName": spec.sort_key, "KeyType": "RANGE"})
+        assert properties["KeySchema"] == expected_keys, spec.logical_name
+        indexes = {index["IndexName"]: index for index in properties.get("GlobalSecondaryIndexes", [])}
+        assert set(indexes) == {index.name for index in spec.indexes}, spec.logical_name
+        for index in spec.indexes:
+            assert indexes[index.name]["KeySchema"] == [
+                {"AttributeName": index.partition_key, "KeyType": "HASH"},
+                {"AttributeName": index.sort_key, "KeyType": "RANGE"},
+            ]
+        ttl = properties.get("TimeToLiveSpecification")
+        if spec.ttl_attribute:
+            assert ttl == {"AttributeName": spec.ttl_attribute, "Enabled": True}, spec.logical_name
+        else:
+            assert ttl is None, spec.logical_name
+
+
+def test_events_and_deliveries_expire_by_expires_at(synthesized: Synthesized) -> None:
+    for spec in (schema.EVENTS, schema.DELIVERIES):
+        ttl = _table(synthesized, spec)["Properties"]["TimeToLiveSpecification"]
+        assert ttl == {"AttributeName": "expires_at", "Enabled": True}
+
+
+def _queue(synthesized: Synthesized, spec: schema.QueueSpec) -> dict:
+    logical_id = logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}")
+    return synthesized.template["Resources"][logical_id]["Properties"]
+
+
+def test_the_delivery_queue_is_fifo_with_a_fifo_poison_queue(synthesized: Synthesized) -> None:
+    delivery = _queue(synthesized, schema.DELIVERY_QUEUE)
+    poison_id = logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{schema.POISON_QUEUE.logical_name}")
+    assert delivery["FifoQueue"] is True
+    assert _queue(synthesized, schema.POISON_QUEUE)["FifoQueue"] is True
+    assert delivery["RedrivePolicy"] == {
+        "deadLetterTargetArn": {"Fn::GetAtt": [poison_id, "Arn"]},
+        "maxReceiveCount": schema.DELIVERY_QUEUE.max_receive_count,
+    }
+    assert delivery["VisibilityTimeout"] == schema.DELIVERY_QUEUE.visibility_timeout_seconds
+
+
+def test_the_dead_letter_queue_is_a_standard_queue(synthesized: Synthesized) -> None:
+    dead_letters = _queue(synthesized, schema.DEAD_LETTER_QUEUE)
+    assert "FifoQueue" not in dead_letters
+    assert "RedrivePolicy" not in dead_letters
+
+
+def test_every_queue_is_encrypted_and_refuses_plain_http(synthesized: Synthesized) -> None:
+    queues = synthesized.resources("AWS::SQS::Queue")
+    assert len(queues) == len(schema.ALL_QUEUES)
+    assert all(queue["Properties"]["SqsManagedSseEnabled"] is True for queue in queues.values())
+    denied_insecure = set()
+    for policy in synthesized.properties("AWS::SQS::QueuePolicy"):
+        for statement in policy["PolicyDocument"]["Statement"]:
+            if statement["Effect"] == "Deny" and statement.get("Condition") == {
+                "Bool": {"aws:SecureTransport": "false"}
+            }:
+                denied_insecure.update(queue["Ref"] for queue in policy["Queues"])
+    assert denied_insecure == set(queues)
