@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 from hookrelay_client import HookrelayClient, HookrelayError, Redrive
-from hookrelay_client.cli import main
+from hookrelay_client.cli import main, moment
 from standardwebhooks import Webhook
 
 from local.sqs_source import poll_once
@@ -283,3 +284,74 @@ class _Refusing(requests.adapters.BaseAdapter):
 
     def close(self) -> None:
         pass
+
+
+class _Answering(requests.adapters.BaseAdapter):
+    """Answers every request with one canned response: what a proxy in front of the API might say."""
+
+    def __init__(self, status: int, body: bytes, content_type: str) -> None:
+        super().__init__()
+        self.status, self.body, self.content_type = status, body, content_type
+
+    def send(self, request: requests.PreparedRequest, **_: Any) -> requests.Response:
+        response = requests.Response()
+        response.status_code, response.reason, response._content = self.status, "Bad Gateway", self.body
+        response.headers = requests.structures.CaseInsensitiveDict({"content-type": self.content_type})
+        response.request, response.url = request, request.url or ""
+        return response
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_error_that_is_not_problem_details_still_raises_with_status_and_excerpt() -> None:
+    session = requests.Session()
+    session.mount("http://proxy.test", _Answering(502, b"<html>upstream timed out</html>", "text/html"))
+    with pytest.raises(HookrelayError) as failed:
+        HookrelayClient("http://proxy.test", "t", session=session).list_endpoints()
+    assert (failed.value.status, failed.value.problem.title) == (502, "Bad Gateway")
+    assert failed.value.problem.detail == "<html>upstream timed out</html>"
+
+
+def test_following_a_redrive_that_never_finishes_times_out() -> None:
+    running = {"id": "rdr_1", "endpoint_id": "ep_1", "since": "2030-01-01T00:00:00Z", "until": "2030-01-01T01:00:00Z"}
+    body = json.dumps(running | {"state": "running", "total": 3, "replayed": 1}).encode()
+    session = requests.Session()
+    session.mount("http://api.test", _Answering(200, body, "application/json"))
+    client = HookrelayClient("http://api.test", "t", session=session)
+    polls: list[Redrive] = []
+    with pytest.raises(TimeoutError):
+        client.follow_redrive("rdr_1", poll_interval=0, timeout=0, on_progress=polls.append)
+    assert [(p.state, p.replayed) for p in polls] == [("running", 1)]
+
+
+@pytest.mark.parametrize(
+    ("text", "ago"),
+    [
+        ("90s", timedelta(seconds=90)),
+        ("30m", timedelta(minutes=30)),
+        ("6h", timedelta(hours=6)),
+        ("2d", timedelta(days=2)),
+    ],
+)
+def test_cli_moments_accept_durations_ago(text: str, ago: timedelta) -> None:
+    before = datetime.now(UTC)
+    parsed = moment(text)
+    assert before - ago - timedelta(seconds=5) <= parsed <= datetime.now(UTC) - ago
+
+
+def test_cli_moments_accept_rfc3339_and_refuse_naive_times() -> None:
+    assert moment("2030-01-01T02:00:00Z") == datetime(2030, 1, 1, 2, tzinfo=UTC)
+    for bad in ("2030-01-01T02:00:00", "yesterday"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            moment(bad)
+
+
+def test_cli_filters_deliveries_by_time_and_status(platform: Platform, tenant: dict[str, Any], cli) -> None:
+    tenant["producer"].publish_event(tenant["id"], "order.paid", {"id": 6})
+    platform.pump()
+    token = token_of(tenant["client"])
+    code, out, _ = cli(token, "deliveries", "list", "--since", "1h", "--status", "delivered", "--json")
+    assert code == 0 and len(json.loads(out)["data"]) == 1
+    code, out, _ = cli(token, "deliveries", "list", "--until", "1h", "--json")
+    assert code == 0 and json.loads(out)["data"] == []
