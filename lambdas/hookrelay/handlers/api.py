@@ -51,6 +51,11 @@ app = APIGatewayHttpResolver()
 install_problem_handlers(app)
 
 IDEMPOTENCY_WINDOW_SECONDS = 24 * 3600
+REDRIVE_IDEMPOTENCY = IdempotencyConfig(
+    event_key_jmespath="idempotency_key",
+    payload_validation_jmespath="request",
+    expires_after_seconds=IDEMPOTENCY_WINDOW_SECONDS,
+)
 
 
 @app.post("/v1/tenants")
@@ -165,14 +170,9 @@ def idempotent_redrive() -> Any:
     persistence = DynamoDBPersistenceLayer(
         table_name=os.environ[schema.IDEMPOTENCY.env_var], boto3_client=aws.client("dynamodb")
     )
-    config = IdempotencyConfig(
-        event_key_jmespath="idempotency_key",
-        payload_validation_jmespath="request",
-        expires_after_seconds=IDEMPOTENCY_WINDOW_SECONDS,
-    )
-    return idempotent_function(data_keyword_argument="command", persistence_store=persistence, config=config)(
-        start_redrive
-    )
+    return idempotent_function(
+        data_keyword_argument="command", persistence_store=persistence, config=REDRIVE_IDEMPOTENCY
+    )(start_redrive)
 
 
 @app.post("/v1/endpoints/<endpoint_id>/redrive")
@@ -208,4 +208,5 @@ def get_redrive(redrive_id: str) -> Response:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    REDRIVE_IDEMPOTENCY.register_lambda_context(context)  # an in-progress record expires with the invocation
     return app.resolve(event, context)

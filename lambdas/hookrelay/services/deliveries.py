@@ -116,11 +116,25 @@ class Replayer:
     def replay(
         self, original: Delivery, endpoint: Endpoint, now: datetime, *, replay_id: str | None = None
     ) -> Delivery:
-        """A new delivery of `original`'s event. With `replay_id`, creating it twice creates it once."""
-        event = self.live_event(original.event_id, now)
-        return self.deliver(event, endpoint, now, replay_of=original.id, delivery_id=replay_id)
+        """A new delivery of `original`'s event, enqueued. With `replay_id`, replaying twice creates it once."""
+        delivery, unsent = self.prepare_replay(original, endpoint, now, replay_id=replay_id)
+        if unsent:
+            self.queue.enqueue([first_attempt_message(delivery)])
+        return delivery
 
-    def deliver(
+    def prepare_replay(
+        self, original: Delivery, endpoint: Endpoint, now: datetime, *, replay_id: str | None = None
+    ) -> tuple[Delivery, bool]:
+        """The replay recorded but not enqueued (for callers that enqueue in batches), and whether it needs it."""
+        event = self.live_event(original.event_id, now)
+        return self._record(event, endpoint, now, replay_of=original.id, delivery_id=replay_id)
+
+    def deliver(self, event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
+        delivery, _ = self._record(event, endpoint, now)
+        self.queue.enqueue([first_attempt_message(delivery)])
+        return delivery
+
+    def _record(
         self,
         event: Event,
         endpoint: Endpoint,
@@ -128,7 +142,7 @@ class Replayer:
         *,
         replay_of: str | None = None,
         delivery_id: str | None = None,
-    ) -> Delivery:
+    ) -> tuple[Delivery, bool]:
         # The event must outlive the new delivery however long its retries take.
         self.events.extend_expiry(
             event.id, epoch_seconds(now + timedelta(seconds=self.schedule.horizon, days=RETENTION_DAYS))
@@ -145,14 +159,12 @@ class Replayer:
             updated_at=now,
             replay_of=replay_of,
         )
-        if not self.deliveries.put_new(delivery):
-            existing = self.deliveries.get(delivery.id)
-            if existing is None or existing.status is not DeliveryStatus.QUEUED or existing.attempt_count:
-                return existing or delivery  # made and already under way: nothing to enqueue again
-            delivery = existing  # made, but maybe never enqueued (a crash in between): enqueue again
-        # A duplicate message is harmless: FIFO deduplicates on the delivery id and the claim admits one attempt.
-        self.queue.enqueue([first_attempt_message(delivery)])
-        return delivery
+        if self.deliveries.put_new(delivery):
+            return delivery, True
+        # Made before (a re-run): enqueue again only if it never started, in case the crash came before
+        # the enqueue. A duplicate message is harmless: FIFO deduplicates on the id, the claim admits one.
+        existing = self.deliveries.get(delivery.id) or delivery
+        return existing, existing.status is DeliveryStatus.QUEUED and existing.attempt_count == 0
 
 
 @dataclass

@@ -19,9 +19,11 @@ from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.deliveries import Gone, Replayer
+from hookrelay.services.ingest import first_attempt_message
 from hookrelay.services.ports import (
     DeliveryFilter,
     DeliveryLog,
+    DeliveryMessage,
     DeliveryQueue,
     MessageSource,
     PageDone,
@@ -135,14 +137,20 @@ class RedriveService:
             self.redrives.fail(redrive.id, refusal.detail, now)
             return
         found = self.deliveries.find(_scope(redrive), self.page_size, redrive.position, now)
-        replayed = skipped = 0
+        unsent: list[DeliveryMessage] = []
+        skipped = 0
         for original in found.deliveries:
+            replay_id = derived_delivery_id(redrive.created_at, redrive.id, original.id)
             try:
-                replay_id = derived_delivery_id(redrive.created_at, redrive.id, original.id)
-                self.replayer.replay(original, endpoint, now, replay_id=replay_id)
-                replayed += 1
+                replay, needs_sending = self.replayer.prepare_replay(original, endpoint, now, replay_id=replay_id)
             except Gone:  # the event expired while the redrive ran: nothing left to send
                 skipped += 1
+                continue
+            if needs_sending:
+                unsent.append(first_attempt_message(replay))
+        # Before recording the page: a crash in between re-runs the page, which re-enqueues what never started.
+        self.replayer.queue.enqueue(unsent)
+        replayed = len(found.deliveries) - skipped
         recorded = self.redrives.advance(redrive.id, PageDone(page, replayed, skipped, found.resume_after, now))
         if recorded and found.resume_after is not None:
             self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=page + 1))

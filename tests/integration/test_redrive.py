@@ -1,0 +1,195 @@
+"""POST /v1/endpoints/{id}/redrive, GET /v1/redrives/{id}, the redrive Lambda, and the dead-letter drain."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from hookrelay import wiring
+from hookrelay.adapters.redrive_sqs import job_body
+from hookrelay.adapters.sqs import SqsDeadLetters, message_body
+from hookrelay.domain.clock import to_rfc3339, utcnow
+from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.ports import DeliveryMessage, RedriveJob
+from local.sqs_source import poll_once
+from scripts.redrive_dead_letters import main as redrive_dead_letters
+from tests.conftest import Platform
+from tests.support.consumer import ScriptedConsumer
+from tests.support.records import Seeded, make, store
+
+# The consumer's handler was broken for six hours, two days ago (a redrive never reaches past now).
+PAGE_SIZE = 20
+OUTAGE = (utcnow() - timedelta(days=2)).replace(minute=0, second=0, microsecond=0)
+
+
+def run_redrive_jobs(platform: Platform) -> int:
+    """Feed the redrive Lambda until its queue is empty (each page enqueues the next); returns jobs run."""
+    jobs = 0
+    while (received := poll_once(platform.sqs, platform.env["REDRIVE_JOBS_QUEUE_URL"], function="redrive")) > 0:
+        jobs += received
+    return jobs
+
+
+def redrive(platform: Platform, token: str, endpoint_id: str, key: str | None = None, **body: str):
+    headers = {"idempotency-key": key} if key else None
+    return platform.call("POST", f"/v1/endpoints/{endpoint_id}/redrive", token, body, headers=headers)
+
+
+def lay_out_an_outage(platform: Platform, consumer: ScriptedConsumer):
+    """A six-hour outage: 50 dead deliveries to the broken endpoint inside it, and around it everything a
+    redrive of that window must leave alone."""
+    tenant_id, token = platform.new_tenant()
+    broken = platform.new_endpoint(token, consumer.url)["id"]
+    healthy = platform.new_endpoint(token, consumer.url + "/healthy")["id"]
+    other_tenant, _ = platform.new_tenant("other")
+    inside = [make(tenant_id, broken, OUTAGE + timedelta(minutes=7 * i)) for i in range(50)]  # 5h43m
+    leave_alone: list[Seeded] = [
+        make(tenant_id, broken, OUTAGE - timedelta(seconds=1)),  # dead, just before the window
+        make(tenant_id, broken, OUTAGE + timedelta(hours=6)),  # dead, at `until` (exclusive)
+        make(tenant_id, broken, OUTAGE + timedelta(hours=1), DeliveryStatus.DELIVERED),
+        make(tenant_id, broken, OUTAGE + timedelta(hours=2), DeliveryStatus.CANCELLED),
+        make(tenant_id, broken, OUTAGE + timedelta(hours=3), expired=True),  # past its retention
+        make(tenant_id, healthy, OUTAGE + timedelta(hours=1)),  # dead, another endpoint
+        make(other_tenant, broken, OUTAGE + timedelta(hours=1)),  # a stranger's record naming this endpoint
+    ]
+    store(inside + leave_alone)
+    return token, broken, inside, leave_alone
+
+
+def test_a_redrive_replays_exactly_the_dead_deliveries_in_its_window_once(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    token, broken, inside, _ = lay_out_an_outage(platform, consumer)
+    window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
+    wiring.redrive_service().page_size = PAGE_SIZE  # a few pages here; tens of thousands take hundreds alike
+
+    response = redrive(platform, token, broken, **window)
+    assert response.status == 202, response.body
+    started = response.json()
+    assert started["count"] == len(inside) and started["status"] == "running"
+    progress = platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()
+    assert progress["state"] == "running" and progress["total"] == len(inside) and progress["replayed"] == 0
+
+    # The first page's job arrives twice (SQS is at-least-once): the copy must replay nothing.
+    platform.sqs.send_message(
+        QueueUrl=platform.env["REDRIVE_JOBS_QUEUE_URL"],
+        MessageBody=job_body(RedriveJob("redrive", started["redrive_id"], page=0)),
+    )
+    assert run_redrive_jobs(platform) == -(-len(inside) // PAGE_SIZE) + 1  # one job a page, plus the copy
+
+    done = platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()
+    assert done == {
+        "id": started["redrive_id"],
+        "endpoint_id": broken,
+        "since": window["since"],
+        "until": window["until"],
+        "status_filter": "dead",
+        "state": "completed",
+        "total": len(inside),
+        "replayed": len(inside),
+        "skipped": 0,
+        "error": None,
+        "created_at": done["created_at"],
+        "completed_at": done["completed_at"],
+    }
+    assert platform.pump(max_batches=100) == len(inside)
+    received = consumer.wait_for(len(inside))
+    assert len(received) == len(inside)
+    assert sorted(r.headers["webhook-id"] for r in received) == sorted(s.event.id for s in inside)
+    assert {r.body for r in received} == {s.event.body.encode() for s in inside}
+
+    replays = platform.call("GET", f"/v1/deliveries?endpoint_id={broken}&since={done['created_at']}&limit=250", token)
+    assert sorted(d["replay_of"] for d in replays.json()["data"]) == sorted(s.delivery.id for s in inside)
+
+
+def test_cancelled_deliveries_are_redriven_on_request(platform: Platform, consumer: ScriptedConsumer) -> None:
+    token, broken, _, leave_alone = lay_out_an_outage(platform, consumer)
+    cancelled = leave_alone[3].delivery
+    window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6)), "status": "cancelled"}
+    started = redrive(platform, token, broken, **window).json()
+    assert started["count"] == 1
+    run_redrive_jobs(platform)
+    assert platform.pump() == 1
+    [request] = consumer.wait_for(1)
+    assert request.headers["webhook-id"] == cancelled.event_id
+
+
+def test_the_same_request_repeated_with_its_key_redrives_once(platform: Platform, consumer: ScriptedConsumer) -> None:
+    token, broken, inside, _ = lay_out_an_outage(platform, consumer)
+    window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
+    first = redrive(platform, token, broken, key="after-the-fix", **window)
+    again = redrive(platform, token, broken, key="after-the-fix", **window)
+    assert first.status == again.status == 202
+    assert again.json() == first.json()
+    run_redrive_jobs(platform)
+    assert platform.pump(max_batches=100) == len(inside)
+
+    changed = redrive(platform, token, broken, key="after-the-fix", since=window["since"])
+    assert changed.status == 422, changed.body
+
+
+def test_an_empty_window_completes_at_once(platform: Platform, consumer: ScriptedConsumer) -> None:
+    token, broken, _, _ = lay_out_an_outage(platform, consumer)
+    before = {"since": to_rfc3339(OUTAGE - timedelta(days=3)), "until": to_rfc3339(OUTAGE - timedelta(days=2))}
+    started = redrive(platform, token, broken, **before)
+    assert started.status == 202 and started.json()["count"] == 0 and started.json()["status"] == "completed"
+    assert run_redrive_jobs(platform) == 0
+
+
+def test_bad_redrive_requests(platform: Platform, consumer: ScriptedConsumer) -> None:
+    _, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    since = to_rfc3339(OUTAGE)
+    for body, status in (
+        ({}, 422),
+        ({"since": "yesterday"}, 422),
+        ({"since": since, "status": "delivered"}, 422),
+        ({"since": since, "until": since}, 422),
+        ({"since": since, "extra": 1}, 422),
+    ):
+        response = platform.call("POST", f"/v1/endpoints/{endpoint_id}/redrive", token, body)
+        assert response.status == status, (body, response.body)
+    assert platform.call("POST", "/v1/endpoints/ep_nope/redrive", token, {"since": since}).status == 404
+    assert platform.call("GET", "/v1/redrives/rdr_nope", token).status == 404
+
+
+def test_the_dead_letter_drain_puts_both_queues_back_into_delivery(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    dead, vanished = (make(tenant_id, endpoint_id, OUTAGE + timedelta(minutes=i)) for i in range(2))
+    stuck = make(tenant_id, endpoint_id, OUTAGE, DeliveryStatus.QUEUED)
+    store([dead, stuck])
+    dead_letters = SqsDeadLetters(platform.sqs, platform.env["DEAD_LETTER_QUEUE_URL"])
+    for item in (dead, vanished):  # `vanished`'s record is gone: its message must stay, reported
+        dead_letters.publish(item.delivery)
+    # A delivery message that failed processing too often, parked on the poison queue by SQS.
+    poisoned = DeliveryMessage(stuck.delivery.id, tenant_id, 1, stuck.delivery.message_group_id, stuck.delivery.id)
+    platform.sqs.send_message(
+        QueueUrl=platform.env["POISON_QUEUE_URL"],
+        MessageBody=message_body(poisoned),
+        MessageGroupId=poisoned.group_id,
+        MessageDeduplicationId=poisoned.deduplication_id,
+    )
+
+    report = redrive_dead_letters(
+        [
+            f"--dead-letter-queue-url={platform.env['DEAD_LETTER_QUEUE_URL']}",
+            f"--poison-queue-url={platform.env['POISON_QUEUE_URL']}",
+            f"--delivery-queue-url={platform.env['DELIVERY_QUEUE_URL']}",
+        ]
+    )
+    assert (report.replayed, report.resent, report.exhausted) == (1, 1, True)
+    assert len(report.kept) == 1 and vanished.delivery.id in report.kept[0]
+
+    assert platform.pump() == 2
+    received = consumer.wait_for(2)
+    assert sorted(r.headers["webhook-id"] for r in received) == sorted([dead.event.id, stuck.event.id])
+    replay = platform.call("GET", f"/v1/deliveries?status=delivered&endpoint_id={endpoint_id}", token).json()["data"]
+    assert sorted(d["replay_of"] or d["id"] for d in replay) == sorted([dead.delivery.id, stuck.delivery.id])
+    left = platform.sqs.get_queue_attributes(
+        QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    assert left["ApproximateNumberOfMessagesNotVisible"] == "1"  # the kept one, hidden for this run
+    assert json.loads(message_body(poisoned))["delivery_id"] == stuck.delivery.id

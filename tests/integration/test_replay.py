@@ -1,0 +1,106 @@
+"""POST /v1/deliveries/{id}/replay and POST /v1/endpoints/{id}/test, through the real handlers and queue."""
+
+from __future__ import annotations
+
+from standardwebhooks import Webhook
+
+from hookrelay import wiring
+from hookrelay.domain.models import EndpointState
+from tests.conftest import Platform
+from tests.support.consumer import Reply, ScriptedConsumer
+
+
+def publish(platform: Platform, tenant_id: str) -> dict:
+    producer = platform.new_key("producer")
+    event = {"tenant_id": tenant_id, "type": "order.updated", "data": {"id": 1, "total": 12.5}}
+    accepted = platform.call("POST", "/v1/events", producer, event)
+    assert accepted.status == 202, accepted.body
+    return accepted.json()
+
+
+def test_replay_sends_the_same_event_bytes_as_a_new_delivery(platform: Platform, consumer: ScriptedConsumer) -> None:
+    tenant_id, token = platform.new_tenant()
+    endpoint = platform.new_endpoint(token, consumer.url)
+    accepted = publish(platform, tenant_id)
+    [original_id] = accepted["delivery_ids"]
+    platform.pump()
+
+    response = platform.call("POST", f"/v1/deliveries/{original_id}/replay", token)
+    assert response.status == 202, response.body
+    replay = response.json()
+    assert replay["replay_of"] == original_id and replay["event_id"] == accepted["event_id"]
+    assert replay["delivery_id"] != original_id
+    platform.pump()
+
+    first, second = consumer.wait_for(2)
+    assert second.body == first.body
+    assert second.headers["webhook-id"] == first.headers["webhook-id"] == accepted["event_id"]
+    Webhook(endpoint["secret"]).verify(second.body, second.headers)
+    replayed = platform.call("GET", f"/v1/deliveries/{replay['delivery_id']}", token).json()
+    assert replayed["status"] == "delivered" and replayed["replay_of"] == original_id
+    assert [a["number"] for a in replayed["attempts"]] == [1]
+    original = platform.call("GET", f"/v1/deliveries/{original_id}", token).json()
+    assert original["replay_of"] is None and len(original["attempts"]) == 1
+
+
+def test_replay_may_run_while_the_original_is_still_retrying(platform: Platform, consumer: ScriptedConsumer) -> None:
+    tenant_id, token = platform.new_tenant()
+    platform.new_endpoint(token, consumer.url)
+    consumer.queue([Reply(503)])
+    [original_id] = publish(platform, tenant_id)["delivery_ids"]
+    platform.pump()
+    assert platform.call("GET", f"/v1/deliveries/{original_id}", token).json()["status"] == "retrying"
+
+    replay_id = platform.call("POST", f"/v1/deliveries/{original_id}/replay", token).json()["delivery_id"]
+    platform.pump()
+    assert platform.call("GET", f"/v1/deliveries/{replay_id}", token).json()["status"] == "delivered"
+    assert platform.call("GET", f"/v1/deliveries/{original_id}", token).json()["status"] == "retrying"
+
+
+def test_replay_to_a_disabled_endpoint_conflicts(platform: Platform, consumer: ScriptedConsumer) -> None:
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    [original_id] = publish(platform, tenant_id)["delivery_ids"]
+    platform.pump()
+    endpoints = wiring.delivery_log_service().endpoints
+    endpoints.put(endpoints.get(tenant_id, endpoint_id).model_copy(update={"state": EndpointState.DISABLED}))
+
+    for path in (f"/v1/deliveries/{original_id}/replay", f"/v1/endpoints/{endpoint_id}/test"):
+        response = platform.call("POST", path, token)
+        assert response.status == 409, response.body
+        assert response.headers["content-type"] == "application/problem+json"
+    assert platform.pump() == 0
+
+
+def test_replay_of_an_expired_event_is_gone(platform: Platform, consumer: ScriptedConsumer) -> None:
+    tenant_id, token = platform.new_tenant()
+    platform.new_endpoint(token, consumer.url)
+    accepted = publish(platform, tenant_id)
+    platform.pump()
+    # TTL has passed but DynamoDB has not deleted the item yet: the event is gone all the same.
+    wiring.delivery_log_service().events.table.update_item(
+        Key={"id": accepted["event_id"]},
+        UpdateExpression="SET expires_at = :past",
+        ExpressionAttributeValues={":past": 1},
+    )
+    response = platform.call("POST", f"/v1/deliveries/{accepted['delivery_ids'][0]}/replay", token)
+    assert response.status == 410, response.body
+    assert platform.call("GET", f"/v1/events/{accepted['event_id']}", token).status == 404
+
+
+def test_a_test_event_is_delivered_now_to_that_endpoint_only(platform: Platform, consumer: ScriptedConsumer) -> None:
+    _, token = platform.new_tenant()
+    endpoint = platform.new_endpoint(token, consumer.url, ["order.*"])  # the filter does not apply to tests
+    platform.new_endpoint(token, consumer.url + "/other")
+
+    response = platform.call("POST", f"/v1/endpoints/{endpoint['id']}/test", token)
+    assert response.status == 202, response.body
+    sent = response.json()
+    assert platform.pump() == 1
+    [request] = consumer.wait_for(1)
+    assert request.path == "/hook" and request.headers["webhook-id"] == sent["event_id"]
+    envelope = Webhook(endpoint["secret"]).verify(request.body, request.headers)
+    assert envelope["type"] == "webhook.test"
+    delivery = platform.call("GET", f"/v1/deliveries/{sent['delivery_id']}", token).json()
+    assert delivery["status"] == "delivered" and delivery["event_id"] == sent["event_id"]
+    assert platform.call("GET", f"/v1/events/{sent['event_id']}", token).json()["body"].encode() == request.body
