@@ -72,13 +72,10 @@ class RetryWorkflow(Construct):
         }
 
     def _acknowledge_service_wildcards(self) -> None:
-        policy = self.state_machine.role.node.try_find_child("DefaultPolicy")
-        reasons = {
-            "AwsSolutions-IAM5[Resource::*]": (
-                "Added by CDK for execution logging and tracing: the CloudWatch Logs delivery actions "
-                "(logs:CreateLogDelivery, ...) and X-Ray's PutTraceSegments/PutTelemetryRecords/GetSampling* do "
-                "not support resource-level permissions. The workflow's own task is scoped to the delivery queue."
-            ),
-        }
-        for finding, reason in reasons.items():
-            acknowledge(policy or self.state_machine.role, finding, reason)
+        acknowledge(
+            self.state_machine.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Added by CDK for execution logging and tracing: the CloudWatch Logs delivery actions "
+            "(logs:CreateLogDelivery, ...) and X-Ray's PutTraceSegments/PutTelemetryRecords/GetSampling* do not "
+            "support resource-level permissions. The workflow's own tasks send only to the queues its ASL names.",
+        )
