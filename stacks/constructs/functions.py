@@ -62,8 +62,9 @@ ACCESS: dict[str, Access] = {
             schema.API_KEYS: TableAccess.READ_WRITE,
             schema.ENDPOINTS: TableAccess.READ_WRITE,
             schema.DELIVERIES: TableAccess.READ_WRITE,  # the delivery log, and replays' new deliveries
-            schema.EVENTS: TableAccess.READ_UPDATE,
+            schema.EVENTS: TableAccess.READ_WRITE,  # test events are written; replays extend expiry
             schema.REDRIVES: TableAccess.READ_WRITE,
+            schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Idempotency-Key on POST .../redrive
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
     ),
