@@ -7,10 +7,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import boto3
 from moto import mock_aws
 
 from hookrelay import wiring
 from hookrelay.adapters import aws
+from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
 from local.provision import provision
 
 FAKE_ENV = {
@@ -52,4 +54,13 @@ def moto_stack(
             try:
                 yield env
             finally:
+                stop_running_executions(env[RETRY_STATE_MACHINE_ARN])
                 wiring.reset()
+
+
+def stop_running_executions(state_machine_arn: str) -> None:
+    """moto runs executions on threads that outlive the mock: one still waiting would later send its
+    retry into the next test's queue (same name, same URL), so none is left running."""
+    sfn = boto3.client("stepfunctions")
+    for execution in sfn.list_executions(stateMachineArn=state_machine_arn, statusFilter="RUNNING")["executions"]:
+        sfn.stop_execution(executionArn=execution["executionArn"])
