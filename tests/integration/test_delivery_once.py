@@ -6,6 +6,8 @@ import os
 import threading
 
 import boto3
+import pytest
+from moto.dynamodb.models import DynamoDBBackend
 
 from hookrelay.adapters.dynamodb import DeliveryTable
 from local.lambda_runtime import invoke
@@ -48,6 +50,22 @@ def test_the_same_message_twice_posts_once(platform: Platform, consumer: Scripte
     assert [a.number for a in delivery.attempts] == [1]
 
 
+@pytest.fixture
+def atomic_conditional_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB evaluates a condition and writes atomically; moto's in-process backend does not lock
+    between threads, so restore that guarantee (and only that) for the concurrency test."""
+    lock = threading.Lock()
+    for name in ("update_item", "put_item"):
+        original = getattr(DynamoDBBackend, name)
+
+        def locked(self, *args, _original=original, **kwargs):
+            with lock:
+                return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(DynamoDBBackend, name, locked)
+
+
+@pytest.mark.usefixtures("atomic_conditional_writes")
 def test_concurrent_duplicates_post_once(platform: Platform, consumer: ScriptedConsumer) -> None:
     consumer.default = Reply(200, delay=0.5)  # keep the first attempt in flight while the duplicate arrives
     delivery_id = publish_one(platform, consumer)
