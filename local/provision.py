@@ -23,6 +23,10 @@ def resource_name(logical_name: str, prefix: str = DEFAULT_PREFIX) -> str:
     return f"{prefix}-{logical_name}"
 
 
+def queue_name(spec: schema.QueueSpec, prefix: str = DEFAULT_PREFIX) -> str:
+    return resource_name(spec.logical_name, prefix) + (".fifo" if spec.fifo else "")
+
+
 def create_table(dynamodb: Any, spec: schema.TableSpec, name: str) -> None:
     keys = [{"AttributeName": spec.partition_key, "KeyType": "HASH"}]
     attributes = {spec.partition_key}
@@ -57,7 +61,7 @@ def create_table(dynamodb: Any, spec: schema.TableSpec, name: str) -> None:
         )
 
 
-def create_queue(sqs: Any, spec: schema.QueueSpec, name: str, arns: dict[str, str]) -> str:
+def create_queue(sqs: Any, spec: schema.QueueSpec, prefix: str, arns: dict[str, str]) -> str:
     attributes = {
         "VisibilityTimeout": str(spec.visibility_timeout_seconds),
         "MessageRetentionPeriod": str(spec.retention_seconds),
@@ -65,12 +69,11 @@ def create_queue(sqs: Any, spec: schema.QueueSpec, name: str, arns: dict[str, st
     if spec.fifo:
         attributes["FifoQueue"] = "true"
         attributes["ContentBasedDeduplication"] = str(spec.content_based_deduplication).lower()
-        name += ".fifo"
     if spec.dead_letter:
         attributes["RedrivePolicy"] = json.dumps(
             {"deadLetterTargetArn": arns[spec.dead_letter], "maxReceiveCount": spec.max_receive_count}
         )
-    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    url = sqs.create_queue(QueueName=queue_name(spec, prefix), Attributes=attributes)["QueueUrl"]
     arns[spec.logical_name] = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
         "QueueArn"
     ]
@@ -91,10 +94,7 @@ def provision(
         create_table(dynamodb, spec, name)
         env[spec.env_var] = name
     arns: dict[str, str] = {}
-    urls = {
-        spec.logical_name: create_queue(sqs, spec, resource_name(spec.logical_name, prefix), arns)
-        for spec in schema.ALL_QUEUES
-    }
+    urls = {spec.logical_name: create_queue(sqs, spec, prefix, arns) for spec in schema.ALL_QUEUES}
     env[schema.DELIVERY_QUEUE_URL] = urls[schema.DELIVERY_QUEUE.logical_name]
     env[schema.DEAD_LETTER_QUEUE_URL] = urls[schema.DEAD_LETTER_QUEUE.logical_name]
     env[schema.POISON_QUEUE_URL] = urls[schema.POISON_QUEUE.logical_name]

@@ -26,13 +26,31 @@ from hookrelay.domain.schedule import PROFILES
 from local import gateway
 from local.aws_endpoint import AwsEndpoint, start_aws_endpoint, use_utc
 from local.http_api import ApiServer
-from local.provision import provision
+from local.provision import provision, queue_name
 from local.sqs_source import EventSource
 from scripts.create_admin_key import create_admin_key
 
 log = logging.getLogger("hookrelay.local")
 
 DEFAULT_PORT = 8080
+
+
+@dataclass(frozen=True)
+class QueueTrigger:
+    """One SQS event source: which queue invokes which function, with what batch size."""
+
+    function: str
+    queue: schema.QueueSpec
+    batch_size: int
+    concurrency: int | None = None  # None: the --concurrency option
+
+
+# The CDK stack's SQS event sources (stacks/constructs/functions.py: ACCESS[…].consumes, BATCH_SIZES);
+# tests/e2e/test_event_source.py checks that the two agree.
+QUEUE_TRIGGERS = (
+    QueueTrigger("delivery", schema.DELIVERY_QUEUE, schema.DELIVERY_BATCH_SIZE),
+    QueueTrigger("redrive", schema.REDRIVE_JOBS_QUEUE, schema.REDRIVE_BATCH_SIZE, concurrency=2),
+)
 
 
 @dataclass(frozen=True)
@@ -110,7 +128,7 @@ def issue_keys(api_keys_table: str) -> Keys:
 class LocalStack:
     aws: AwsEndpoint
     api: ApiServer
-    deliveries: EventSource
+    triggers: list[EventSource]
     keys: Keys
     schedule_name: str
 
@@ -119,9 +137,10 @@ class LocalStack:
         return {"api_url": self.api.url, **asdict(self.keys), "aws_endpoint_url": self.aws.url}
 
     def stop(self) -> None:
-        # Outside in: no new requests, then no new deliveries, then AWS itself.
+        # Outside in: no new requests, then no new invocations, then AWS itself.
         self.api.stop()
-        self.deliveries.stop()
+        for trigger in self.triggers:
+            trigger.stop()
         self.aws.stop()
 
 
@@ -136,18 +155,24 @@ def start(port: int, *, fast: bool, concurrency: int) -> LocalStack:
         wiring.reset()  # clients are made from now on, against moto
         keys = issue_keys(env[schema.API_KEYS.env_var])
         api = ApiServer(port)
-        deliveries = EventSource(
-            aws_clients.client("sqs"),
-            env[schema.DELIVERY_QUEUE_URL],
-            batch_size=schema.DELIVERY_BATCH_SIZE,
-            concurrency=concurrency,
-        )
+        sqs = aws_clients.client("sqs")
+        triggers = [
+            EventSource(
+                sqs,
+                sqs.get_queue_url(QueueName=queue_name(trigger.queue))["QueueUrl"],
+                function=trigger.function,
+                batch_size=trigger.batch_size,
+                concurrency=trigger.concurrency or concurrency,
+            )
+            for trigger in QUEUE_TRIGGERS
+        ]
     except BaseException:
         aws.stop()
         raise
-    deliveries.start()
+    for trigger in triggers:
+        trigger.start()
     api.start()
-    return LocalStack(aws, api, deliveries, keys, schedule_name)
+    return LocalStack(aws, api, triggers, keys, schedule_name)
 
 
 def describe(stack: LocalStack) -> str:
@@ -211,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         stack = start(args.port, fast=args.fast, concurrency=args.concurrency)
     except OSError as error:  # most likely the port is taken
-        print(f"could not start the local stack: {error}", file=sys.stderr)
+        print(
+            f"could not start the local stack: {error} (--port N picks another port, 0 any free one)", file=sys.stderr
+        )
         return 1
     if args.json:
         console.write(json.dumps(stack.ready_document()) + "\n")

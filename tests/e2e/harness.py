@@ -22,7 +22,7 @@ import boto3
 import requests
 
 from hookrelay.adapters import schema
-from local.provision import resource_name
+from local.provision import queue_name
 
 REPO = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 60.0
@@ -85,13 +85,19 @@ class Process:
         return self.popen.returncode
 
 
-def eventually(probe: Callable[[], T | None], what: str, timeout: float = 30.0, interval: float = 0.2) -> T:
-    """Poll `probe` until it returns something truthy (returned), or fail after `timeout` seconds."""
+def eventually(
+    probe: Callable[[], T],
+    what: str,
+    timeout: float = 30.0,
+    predicate: Callable[[T], Any] = bool,
+    interval: float = 0.2,
+) -> T:
+    """Poll `probe` until `predicate` holds for what it returns (returned), or fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
         last = probe()
-        if last:
+        if predicate(last):
             return last
         time.sleep(interval)
     raise AssertionError(f"not within {timeout}s: {what} (last seen: {last!r})")
@@ -132,10 +138,20 @@ class LocalStack:
     def publish(self, tenant_id: str, event_type: str, data: dict[str, Any]) -> dict[str, Any]:
         return self.created("/v1/events", self.producer_key, {"tenant_id": tenant_id, "type": event_type, "data": data})
 
+    def delivery(self, tenant_key: str, delivery_id: str) -> dict[str, Any]:
+        """The delivery with its attempts, as its tenant reads it (GET /v1/deliveries/{id})."""
+        response = self.call("GET", f"/v1/deliveries/{delivery_id}", tenant_key)
+        assert response.status_code == 200, f"GET delivery {delivery_id}: {response.status_code} {response.text}"
+        return response.json()
+
+    def deliveries(self, tenant_key: str, query: str) -> list[dict[str, Any]]:
+        response = self.call("GET", f"/v1/deliveries?{query}", tenant_key)
+        assert response.status_code == 200, f"GET deliveries?{query}: {response.status_code} {response.text}"
+        return response.json()["data"]
+
     # Looking inside "AWS" (moto's server), read-only, for what the API does not show.
-    def _aws(self, service: str, resource: bool = False) -> Any:
-        factory = boto3.resource if resource else boto3.client
-        return factory(
+    def _aws(self, service: str) -> Any:
+        return boto3.client(
             service,
             endpoint_url=self.aws_endpoint_url,
             region_name="us-east-1",
@@ -143,13 +159,9 @@ class LocalStack:
             aws_secret_access_key="local",
         )
 
-    def delivery(self, delivery_id: str) -> dict[str, Any]:
-        table = self._aws("dynamodb", resource=True).Table(resource_name(schema.DELIVERIES.logical_name))
-        return table.get_item(Key={"id": delivery_id}, ConsistentRead=True)["Item"]
-
     def dead_letters(self) -> list[dict[str, Any]]:
         sqs = self._aws("sqs")
-        url = sqs.get_queue_url(QueueName=resource_name(schema.DEAD_LETTER_QUEUE.logical_name))["QueueUrl"]
+        url = sqs.get_queue_url(QueueName=queue_name(schema.DEAD_LETTER_QUEUE))["QueueUrl"]
         messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages", [])
         return [json.loads(message["Body"]) for message in messages]
 

@@ -117,3 +117,15 @@ def test_a_function_that_raises_keeps_its_whole_batch(queue_url: str, monkeypatc
     finally:
         source.stop()
     assert counts(queue_url) == (0, 2)
+
+
+def test_the_local_triggers_are_the_cdk_stacks_event_sources() -> None:
+    from local.stack import QUEUE_TRIGGERS
+    from stacks.constructs.functions import ACCESS, Functions
+
+    deployed = {
+        name: (access.consumes, Functions.BATCH_SIZES.get(name, 10))
+        for name, access in ACCESS.items()
+        if access.consumes is not None
+    }
+    assert {trigger.function: (trigger.queue, trigger.batch_size) for trigger in QUEUE_TRIGGERS} == deployed

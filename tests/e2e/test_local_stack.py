@@ -26,13 +26,9 @@ def endpoint_for(stack: LocalStack, tenant_key: str, consumer: Consumer) -> dict
     return endpoint
 
 
-def status_of(stack: LocalStack, delivery_id: str) -> str:
-    return stack.delivery(delivery_id)["status"]
-
-
-def delivered(stack: LocalStack, delivery_id: str) -> dict[str, Any] | None:
-    record = stack.delivery(delivery_id)
-    return record if record["status"] == "delivered" else None
+def in_status(stack: LocalStack, tenant_key: str, delivery_id: str, status: str) -> dict[str, Any] | None:
+    record = stack.delivery(tenant_key, delivery_id)
+    return record if record["status"] == status else None
 
 
 def test_an_event_goes_out_as_a_signed_webhook_that_verifies(
@@ -45,7 +41,7 @@ def test_an_event_goes_out_as_a_signed_webhook_that_verifies(
     accepted = stack.publish(tenant_id, "order.created", {"order_id": 7})
 
     [delivery_id] = accepted["delivery_ids"]
-    eventually(lambda: delivered(stack, delivery_id), "the delivery is recorded as delivered")
+    eventually(lambda: in_status(stack, tenant_key, delivery_id, "delivered"), "the delivery is recorded as delivered")
     seen = consumer.received()
     [request] = seen["requests"]
     # Verified here as well, with the library, from the bytes and headers as they arrived.
@@ -64,36 +60,38 @@ def test_a_consumer_that_is_down_gets_the_event_once_it_is_back(
     assert consumer.stop() == 0  # down: nothing listens on the endpoint's port
 
     [delivery_id] = stack.publish(tenant_id, "order.created", {"order_id": 8})["delivery_ids"]
-    retrying = eventually(
-        lambda: (record := stack.delivery(delivery_id))["status"] == "retrying" and len(record["attempts"]) >= 2,
+    eventually(
+        lambda: (record := in_status(stack, tenant_key, delivery_id, "retrying")) and len(record["attempts"]) >= 2,
         "a second attempt fails and a third is scheduled",
         timeout=SCHEDULE_WAIT,
     )
-    assert retrying
     consumer.restart(endpoint["secret"])
 
-    record = eventually(lambda: delivered(stack, delivery_id), "delivered once the consumer is back", SCHEDULE_WAIT)
+    record = eventually(
+        lambda: in_status(stack, tenant_key, delivery_id, "delivered"),
+        "delivered once the consumer is back",
+        SCHEDULE_WAIT,
+    )
     attempts = record["attempts"]
     assert [attempt["number"] for attempt in attempts] == list(range(1, len(attempts) + 1))
-    assert all(attempt.get("status_code") is None and attempt.get("error") for attempt in attempts[:-1])
+    assert all(attempt["status_code"] is None and attempt["error"] for attempt in attempts[:-1])
     assert attempts[-1]["status_code"] == 200
     seen = consumer.received()
     assert [request["answered"] for request in seen["requests"]] == [200]  # the restarted consumer's view
     assert len(seen["events"]) == 1
 
 
-def test_a_consumer_failing_past_the_horizon_leaves_the_delivery_dead(
+def test_a_consumer_failing_past_the_horizon_leaves_the_delivery_dead_until_redriven(
     stack: LocalStack, consumers: Callable[..., Consumer]
 ) -> None:
     tenant_id, tenant_key = stack.new_tenant("dead")
     consumer = consumers("consumer", mode="fail")
-    endpoint_for(stack, tenant_key, consumer)
+    endpoint = endpoint_for(stack, tenant_key, consumer)
 
     accepted = stack.publish(tenant_id, "order.created", {"order_id": 9})
 
     [delivery_id] = accepted["delivery_ids"]
-    eventually(lambda: status_of(stack, delivery_id) == "dead", "the delivery dies", SCHEDULE_WAIT)
-    record = stack.delivery(delivery_id)
+    record = eventually(lambda: in_status(stack, tenant_key, delivery_id, "dead"), "the delivery dies", SCHEDULE_WAIT)
     assert len(record["attempts"]) == FAST_SCHEDULE.max_attempts
     assert {attempt["status_code"] for attempt in record["attempts"]} == {500}
     requests_seen = consumer.received()["requests"]
@@ -104,6 +102,23 @@ def test_a_consumer_failing_past_the_horizon_leaves_the_delivery_dead(
         "the dead delivery is on the dead-letter queue",
     )
 
+    # The consumer recovers and redrives its dead deliveries (through the redrive function's queue).
+    consumer.control(mode="ok")
+    redrive = stack.created(f"/v1/endpoints/{endpoint['id']}/redrive", tenant_key, {"since": record["created_at"]})
+    [replay] = eventually(
+        lambda: stack.deliveries(tenant_key, f"endpoint_id={endpoint['id']}&status=delivered"),
+        "the redriven delivery is delivered",
+        SCHEDULE_WAIT,
+    )
+    assert (replay["replay_of"], replay["event_id"]) == (delivery_id, accepted["event_id"])
+    assert [event["webhook_id"] for event in consumer.received()["events"]] == [accepted["event_id"]]
+    finished = eventually(
+        lambda: stack.call("GET", f"/v1/redrives/{redrive['redrive_id']}", tenant_key).json(),
+        "the redrive completes",
+        predicate=lambda view: view["state"] == "completed",
+    )
+    assert (finished["total"], finished["replayed"]) == (1, 1)
+
 
 def test_a_hanging_endpoint_does_not_hold_up_a_healthy_one(
     stack: LocalStack, consumers: Callable[..., Consumer]
@@ -112,25 +127,20 @@ def test_a_hanging_endpoint_does_not_hold_up_a_healthy_one(
     hanging = consumers("hanging", mode="hang")
     healthy = consumers("healthy")
     hanging_endpoint = endpoint_for(stack, tenant_key, hanging)
-    endpoint_for(stack, tenant_key, healthy)
+    healthy_endpoint = endpoint_for(stack, tenant_key, healthy)
 
-    first = stack.publish(tenant_id, "order.created", {"order_id": 10})
-    eventually(lambda: hanging.received()["requests"], "the hanging endpoint is being attempted")
-    second = stack.publish(tenant_id, "order.created", {"order_id": 11})
+    accepted = stack.publish(tenant_id, "order.created", {"order_id": 10})
 
-    wanted = {first["event_id"], second["event_id"]}
+    by_endpoint = {stack.delivery(tenant_key, d)["endpoint_id"]: d for d in accepted["delivery_ids"]}
     eventually(
-        lambda: {event["webhook_id"] for event in healthy.received()["events"]} == wanted,
-        "both events reach the healthy endpoint",
+        lambda: in_status(stack, tenant_key, by_endpoint[healthy_endpoint["id"]], "delivered"),
+        "the healthy endpoint's delivery is delivered",
     )
-    # ...while the first attempt at the hanging endpoint is still waiting for an answer.
-    [hanging_delivery] = [
-        delivery_id
-        for delivery_id in first["delivery_ids"]
-        if stack.delivery(delivery_id)["endpoint_id"] == hanging_endpoint["id"]
-    ]
-    assert status_of(stack, hanging_delivery) == "attempting"
-    assert {request["answered"] for request in hanging.received()["requests"]} == {None}  # none answered yet
+    # ...while the attempt at the hanging endpoint is still waiting for an answer (the timeout is 8 s).
+    assert stack.delivery(tenant_key, by_endpoint[hanging_endpoint["id"]])["status"] == "attempting"
+    hung = eventually(lambda: hanging.received()["requests"], "the hanging endpoint has the request")
+    assert [request["answered"] for request in hung] == [None]
+    assert [event["webhook_id"] for event in healthy.received()["events"]] == [accepted["event_id"]]
 
 
 def test_ctrl_c_stops_everything_and_exits_zero(tmp_path: Path) -> None:
