@@ -40,7 +40,7 @@ class Access:
     consumes: QueueSpec | None = None  # the queue whose messages invoke the function (SQS event source)
     drains: tuple[QueueSpec, ...] = ()  # queues the function receives from and deletes from itself
     starts_retries: bool = False  # states:StartExecution on the retry workflow
-    answers_retries: bool = False  # states:SendTask{Success,Failure,Heartbeat} for the workflow's task tokens
+    answers_retries: bool = False  # states:SendTask{Success,Failure} for the workflow's task tokens
 
 
 # The one place each function's permissions are decided: a new function is a new entry here.
@@ -241,5 +241,6 @@ class Functions(Construct):
         if access.answers_retries:
             # Step Functions authorizes task-token calls against the state machine whose task issued the token
             # (AccessDenied messages name `...:stateMachine:<name>`), so this scopes them to our workflow;
-            # CDK's grant_task_response does the same. No `states:*`, no wildcard resource.
-            self._retry_workflow.grant_task_response(function)
+            # No `states:*`, no wildcard resource, and no SendTaskHeartbeat (CDK's grant_task_response would add
+            # it): the delivery Lambda only ever reports an attempt's outcome.
+            self._retry_workflow.grant(function, "states:SendTaskSuccess", "states:SendTaskFailure")

@@ -7,7 +7,7 @@ from typing import Any
 from stacks.constructs.functions import ACCESS, TableAccess
 from tests.infrastructure.conftest import Synthesized, function_logical_ids, logical_id_of
 
-TASK_TOKEN_ACTIONS = {"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}
+TASK_TOKEN_ACTIONS = {"states:SendTaskSuccess", "states:SendTaskFailure"}
 
 
 def _as_list(value: Any) -> list[Any]:
