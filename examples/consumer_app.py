@@ -146,6 +146,9 @@ class ConsumerApp:
             db.execute("UPDATE inbox SET state = ? WHERE id = ?", ("applied" if fresh else "stale", inbox_id))
         return True
 
+    # guide:end
+
+    # guide:currency
     def is_newer_than_applied(self, event: dict[str, Any]) -> bool:
         """Currency, not ordering: a retried old update may arrive after a newer one; drop it."""
         if event.get("ordering_key") is None:

@@ -192,7 +192,7 @@ def guide_regions() -> dict[str, str]:
 
 def test_guide_quotes_the_example_verbatim() -> None:
     regions = guide_regions()
-    assert set(regions) >= {"schema", "verify", "handler", "worker"}
+    assert set(regions) >= {"schema", "verify", "handler", "worker", "currency"}
     python_blocks = [block.strip() for block in re.findall(r"^```python\n(.*?)^```", GUIDE.read_text(), re.M | re.S)]
     assert sorted(python_blocks) == sorted(regions.values())
 
