@@ -134,12 +134,7 @@ def _tenant_status(tenant_id: str, status: DeliveryStatus) -> str:
 
 
 def _delivery_item(delivery: Delivery) -> dict[str, Any]:
-    # created_at sorts every index: it must be fixed-width (pydantic drops a zero fraction, which misorders).
-    return to_item(
-        delivery,
-        tenant_status=_tenant_status(delivery.tenant_id, delivery.status),
-        created_at=to_rfc3339(delivery.created_at),
-    )
+    return to_item(delivery, tenant_status=_tenant_status(delivery.tenant_id, delivery.status))
 
 
 class DeliveryTable:

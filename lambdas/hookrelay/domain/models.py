@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
 from hookrelay.domain.classification import FailureKind, Outcome
+from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.status import DeliveryStatus
 
 RESPONSE_EXCERPT_BYTES = 1024
+
+
+# Every stored time is RFC 3339 UTC at fixed millisecond width, so stored strings sort as the times do
+# (the indexes sort on them) and compare with the values conditions are written with.
+UtcDateTime = Annotated[datetime, PlainSerializer(to_rfc3339, return_type=str, when_used="json")]
 
 
 class Record(BaseModel):
@@ -21,16 +27,16 @@ class Record(BaseModel):
 class Tenant(Record):
     id: str
     name: str
-    created_at: datetime
+    created_at: UtcDateTime
 
 
 class ApiKey(Record):
     key_id: str
     role: str
     secret_hash: str
-    created_at: datetime
+    created_at: UtcDateTime
     description: str | None = None
-    revoked_at: datetime | None = None
+    revoked_at: UtcDateTime | None = None
 
     @property
     def active(self) -> bool:
@@ -44,8 +50,8 @@ class EndpointState(StrEnum):
 
 class SigningSecret(Record):
     secret: str
-    created_at: datetime
-    expires_at: datetime | None = None  # set on the old secret when it is rotated out
+    created_at: UtcDateTime
+    expires_at: UtcDateTime | None = None  # set on the old secret when it is rotated out
 
     def active(self, now: datetime) -> bool:
         return self.expires_at is None or self.expires_at > now
@@ -60,8 +66,8 @@ class Endpoint(Record):
     state: EndpointState = EndpointState.ENABLED
     secrets: list[SigningSecret]
     max_in_flight: int = 1  # the endpoint's concurrency: the number of FIFO message groups it gets
-    created_at: datetime
-    updated_at: datetime
+    created_at: UtcDateTime
+    updated_at: UtcDateTime
 
     def active_secrets(self, now: datetime) -> list[str]:
         return [s.secret for s in self.secrets if s.active(now)]
@@ -71,7 +77,7 @@ class Event(Record):
     id: str
     tenant_id: str
     type: str
-    timestamp: datetime
+    timestamp: UtcDateTime
     data: dict[str, Any]
     ordering_key: str | None = None
     sequence: int | None = None
@@ -81,7 +87,7 @@ class Event(Record):
 
 class Attempt(Record):
     number: int
-    started_at: datetime
+    started_at: UtcDateTime
     latency_ms: int
     status_code: int | None = None
     error: FailureKind | None = None
@@ -101,11 +107,11 @@ class Delivery(Record):
     message_group_id: str
     attempts: list[Attempt] = Field(default_factory=list)
     attempt_count: int = 0
-    created_at: datetime
-    updated_at: datetime
-    first_attempt_at: datetime | None = None
-    next_attempt_at: datetime | None = None
-    completed_at: datetime | None = None
+    created_at: UtcDateTime
+    updated_at: UtcDateTime
+    first_attempt_at: UtcDateTime | None = None
+    next_attempt_at: UtcDateTime | None = None
+    completed_at: UtcDateTime | None = None
     replay_of: str | None = None
-    claimed_at: datetime | None = None
+    claimed_at: UtcDateTime | None = None
     expires_at: int | None = None  # set when the delivery ends: end + the redrive window
