@@ -34,7 +34,10 @@ class GatewayRequestHandler(BaseHTTPRequestHandler):
             return
         body = self.rfile.read(length) if length else b""
         url = urlsplit(self.path)
-        headers = {name.lower(): value for name, value in self.headers.items()}
+        headers: dict[str, str] = {}
+        for name, value in self.headers.items():  # repeated headers are joined with commas, as API Gateway does
+            key = name.lower()
+            headers[key] = f"{headers[key]},{value}" if key in headers else value
         try:
             response = gateway.handle(self.command, url.path, url.query, headers, body)
         except Exception:  # what API Gateway answers when the integration fails

@@ -2,8 +2,8 @@
 
 moto's server stands in for AWS (tables, queues and the retry state machine, created from the same
 definitions the CDK stack uses, the ASL run by moto's interpreter); the API is served on localhost
-through `local.gateway`, which calls the real authorizer and handlers; an SQS event source feeds the
-real delivery handler. State lives as long as the process.
+through `local.gateway`, which calls the real authorizer and handlers; SQS event sources feed the
+real delivery and redrive functions. State lives as long as the process.
 """
 
 from __future__ import annotations
@@ -72,8 +72,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--json",
         action="store_true",
-        help="once ready, print one line of JSON (api_url, admin_key, producer_key, tenant_id, tenant_key),"
-        " and nothing else, on stdout",
+        help="once ready, print one line of JSON (api_url, admin_key, producer_key, tenant_id, tenant_key,"
+        " aws_endpoint_url), and nothing else, on stdout",
     )
     parser.add_argument("--concurrency", type=int, default=8, help="delivery function invocations at once (default 8)")
     parser.add_argument(
@@ -133,7 +133,7 @@ class LocalStack:
     schedule_name: str
 
     def ready_document(self) -> dict[str, str]:
-        # The issue's five fields, plus where moto listens, for scripts that look inside "AWS".
+        # What a script needs to drive the API, plus where moto listens, to look inside "AWS".
         return {"api_url": self.api.url, **asdict(self.keys), "aws_endpoint_url": self.aws.url}
 
     def stop(self) -> None:
