@@ -54,7 +54,11 @@ def tenant_service() -> TenantService:
 
 @cache
 def endpoint_service() -> EndpointService:
-    return EndpointService(EndpointTable(_table(schema.ENDPOINTS)), allow_private_destinations())
+    return EndpointService(
+        EndpointTable(_table(schema.ENDPOINTS)),
+        DeliveryLogTable(_table(schema.DELIVERIES)),
+        allow_private_destinations=allow_private_destinations(),
+    )
 
 
 @cache

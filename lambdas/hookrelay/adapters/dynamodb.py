@@ -83,6 +83,19 @@ class EndpointTable:
         item = self.table.get_item(Key={"tenant_id": tenant_id, "id": endpoint_id}, ConsistentRead=True).get("Item")
         return from_item(Endpoint, item)
 
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime) -> bool:
+        try:
+            self.table.put_item(
+                Item=to_item(endpoint),
+                ConditionExpression="updated_at = :read",
+                ExpressionAttributeValues={":read": to_rfc3339(expected_updated_at)},
+            )
+        except ClientError as error:
+            if _conditional_failed(error):
+                return False
+            raise
+        return True
+
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
         items: list[dict[str, Any]] = []
         kwargs: dict[str, Any] = {"KeyConditionExpression": Key("tenant_id").eq(tenant_id)}

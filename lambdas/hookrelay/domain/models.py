@@ -45,7 +45,8 @@ class ApiKey(Record):
 
 class EndpointState(StrEnum):
     ENABLED = "enabled"
-    DISABLED = "disabled"
+    DISABLED = "disabled"  # by its tenant: new events' deliveries are recorded `cancelled`, not sent
+    DELETED = "deleted"  # soft-deleted: kept so its deliveries stay explainable, never delivered to again
 
 
 class SigningSecret(Record):

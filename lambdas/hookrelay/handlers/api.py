@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from functools import cache
 from typing import Any
 
@@ -38,11 +39,15 @@ from hookrelay.handlers.schemas import (
     CreateTenant,
     DeliveryListQuery,
     RedriveRequest,
+    RotateSecret,
+    UpdateEndpoint,
     delivery_detail,
     delivery_summary,
+    endpoint_health_view,
     endpoint_view,
     event_view,
     redrive_view,
+    rotated_secret_view,
 )
 
 logger = Logger(service="api")
@@ -113,6 +118,49 @@ def list_endpoints() -> Response:
 def get_endpoint(endpoint_id: str) -> Response:
     tenant_id = require_tenant(app)
     return json_response(200, endpoint_view(wiring.endpoint_service().get(tenant_id, endpoint_id)))
+
+
+@app.patch("/v1/endpoints/<endpoint_id>")
+def update_endpoint(endpoint_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    changes = parse_body(app, UpdateEndpoint).changes()
+    return json_response(200, endpoint_view(wiring.endpoint_service().update(tenant_id, endpoint_id, **changes)))
+
+
+@app.delete("/v1/endpoints/<endpoint_id>")
+def delete_endpoint(endpoint_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    wiring.endpoint_service().delete(tenant_id, endpoint_id)
+    return Response(status_code=204)
+
+
+@app.post("/v1/endpoints/<endpoint_id>/disable")
+def disable_endpoint(endpoint_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    return json_response(200, endpoint_view(wiring.endpoint_service().set_enabled(tenant_id, endpoint_id, False)))
+
+
+@app.post("/v1/endpoints/<endpoint_id>/enable")
+def enable_endpoint(endpoint_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    return json_response(200, endpoint_view(wiring.endpoint_service().set_enabled(tenant_id, endpoint_id, True)))
+
+
+@app.post("/v1/endpoints/<endpoint_id>/rotate-secret")
+def rotate_endpoint_secret(endpoint_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    # The body is optional: no body rotates with the default overlap.
+    body = parse_body(app, RotateSecret) if app.current_event.decoded_body else RotateSecret()
+    rotated = wiring.endpoint_service().rotate_secret(
+        tenant_id, endpoint_id, expire_previous_after=timedelta(seconds=body.expire_previous_after_seconds)
+    )
+    return json_response(200, rotated_secret_view(rotated))
+
+
+@app.get("/v1/endpoints/<endpoint_id>/health")
+def endpoint_health(endpoint_id: str) -> Response:
+    tenant_id = require_tenant(app)
+    return json_response(200, endpoint_health_view(*wiring.endpoint_service().health(tenant_id, endpoint_id)))
 
 
 # --- The delivery log, replay, redrive and the test endpoint ---

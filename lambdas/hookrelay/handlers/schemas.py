@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
-from hookrelay.domain.clock import to_rfc3339
+from hookrelay.domain.clock import to_rfc3339, utcnow
+from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.deliveries import DEFAULT_LIMIT, MAX_LIMIT
+from hookrelay.services.management import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVERLAP, RotatedSecret
 from hookrelay.services.ports import DeliveryFilter, Redrive
 
 
@@ -36,19 +38,51 @@ class CreateApiKey(Strict):
     description: str | None = Field(default=None, max_length=500)
 
 
-class CreateEndpoint(Strict):
-    url: str = Field(min_length=1, max_length=2048)
-    event_types: list[str] = Field(default_factory=lambda: ["*"], min_length=1, max_length=100)
-    description: str | None = Field(default=None, max_length=500)
-    max_in_flight: int | None = Field(default=None, ge=1, le=50)
+def _event_type_filters(value: list[str]) -> list[str]:
+    for pattern in value:
+        if not FILTER_PATTERN.match(pattern):
+            raise ValueError(f"invalid event type filter {pattern!r}")
+    return value
 
-    @field_validator("event_types")
-    @classmethod
-    def _filters(cls, value: list[str]) -> list[str]:
-        for pattern in value:
-            if not FILTER_PATTERN.match(pattern):
-                raise ValueError(f"invalid event type filter {pattern!r}")
-        return value
+
+# The fields an endpoint is created with and may later be changed to: one definition for both requests.
+EndpointUrl = Annotated[str, Field(min_length=1, max_length=2048)]
+EventTypeFilters = Annotated[list[str], Field(min_length=1, max_length=100), AfterValidator(_event_type_filters)]
+Description = Annotated[str | None, Field(max_length=500)]
+MaxInFlight = Annotated[int, Field(ge=1, le=50)]
+
+
+class CreateEndpoint(Strict):
+    url: EndpointUrl
+    event_types: EventTypeFilters = Field(default_factory=lambda: ["*"])
+    description: Description = None
+    max_in_flight: MaxInFlight | None = None
+
+
+class UpdateEndpoint(Strict):
+    """A partial update: only the fields given change; `description: null` clears the description."""
+
+    url: EndpointUrl | None = None
+    event_types: EventTypeFilters | None = None
+    description: Description = None
+    max_in_flight: MaxInFlight | None = None
+
+    @model_validator(mode="after")
+    def _only_description_is_nullable(self) -> UpdateEndpoint:
+        for name in ("url", "event_types", "max_in_flight"):
+            if name in self.model_fields_set and getattr(self, name) is None:
+                raise ValueError(f"{name} cannot be null: leave it out to keep it")
+        return self
+
+    def changes(self) -> dict[str, Any]:
+        """Exactly the fields the request gave, as keyword arguments for `EndpointService.update`."""
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class RotateSecret(Strict):
+    expire_previous_after_seconds: int = Field(
+        default=int(DEFAULT_SECRET_OVERLAP.total_seconds()), ge=0, le=int(MAX_SECRET_OVERLAP.total_seconds())
+    )
 
 
 def _time(moment: datetime | None) -> str | None:
@@ -56,6 +90,7 @@ def _time(moment: datetime | None) -> str | None:
 
 
 def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str, Any]:
+    now = utcnow()
     view: dict[str, Any] = {
         "id": endpoint.id,
         "url": endpoint.url,
@@ -63,12 +98,54 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
         "description": endpoint.description,
         "state": endpoint.state.value,
         "max_in_flight": endpoint.max_in_flight,
+        # When each active secret was made and when it stops signing: never the secrets themselves.
+        "signing_secrets": [
+            {"created_at": _time(s.created_at), "expires_at": _time(s.expires_at)}
+            for s in endpoint.secrets
+            if s.active(now)
+        ],
         "created_at": _time(endpoint.created_at),
         "updated_at": _time(endpoint.updated_at),
     }
     if with_secret:  # only in the response that created the secret
         view["secret"] = endpoint.secrets[-1].secret
     return view
+
+
+def rotated_secret_view(rotated: RotatedSecret) -> dict[str, Any]:
+    return endpoint_view(rotated.endpoint) | {
+        "secret": rotated.secret,
+        "previous_secrets_expire_at": _time(rotated.previous_expire_at),
+    }
+
+
+def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth) -> dict[str, Any]:
+    failure = health.last_failure
+    retrying = health.oldest_retrying
+    return {
+        "endpoint_id": endpoint.id,
+        "state": endpoint.state.value,
+        "computed_at": _time(health.computed_at),
+        "sample": {"size": health.sampled, "limit": HEALTH_SAMPLE_SIZE, "older_not_sampled": health.older_not_sampled},
+        "counts": {status.value: count for status, count in health.counts.items()},
+        "success_rate": health.success_rate,
+        "last_delivered_at": _time(health.last_delivered_at),
+        "last_failure": failure
+        and {
+            "at": _time(failure.attempt.started_at),
+            "delivery_id": failure.delivery_id,
+            "status_code": failure.attempt.status_code,
+            "error": _error(failure.attempt),
+        },
+        "consecutive_failures": health.consecutive_failures,
+        "oldest_retrying": retrying
+        and {
+            "delivery_id": retrying.delivery_id,
+            "created_at": _time(retrying.created_at),
+            "age_seconds": retrying.age_seconds,
+            "next_attempt_at": _time(retrying.next_attempt_at),
+        },
+    }
 
 
 # --- The delivery log, replay and redrive ---

@@ -103,6 +103,8 @@ class Replayer:
         endpoint = self.endpoints.get(tenant_id, endpoint_id)
         if endpoint is None:
             raise Conflict(f"endpoint {endpoint_id!r} no longer exists")
+        if endpoint.state is EndpointState.DELETED:
+            raise Conflict(f"endpoint {endpoint_id!r} is deleted")
         if endpoint.state is not EndpointState.ENABLED:
             raise Conflict(f"endpoint {endpoint_id!r} is {endpoint.state.value}: enable it first")
         return endpoint

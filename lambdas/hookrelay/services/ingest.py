@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from hookrelay.domain import ids
@@ -11,9 +11,10 @@ from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
 from hookrelay.domain.envelope import envelope_body, message_group_id
 from hookrelay.domain.errors import InvalidRequest
 from hookrelay.domain.matching import type_matches
-from hookrelay.domain.models import Delivery, EndpointState, Event
+from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.delivery import retention_expiry
 from hookrelay.services.ports import (
     DeliveryMessage,
     DeliveryQueue,
@@ -70,24 +71,35 @@ class IngestService:
         )
         self.events.put(event)
         deliveries = [
-            Delivery(
-                id=ids.delivery_id(),
-                tenant_id=tenant_id,
-                endpoint_id=endpoint.id,
-                event_id=event_id,
-                event_type=event_type,
-                status=DeliveryStatus.QUEUED,
-                message_group_id=message_group_id(endpoint.id, endpoint.max_in_flight, ordering_key, event_id),
-                created_at=now,
-                updated_at=now,
-            )
+            new_delivery(event, endpoint, now)
             for endpoint in self.endpoints.list_for_tenant(tenant_id)
-            if endpoint.state is EndpointState.ENABLED and type_matches(event_type, endpoint.event_types)
+            if endpoint.state is not EndpointState.DELETED and type_matches(event_type, endpoint.event_types)
         ]
         if deliveries:
             self.deliveries.put_many(deliveries)
-            self.queue.enqueue([first_attempt_message(d) for d in deliveries])
+            self.queue.enqueue([first_attempt_message(d) for d in deliveries if d.status is DeliveryStatus.QUEUED])
         return Accepted(event_id=event_id, delivery_ids=[d.id for d in deliveries], sequence=sequence)
+
+
+def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
+    """`queued` for an enabled endpoint. For a disabled one, recorded `cancelled` and never sent: the tenant
+    sees what it missed while the endpoint was off, and redrives `status=cancelled` after re-enabling it."""
+    delivery = Delivery(
+        id=ids.delivery_id(),
+        tenant_id=event.tenant_id,
+        endpoint_id=endpoint.id,
+        event_id=event.id,
+        event_type=event.type,
+        status=DeliveryStatus.QUEUED,
+        message_group_id=message_group_id(endpoint.id, endpoint.max_in_flight, event.ordering_key, event.id),
+        created_at=now,
+        updated_at=now,
+    )
+    if endpoint.state is EndpointState.ENABLED:
+        return delivery
+    return delivery.model_copy(
+        update={"status": DeliveryStatus.CANCELLED, "completed_at": now, "expires_at": retention_expiry(now)}
+    )
 
 
 def first_attempt_message(delivery: Delivery) -> DeliveryMessage:

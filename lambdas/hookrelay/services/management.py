@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import Enum
 from urllib.parse import urlsplit
 
 from hookrelay.domain import api_keys, ids
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.errors import InvalidRequest, NotFound
-from hookrelay.domain.models import ApiKey, Endpoint, SigningSecret, Tenant
+from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
+from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
+from hookrelay.domain.models import ApiKey, Endpoint, EndpointState, SigningSecret, Tenant
 from hookrelay.domain.signing import generate_secret
-from hookrelay.services.ports import ApiKeyRepository, EndpointRepository, TenantRepository
+from hookrelay.services.ports import (
+    ApiKeyRepository,
+    DeliveryFilter,
+    DeliveryLog,
+    EndpointRepository,
+    TenantRepository,
+)
+
+DEFAULT_SECRET_OVERLAP = timedelta(days=1)
+MAX_SECRET_OVERLAP = timedelta(days=7)
+# Every active secret adds a signature to every delivery: a loop of rotations must not grow that unbounded.
+MAX_ACTIVE_SECRETS = 5
+# Read-change-write attempts before a change that keeps meeting concurrent writes gives up with 409.
+WRITE_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -89,9 +106,45 @@ def validate_endpoint_url(url: str, *, allow_private: bool) -> str:
     return url
 
 
+class _Keep(Enum):
+    KEEP = "keep"
+
+
+KEEP = _Keep.KEEP  # "leave this field as it is" in a partial update (None is a value: it clears a description)
+
+
+@dataclass(frozen=True)
+class RotatedSecret:
+    endpoint: Endpoint
+    secret: str  # the new secret: returned once, in the rotation's response
+    previous_expire_at: datetime  # when the secrets that were active before stop signing
+
+
+def _not_deleted(endpoint: Endpoint) -> None:
+    if endpoint.state is EndpointState.DELETED:
+        raise Conflict(f"endpoint {endpoint.id!r} is deleted")
+
+
+def _expiring_by(secret: SigningSecret, deadline: datetime) -> SigningSecret:
+    """The secret, set to expire at `deadline` at the latest: rotating again never extends an older secret."""
+    if secret.expires_at is not None and secret.expires_at <= deadline:
+        return secret
+    return secret.model_copy(update={"expires_at": deadline})
+
+
+def _next_version(previous: datetime, now: datetime) -> datetime:
+    """A new `updated_at` strictly after the one read, at the stored (millisecond) precision.
+
+    `updated_at` is what a write is conditional on; two writes within one millisecond must still differ.
+    """
+    candidate = now.replace(microsecond=now.microsecond // 1000 * 1000)
+    return candidate if candidate > previous else previous + timedelta(milliseconds=1)
+
+
 @dataclass
 class EndpointService:
     endpoints: EndpointRepository
+    deliveries: DeliveryLog  # read for health
     allow_private_destinations: bool = False
     default_max_in_flight: int = 4
 
@@ -120,10 +173,115 @@ class EndpointService:
         return endpoint
 
     def get(self, tenant_id: str, endpoint_id: str) -> Endpoint:
+        """The endpoint, deleted ones included (shown as `deleted`); another tenant's is not found."""
         endpoint = self.endpoints.get(tenant_id, endpoint_id)
         if endpoint is None:
             raise NotFound(f"no endpoint {endpoint_id!r}")
         return endpoint
 
     def list(self, tenant_id: str) -> list[Endpoint]:
-        return sorted(self.endpoints.list_for_tenant(tenant_id), key=lambda e: e.created_at, reverse=True)
+        live = [e for e in self.endpoints.list_for_tenant(tenant_id) if e.state is not EndpointState.DELETED]
+        return sorted(live, key=lambda e: e.created_at, reverse=True)
+
+    def update(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        url: str | _Keep = KEEP,
+        event_types: list[str] | _Keep = KEEP,
+        description: str | _Keep | None = KEEP,
+        max_in_flight: int | _Keep = KEEP,
+    ) -> Endpoint:
+        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on."""
+        given = {"url": url, "event_types": event_types, "description": description, "max_in_flight": max_in_flight}
+        changes = {name: value for name, value in given.items() if value is not KEEP}
+        if not changes:
+            raise InvalidRequest("nothing to change: give url, event_types, description or max_in_flight")
+        if isinstance(url, str):
+            validate_endpoint_url(url, allow_private=self.allow_private_destinations)
+
+        def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
+            _not_deleted(endpoint)
+            return endpoint.model_copy(update=changes)
+
+        return self._change(tenant_id, endpoint_id, apply)
+
+    def set_enabled(self, tenant_id: str, endpoint_id: str, enabled: bool) -> Endpoint:
+        """Enable or disable; asking for the state it is already in changes nothing."""
+        target = EndpointState.ENABLED if enabled else EndpointState.DISABLED
+
+        def switch(endpoint: Endpoint, _: datetime) -> Endpoint | None:
+            _not_deleted(endpoint)
+            return None if endpoint.state is target else endpoint.model_copy(update={"state": target})
+
+        return self._change(tenant_id, endpoint_id, switch)
+
+    def delete(self, tenant_id: str, endpoint_id: str) -> None:
+        """Soft delete: the record stays (its deliveries keep pointing at it) but never delivers again.
+
+        Its secrets are dropped at once: nothing will be signed for it again. Deleting twice is harmless.
+        """
+
+        def remove(endpoint: Endpoint, _: datetime) -> Endpoint | None:
+            if endpoint.state is EndpointState.DELETED:
+                return None
+            return endpoint.model_copy(update={"state": EndpointState.DELETED, "secrets": []})
+
+        self._change(tenant_id, endpoint_id, remove)
+
+    def rotate_secret(
+        self, tenant_id: str, endpoint_id: str, *, expire_previous_after: timedelta = DEFAULT_SECRET_OVERLAP
+    ) -> RotatedSecret:
+        """Add a new secret; the ones active now keep signing (beside it) until `expire_previous_after` from now."""
+        if not timedelta(0) <= expire_previous_after <= MAX_SECRET_OVERLAP:
+            raise InvalidRequest(f"the overlap must be between 0 and {MAX_SECRET_OVERLAP.total_seconds():.0f} seconds")
+        secret = generate_secret()  # the same one on every write attempt
+        deadline: datetime | None = None
+
+        def rotate(endpoint: Endpoint, now: datetime) -> Endpoint:
+            nonlocal deadline
+            _not_deleted(endpoint)
+            deadline = now + expire_previous_after
+            previous = [_expiring_by(s, deadline) for s in endpoint.secrets if s.active(now)]
+            if sum(s.active(now) for s in previous) + 1 > MAX_ACTIVE_SECRETS:
+                raise Conflict(
+                    f"at most {MAX_ACTIVE_SECRETS} secrets may be active at once: rotate with "
+                    "expire_previous_after_seconds 0, or wait until a previous secret expires"
+                )
+            return endpoint.model_copy(update={"secrets": [*previous, SigningSecret(secret=secret, created_at=now)]})
+
+        endpoint = self._change(tenant_id, endpoint_id, rotate)
+        assert deadline is not None  # set by the write that succeeded
+        return RotatedSecret(endpoint=endpoint, secret=secret, previous_expire_at=deadline)
+
+    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth]:
+        """Summarised on read from the endpoint's newest deliveries (one bounded index read, no scan)."""
+        endpoint = self.get(tenant_id, endpoint_id)
+        now = utcnow()
+        where = DeliveryFilter(tenant_id=tenant_id, endpoint_id=endpoint_id)
+        page = self.deliveries.find(where, HEALTH_SAMPLE_SIZE, None, now)
+        return endpoint, summarize(page.deliveries, now, older_not_sampled=page.resume_after is not None)
+
+    def _change(
+        self, tenant_id: str, endpoint_id: str, change: Callable[[Endpoint, datetime], Endpoint | None]
+    ) -> Endpoint:
+        """Read, change, and write back only if nobody wrote in between (else again, on the fresh record).
+
+        `change` returns None when there is nothing to do. Every write also drops expired secrets.
+        """
+        for _ in range(WRITE_ATTEMPTS):
+            current = self.get(tenant_id, endpoint_id)
+            now = utcnow()
+            changed = change(current, now)
+            if changed is None:
+                return current
+            changed = changed.model_copy(
+                update={
+                    "secrets": [s for s in changed.secrets if s.active(now)],
+                    "updated_at": _next_version(current.updated_at, now),
+                }
+            )
+            if self.endpoints.replace(changed, expected_updated_at=current.updated_at):
+                return changed
+        raise Conflict(f"endpoint {endpoint_id!r} kept changing while this request tried to write it: try again")
