@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from hookrelay.domain.clock import to_rfc3339, utcnow
-from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth
+from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
 from hookrelay.domain.status import DeliveryStatus
@@ -120,8 +120,6 @@ def rotated_secret_view(rotated: RotatedSecret) -> dict[str, Any]:
 
 
 def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth) -> dict[str, Any]:
-    failure = health.last_failure
-    retrying = health.oldest_retrying
     return {
         "endpoint_id": endpoint.id,
         "state": endpoint.state.value,
@@ -130,21 +128,31 @@ def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth) -> dict[str
         "counts": {status.value: count for status, count in health.counts.items()},
         "success_rate": health.success_rate,
         "last_delivered_at": _time(health.last_delivered_at),
-        "last_failure": failure
-        and {
-            "at": _time(failure.attempt.started_at),
-            "delivery_id": failure.delivery_id,
-            "status_code": failure.attempt.status_code,
-            "error": _error(failure.attempt),
-        },
+        "last_failure": _failure_view(health.last_failure),
         "consecutive_failures": health.consecutive_failures,
-        "oldest_retrying": retrying
-        and {
-            "delivery_id": retrying.delivery_id,
-            "created_at": _time(retrying.created_at),
-            "age_seconds": retrying.age_seconds,
-            "next_attempt_at": _time(retrying.next_attempt_at),
-        },
+        "oldest_retrying": _retrying_view(health.oldest_retrying),
+    }
+
+
+def _failure_view(failure: RecordedAttempt | None) -> dict[str, Any] | None:
+    if failure is None:
+        return None
+    return {
+        "at": _time(failure.attempt.started_at),
+        "delivery_id": failure.delivery_id,
+        "status_code": failure.attempt.status_code,
+        "error": _error(failure.attempt),
+    }
+
+
+def _retrying_view(retrying: RetryingDelivery | None) -> dict[str, Any] | None:
+    if retrying is None:
+        return None
+    return {
+        "delivery_id": retrying.delivery_id,
+        "created_at": _time(retrying.created_at),
+        "age_seconds": retrying.age_seconds,
+        "next_attempt_at": _time(retrying.next_attempt_at),
     }
 
 

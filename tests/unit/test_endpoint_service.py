@@ -1,0 +1,142 @@
+"""EndpointService on in-memory repositories: rotation deadlines, pruning, and writes that meet concurrent ones."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from hookrelay.domain.clock import utcnow
+from hookrelay.domain.errors import Conflict, InvalidRequest
+from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
+from hookrelay.services.management import MAX_ACTIVE_SECRETS, WRITE_ATTEMPTS, EndpointService, _next_version
+from tests.support.fakes import FakeEndpoints
+
+
+class ConditionalEndpoints(FakeEndpoints):
+    """FakeEndpoints with the conditional write; `before_write` lets a test slip in a concurrent writer."""
+
+    def __init__(self, *endpoints: Endpoint) -> None:
+        super().__init__(*endpoints)
+        self.before_write: Callable[[], None] | None = None
+        self.writes = 0
+
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime) -> bool:
+        self.writes += 1
+        if self.before_write is not None:
+            self.before_write()
+        current = self.items[(endpoint.tenant_id, endpoint.id)]
+        if current.updated_at != expected_updated_at:
+            return False
+        self.put(endpoint)
+        return True
+
+
+def an_endpoint(**fields: Any) -> Endpoint:
+    now = utcnow().replace(microsecond=0)
+    values: dict[str, Any] = {
+        "id": "ep_1",
+        "tenant_id": "ten_1",
+        "url": "https://example.com/hook",
+        "event_types": ["*"],
+        "secrets": [SigningSecret(secret="whsec_first", created_at=now)],
+        "created_at": now,
+        "updated_at": now,
+    }
+    return Endpoint(**(values | fields))
+
+
+def service_with(endpoint: Endpoint) -> tuple[EndpointService, ConditionalEndpoints]:
+    endpoints = ConditionalEndpoints(endpoint)
+    return EndpointService(endpoints, deliveries=None), endpoints  # type: ignore[arg-type]  # health unused
+
+
+def test_rotation_sets_the_deadline_on_the_active_secrets_and_appends_a_new_one() -> None:
+    service, endpoints = service_with(an_endpoint())
+    rotated = service.rotate_secret("ten_1", "ep_1", expire_previous_after=timedelta(hours=2))
+
+    first, second = endpoints.get("ten_1", "ep_1").secrets
+    assert first.secret == "whsec_first" and first.expires_at == rotated.previous_expire_at
+    assert timedelta(hours=2) - timedelta(seconds=5) < rotated.previous_expire_at - utcnow() <= timedelta(hours=2)
+    assert second.secret == rotated.secret != "whsec_first" and second.expires_at is None
+    assert endpoints.get("ten_1", "ep_1").active_secrets(utcnow()) == ["whsec_first", rotated.secret]
+
+
+def test_expired_secrets_are_pruned_on_the_next_write_only() -> None:
+    past = utcnow() - timedelta(minutes=1)
+    secrets = [
+        SigningSecret(secret="whsec_old", created_at=past - timedelta(days=1), expires_at=past),
+        SigningSecret(secret="whsec_new", created_at=past - timedelta(days=1)),
+    ]
+    service, endpoints = service_with(an_endpoint(secrets=secrets))
+    assert len(service.get("ten_1", "ep_1").secrets) == 2  # reads leave the record alone
+    service.update("ten_1", "ep_1", description="pruned")
+    assert [s.secret for s in endpoints.get("ten_1", "ep_1").secrets] == ["whsec_new"]
+
+
+@pytest.mark.parametrize("overlap", [timedelta(seconds=-1), timedelta(days=7, seconds=1)])
+def test_the_overlap_is_bounded(overlap: timedelta) -> None:
+    service, _ = service_with(an_endpoint())
+    with pytest.raises(InvalidRequest):
+        service.rotate_secret("ten_1", "ep_1", expire_previous_after=overlap)
+
+
+def test_rotations_stop_at_the_active_secret_cap() -> None:
+    service, endpoints = service_with(an_endpoint())
+    for _ in range(MAX_ACTIVE_SECRETS - 1):
+        service.rotate_secret("ten_1", "ep_1", expire_previous_after=timedelta(hours=1))
+    with pytest.raises(Conflict):
+        service.rotate_secret("ten_1", "ep_1", expire_previous_after=timedelta(hours=1))
+    assert len(endpoints.get("ten_1", "ep_1").secrets) == MAX_ACTIVE_SECRETS
+
+
+def test_a_change_that_meets_a_concurrent_write_is_made_again_on_the_fresh_record() -> None:
+    service, endpoints = service_with(an_endpoint())
+
+    def someone_else_disables() -> None:
+        endpoints.before_write = None
+        current = endpoints.get("ten_1", "ep_1")
+        endpoints.put(
+            current.model_copy(
+                update={"state": EndpointState.DISABLED, "updated_at": current.updated_at + timedelta(seconds=1)}
+            )
+        )
+
+    endpoints.before_write = someone_else_disables
+    rotated = service.rotate_secret("ten_1", "ep_1", expire_previous_after=timedelta(hours=1))
+
+    stored = endpoints.get("ten_1", "ep_1")
+    assert endpoints.writes == 2
+    assert stored.state is EndpointState.DISABLED  # the concurrent change survives
+    assert [s.secret for s in stored.secrets] == ["whsec_first", rotated.secret]  # and so does ours
+
+
+def test_a_change_that_keeps_meeting_concurrent_writes_gives_up_with_409() -> None:
+    service, endpoints = service_with(an_endpoint())
+
+    def someone_else_writes() -> None:
+        current = endpoints.get("ten_1", "ep_1")
+        endpoints.put(current.model_copy(update={"updated_at": current.updated_at + timedelta(seconds=1)}))
+
+    endpoints.before_write = someone_else_writes
+    with pytest.raises(Conflict):
+        service.update("ten_1", "ep_1", description="never written")
+    assert endpoints.writes == WRITE_ATTEMPTS and endpoints.get("ten_1", "ep_1").description is None
+
+
+def test_nothing_to_do_writes_nothing() -> None:
+    service, endpoints = service_with(an_endpoint())
+    assert service.set_enabled("ten_1", "ep_1", True).state is EndpointState.ENABLED
+    with pytest.raises(InvalidRequest):
+        service.update("ten_1", "ep_1")
+    assert endpoints.writes == 0
+
+
+def test_versions_strictly_increase_at_millisecond_precision() -> None:
+    read = datetime(2030, 1, 1, 0, 0, 0, 5000, tzinfo=UTC)  # 5 ms
+    assert _next_version(read, read + timedelta(microseconds=300)) == read + timedelta(milliseconds=1)
+    assert _next_version(read, read - timedelta(seconds=1)) == read + timedelta(milliseconds=1)  # clock behind
+    later = read + timedelta(seconds=2, microseconds=1700)
+    assert _next_version(read, later) == read + timedelta(seconds=2, milliseconds=1)
