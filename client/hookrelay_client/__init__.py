@@ -1,6 +1,6 @@
 """A small client for the hookrelay API, and a CLI on it (`python -m hookrelay_client --help`)."""
 
-from hookrelay_client.client import HookrelayClient, __version__
+from hookrelay_client.client import UNCHANGED, HookrelayClient, __version__
 from hookrelay_client.errors import HookrelayError, Problem
 from hookrelay_client.models import (
     Attempt,
@@ -10,16 +10,23 @@ from hookrelay_client.models import (
     DeliveryPage,
     DeliverySummary,
     Endpoint,
+    EndpointHealth,
     EndpointTestSent,
     Event,
+    HealthSample,
     IssuedApiKey,
+    LastFailure,
+    OldestRetrying,
     PublishedEvent,
     Redrive,
     RedriveAccepted,
     Replay,
+    RotatedSecret,
+    SecretLifetime,
 )
 
 __all__ = [
+    "UNCHANGED",
     "Attempt",
     "CreatedEndpoint",
     "CreatedTenant",
@@ -27,15 +34,21 @@ __all__ = [
     "DeliveryPage",
     "DeliverySummary",
     "Endpoint",
+    "EndpointHealth",
     "EndpointTestSent",
     "Event",
+    "HealthSample",
     "HookrelayClient",
     "HookrelayError",
     "IssuedApiKey",
+    "LastFailure",
+    "OldestRetrying",
     "Problem",
     "PublishedEvent",
     "Redrive",
     "RedriveAccepted",
     "Replay",
+    "RotatedSecret",
+    "SecretLifetime",
     "__version__",
 ]

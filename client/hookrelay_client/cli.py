@@ -22,10 +22,10 @@ from typing import Any, TextIO
 import requests
 from pydantic import BaseModel
 
-from hookrelay_client.client import HookrelayClient
+from hookrelay_client.client import UNCHANGED, HookrelayClient
 from hookrelay_client.errors import HookrelayError
-from hookrelay_client.models import Delivery, Redrive
-from hookrelay_client.render import ProgressBar, fields, table
+from hookrelay_client.models import Delivery, Endpoint, EndpointHealth, Redrive
+from hookrelay_client.render import ProgressBar, cell, fields, table
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 RELATIVE_MOMENT = re.compile(r"^(\d+)([smhd])$")
@@ -67,6 +67,16 @@ def moment(text: str) -> datetime:
     if parsed.tzinfo is None:
         raise argparse.ArgumentTypeError(f"{text!r} has no timezone: add Z or an offset")
     return parsed
+
+
+def seconds(text: str) -> int:
+    """Whole seconds (`3600`) or a duration (`90s`, `30m`, `6h`, `2d`)."""
+    if text.isdigit():
+        return int(text)
+    relative = RELATIVE_MOMENT.match(text)
+    if relative is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not seconds or a duration like 6h")
+    return int(timedelta(**{UNITS[relative[2]]: int(relative[1])}).total_seconds())
 
 
 def json_object(text: str) -> dict[str, Any]:
@@ -257,10 +267,80 @@ def list_endpoints(client: HookrelayClient, args: argparse.Namespace) -> Result:
 
 
 def show_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
-    e = client.get_endpoint(args.endpoint_id)
+    endpoint = client.get_endpoint(args.endpoint_id)
+    return Result(endpoint, describe_endpoint(endpoint))
+
+
+def describe_endpoint(e: Endpoint) -> str:
+    secrets = ", ".join(f"until {cell(s.expires_at)}" if s.expires_at else "current" for s in e.signing_secrets)
     rows = [("id", e.id), ("state", e.state), ("url", e.url), ("event types", e.event_types)]
-    rows += [("description", e.description), ("max in flight", e.max_in_flight), ("created", e.created_at)]
-    return Result(e, fields(rows))
+    rows += [("description", e.description), ("max in flight", e.max_in_flight)]
+    rows += [("secrets", secrets or None), ("created", e.created_at), ("updated", e.updated_at)]
+    return fields(rows)
+
+
+def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    description = None if args.clear_description else (args.description if args.description is not None else UNCHANGED)
+    endpoint = client.update_endpoint(
+        args.endpoint_id,
+        url=args.url,
+        event_types=args.event_type,
+        description=description,
+        max_in_flight=args.max_in_flight,
+    )
+    return Result(endpoint, describe_endpoint(endpoint))
+
+
+def disable_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    endpoint = client.disable_endpoint(args.endpoint_id)
+    note = "new events are recorded as cancelled; after enabling, redrive them with --status cancelled"
+    return Result(endpoint, f"{endpoint.id} disabled\n({note})")
+
+
+def enable_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    endpoint = client.enable_endpoint(args.endpoint_id)
+    note = "deliveries cancelled while it was disabled are not resent by themselves: redrive --status cancelled"
+    return Result(endpoint, f"{endpoint.id} enabled\n({note})")
+
+
+def delete_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    client.delete_endpoint(args.endpoint_id)
+    return Result({"deleted": args.endpoint_id}, f"deleted {args.endpoint_id}")
+
+
+def rotate_secret(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    rotated = client.rotate_endpoint_secret(args.endpoint_id, expire_previous_after_seconds=args.expire_previous_after)
+    text = fields([("endpoint", rotated.id), ("previous expire", rotated.previous_secrets_expire_at)])
+    text += f"\nsecret           {rotated.secret}\n(the new secret is shown only now: store it)"
+    return Result(rotated, text)
+
+
+def describe_health(h: EndpointHealth) -> str:
+    sample = f"newest {h.sample.size} deliveries" + (" (older ones not sampled)" if h.sample.older_not_sampled else "")
+    failure = retrying = None
+    if h.last_failure:
+        f = h.last_failure
+        failure = f"{cell(f.at)} {last_outcome(f.status_code, f.error)} ({f.delivery_id})"
+    if h.oldest_retrying:
+        r = h.oldest_retrying
+        retrying = f"{r.delivery_id}, {r.age_seconds} s old, next attempt {cell(r.next_attempt_at)}"
+    return fields(
+        [
+            ("endpoint", f"{h.endpoint_id} ({h.state})"),
+            ("sample", sample),
+            ("counts", ", ".join(f"{status} {count}" for status, count in h.counts.items() if count) or "none"),
+            ("success rate", f"{h.success_rate:.1%}" if h.success_rate is not None else None),
+            ("last delivered", h.last_delivered_at),
+            ("last failure", failure),
+            ("failing streak", f"{h.consecutive_failures} attempts"),
+            ("oldest retrying", retrying),
+        ]
+    )
+
+
+def endpoint_health(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    health = client.get_endpoint_health(args.endpoint_id)
+    return Result(health, describe_health(health))
 
 
 def send_test(client: HookrelayClient, args: argparse.Namespace) -> Result:
@@ -376,6 +456,28 @@ def build_parser() -> argparse.ArgumentParser:
     command(endpoints, "list", list_endpoints, "your endpoints")
     sub = command(endpoints, "show", show_endpoint, "one endpoint")
     sub.add_argument("endpoint_id")
+    sub = command(endpoints, "update", update_endpoint, "change an endpoint (only the options given)")
+    sub.add_argument("endpoint_id")
+    sub.add_argument("--url")
+    sub.add_argument("--event-type", action="append", help="replaces the filters; repeatable")
+    described = sub.add_mutually_exclusive_group()
+    described.add_argument("--description")
+    described.add_argument("--clear-description", action="store_true")
+    sub.add_argument("--max-in-flight", type=int, help="concurrency of deliveries created from now on")
+    for name, run, help_text in (
+        ("disable", disable_endpoint, "stop sending; new events are recorded as cancelled"),
+        ("enable", enable_endpoint, "resume sending"),
+        ("delete", delete_endpoint, "delete an endpoint (its deliveries stay in the log)"),
+        ("health", endpoint_health, "how its newest deliveries went"),
+    ):
+        command(endpoints, name, run, help_text).add_argument("endpoint_id")
+    sub = command(endpoints, "rotate-secret", rotate_secret, "add a new signing secret; prints it once")
+    sub.add_argument("endpoint_id")
+    sub.add_argument(
+        "--expire-previous-after",
+        type=seconds,
+        help="how long the current secrets keep signing: seconds or a duration such as 30m, 6h, 7d (1d; 0 = now)",
+    )
 
     sub = command(commands, "test", send_test, "send a test event to an endpoint")
     sub.add_argument("endpoint_id")

@@ -19,6 +19,7 @@ from hookrelay_client.models import (
     DeliveryPage,
     DeliverySummary,
     Endpoint,
+    EndpointHealth,
     EndpointTestSent,
     Event,
     IssuedApiKey,
@@ -26,11 +27,20 @@ from hookrelay_client.models import (
     Redrive,
     RedriveAccepted,
     Replay,
+    RotatedSecret,
 )
 
 __version__ = "0.1.0"
 M = TypeVar("M", bound=BaseModel)
 Moment = datetime | str
+
+
+class _Unchanged:
+    def __repr__(self) -> str:
+        return "UNCHANGED"
+
+
+UNCHANGED: Any = _Unchanged()  # "leave the description as it is": None is a value there (it clears it)
 
 
 def _segment(value: str) -> str:
@@ -152,6 +162,52 @@ class HookrelayClient:
 
     def get_endpoint(self, endpoint_id: str) -> Endpoint:
         return self._get(Endpoint, f"/v1/endpoints/{_segment(endpoint_id)}")
+
+    def update_endpoint(
+        self,
+        endpoint_id: str,
+        *,
+        url: str | None = None,
+        event_types: Sequence[str] | None = None,
+        description: str | None = UNCHANGED,
+        max_in_flight: int | None = None,
+    ) -> Endpoint:
+        """Change what is given (None leaves a field as it is; `description=None` clears the description).
+
+        A new `max_in_flight` applies to deliveries created from now on.
+        """
+        body = _without_none(
+            {
+                "url": url,
+                "event_types": None if event_types is None else list(event_types),
+                "max_in_flight": max_in_flight,
+            }
+        )
+        if description is not UNCHANGED:
+            body["description"] = description
+        return Endpoint.model_validate(self.request("PATCH", f"/v1/endpoints/{_segment(endpoint_id)}", body=body))
+
+    def disable_endpoint(self, endpoint_id: str) -> Endpoint:
+        """Stop sending: new events' deliveries are recorded `cancelled` (redrive them after enabling)."""
+        return self._post(Endpoint, f"/v1/endpoints/{_segment(endpoint_id)}/disable")
+
+    def enable_endpoint(self, endpoint_id: str) -> Endpoint:
+        return self._post(Endpoint, f"/v1/endpoints/{_segment(endpoint_id)}/enable")
+
+    def delete_endpoint(self, endpoint_id: str) -> None:
+        """Soft delete: never delivered to again; still shown (state `deleted`) with its deliveries in the log."""
+        self.request("DELETE", f"/v1/endpoints/{_segment(endpoint_id)}")
+
+    def rotate_endpoint_secret(
+        self, endpoint_id: str, *, expire_previous_after_seconds: int | None = None
+    ) -> RotatedSecret:
+        """A new signing secret (in `.secret`, returned only now); the previous ones keep signing until
+        `previous_secrets_expire_at` (default a day from now; 0 retires them at once)."""
+        body = _without_none({"expire_previous_after_seconds": expire_previous_after_seconds})
+        return self._post(RotatedSecret, f"/v1/endpoints/{_segment(endpoint_id)}/rotate-secret", body)
+
+    def get_endpoint_health(self, endpoint_id: str) -> EndpointHealth:
+        return self._get(EndpointHealth, f"/v1/endpoints/{_segment(endpoint_id)}/health")
 
     def send_test_event(self, endpoint_id: str) -> EndpointTestSent:
         return self._post(EndpointTestSent, f"/v1/endpoints/{_segment(endpoint_id)}/test")

@@ -31,19 +31,67 @@ class PublishedEvent(Model):
     sequence: int | None = None
 
 
+class SecretLifetime(Model):
+    """When an active signing secret was made and when it stops signing (None: until the next rotation)."""
+
+    created_at: datetime
+    expires_at: datetime | None = None
+
+
 class Endpoint(Model):
     id: str
     url: str
     event_types: list[str]
     description: str | None = None
-    state: str | None = None
+    state: str | None = None  # enabled | disabled | deleted
     max_in_flight: int | None = None
+    signing_secrets: list[SecretLifetime] = Field(default_factory=list)
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
 
 class CreatedEndpoint(Endpoint):
     secret: str = Field(repr=False)  # the signing secret, returned only in the creation response
+
+
+class RotatedSecret(Endpoint):
+    secret: str = Field(repr=False)  # the new signing secret, returned only in the rotation's response
+    previous_secrets_expire_at: datetime
+
+
+class HealthSample(Model):
+    size: int  # deliveries the figures were computed from
+    limit: int
+    older_not_sampled: bool
+
+
+class LastFailure(Model):
+    at: datetime
+    delivery_id: str
+    status_code: int | None = None
+    error: str | None = None
+
+
+class OldestRetrying(Model):
+    delivery_id: str
+    created_at: datetime
+    age_seconds: int
+    next_attempt_at: datetime | None = None
+
+
+class EndpointHealth(Model):
+    """Computed on read from the endpoint's newest deliveries (`sample`), not its whole history."""
+
+    endpoint_id: str
+    state: str
+    computed_at: datetime
+    sample: HealthSample
+    counts: dict[str, int]
+    success_rate: float | None = None  # delivered / (delivered + dead) in the sample
+    last_delivered_at: datetime | None = None
+    last_failure: LastFailure | None = None
+    consecutive_failures: int = 0
+    oldest_retrying: OldestRetrying | None = None
 
 
 class DeliverySummary(Model):

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import requests
 from hookrelay_client import HookrelayClient, HookrelayError, Redrive
-from hookrelay_client.cli import main, moment
+from hookrelay_client.cli import main, moment, seconds
 from standardwebhooks import Webhook
 
 from local.sqs_source import poll_once
@@ -355,3 +355,84 @@ def test_cli_filters_deliveries_by_time_and_status(platform: Platform, tenant: d
     assert code == 0 and len(json.loads(out)["data"]) == 1
     code, out, _ = cli(token, "deliveries", "list", "--until", "1h", "--json")
     assert code == 0 and json.loads(out)["data"] == []
+
+
+# -- the endpoint lifecycle ---------------------------------------------------------------------------
+
+
+def test_update_endpoint_changes_only_what_is_given(tenant: dict[str, Any]) -> None:
+    client, endpoint = tenant["client"], tenant["endpoint"]
+    changed = client.update_endpoint(endpoint.id, max_in_flight=2, event_types=["order.paid"])
+    assert (changed.max_in_flight, changed.event_types, changed.description) == (2, ["order.paid"], "orders")
+    assert "secret" not in changed.model_dump()
+    assert client.update_endpoint(endpoint.id, description=None).description is None
+    assert client.get_endpoint(endpoint.id).max_in_flight == 2
+
+    with pytest.raises(HookrelayError) as nothing:
+        client.update_endpoint(endpoint.id)
+    assert nothing.value.status == 422
+
+
+def test_disable_enable_rotate_health_and_delete_through_the_client(
+    platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer
+) -> None:
+    client, producer, endpoint = tenant["client"], tenant["producer"], tenant["endpoint"]
+    assert client.disable_endpoint(endpoint.id).state == "disabled"
+    missed = producer.publish_event(tenant["id"], "order.updated", {"id": 1})
+    assert [d.id for d in client.list_deliveries(status="cancelled").data] == missed.delivery_ids
+    assert client.enable_endpoint(endpoint.id).state == "enabled"
+
+    rotated = client.rotate_endpoint_secret(endpoint.id, expire_previous_after_seconds=600)
+    assert rotated.secret.startswith("whsec_") and rotated.secret not in repr(rotated)
+    assert [s.expires_at for s in rotated.signing_secrets] == [rotated.previous_secrets_expire_at, None]
+    producer.publish_event(tenant["id"], "order.updated", {"id": 2})
+    platform.pump()
+    [request] = consumer.wait_for(1)
+    for secret in (endpoint.secret, rotated.secret):
+        assert Webhook(secret).verify(request.body, request.headers)["data"] == {"id": 2}
+
+    health = client.get_endpoint_health(endpoint.id)
+    assert (health.counts["delivered"], health.counts["cancelled"], health.success_rate) == (1, 1, 1.0)
+    assert health.sample.size == 2 and health.last_failure is None
+
+    client.delete_endpoint(endpoint.id)
+    assert client.list_endpoints() == [] and client.get_endpoint(endpoint.id).state == "deleted"
+    with pytest.raises(HookrelayError) as refused:
+        client.enable_endpoint(endpoint.id)
+    assert refused.value.status == 409
+
+
+def test_cli_endpoint_lifecycle(platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer, cli) -> None:
+    token, endpoint_id = token_of(tenant["client"]), tenant["endpoint"].id
+
+    code, out, _ = cli(token, "endpoints", "update", endpoint_id, "--max-in-flight", "3", "--clear-description")
+    assert code == 0 and "max in flight  3" in out and "description    -" in out
+    code, out, _ = cli(token, "endpoints", "disable", endpoint_id)
+    assert code == 0 and "disabled" in out and "--status cancelled" in out
+    code, out, _ = cli(token, "--json", "endpoints", "enable", endpoint_id)
+    assert code == 0 and json.loads(out)["state"] == "enabled"
+
+    code, out, _ = cli(token, "--json", "endpoints", "rotate-secret", endpoint_id, "--expire-previous-after", "0")
+    assert code == 0
+    new_secret = json.loads(out)["secret"]
+    tenant["producer"].publish_event(tenant["id"], "order.updated", {"id": 3})
+    platform.pump()
+    [request] = consumer.wait_for(1)
+    assert Webhook(new_secret).verify(request.body, request.headers)["data"] == {"id": 3}
+
+    code, out, _ = cli(token, "endpoints", "health", endpoint_id)
+    assert code == 0 and "delivered 1" in out and "100.0%" in out
+    code, out, _ = cli(token, "endpoints", "delete", endpoint_id)
+    assert code == 0 and out.strip() == f"deleted {endpoint_id}"
+    code, out, _ = cli(token, "endpoints", "list")
+    assert code == 0 and out.strip() == "no endpoints"
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0", 0), ("3600", 3600), ("30m", 1800), ("7d", 604800)])
+def test_cli_overlaps_accept_seconds_and_durations(text: str, expected: int) -> None:
+    assert seconds(text) == expected
+
+
+def test_cli_overlaps_refuse_anything_else() -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        seconds("an hour")

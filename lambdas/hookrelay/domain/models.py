@@ -45,7 +45,7 @@ class ApiKey(Record):
 
 class EndpointState(StrEnum):
     ENABLED = "enabled"
-    DISABLED = "disabled"  # by its tenant: new events' deliveries are recorded `cancelled`, not sent
+    DISABLED = "disabled"  # new events' deliveries are recorded `cancelled`, not sent; redrivable once enabled
     DELETED = "deleted"  # soft-deleted: kept so its deliveries stay explainable, never delivered to again
 
 
