@@ -77,7 +77,12 @@ def test_a_failing_consumer_recovers_every_event_by_redrive(
 
     # 4. Every event arrives, and the consumer processes each webhook-id once.
     eventually(lambda: event_ids <= set(accepted_ids(consumer)), "every redriven event is accepted", REDRIVE_WAIT)
-    replays = deliveries_of(tenant, endpoint.id, status="delivered")
+    # The consumer answers before the platform records the attempt: read the log once it has caught up.
+    replays = eventually(
+        lambda: deliveries_of(tenant, endpoint.id, status="delivered"),
+        "every redriven delivery is recorded delivered",
+        predicate=lambda found: {d.event_id for d in found if d.replay_of is not None} == event_ids,
+    )
     redriven = [d for d in replays if d.replay_of is not None]
     assert {d.replay_of for d in redriven} == {d.id for d in dead}
     assert {d.event_id for d in redriven} == event_ids

@@ -69,7 +69,10 @@ class QueueSpec:
 
 
 DELIVERY_FUNCTION_TIMEOUT_SECONDS = 60
-DELIVERY_BATCH_SIZE = 5
+# One message per invocation: the event source deletes a batch's messages only when the whole invocation
+# returns, so a batch holding a hanging endpoint's message would keep a healthy endpoint's message group
+# locked for up to the attempt timeout. FIFO concurrency scales with message groups instead.
+DELIVERY_BATCH_SIZE = 1
 
 # Messages that fail delivery processing this many times (a bug, not a consumer outage: consumer
 # failures are recorded attempts, not processing errors) move to the poison-message queue.

@@ -1,12 +1,11 @@
-"""The delivery Lambda: SQS FIFO batches in, one attempt per message, partial batch failures out.
+"""The delivery Lambda: SQS FIFO messages in, one attempt per message, partial batch failures out.
 
-Message groups (one per endpoint slot) are processed in parallel threads and in order within each
-group, so a hanging endpoint in the batch never holds up another endpoint's deliveries.
+The event source hands it one message at a time (`schema.DELIVERY_BATCH_SIZE`), so a hanging endpoint
+only ever holds its own message group; FIFO concurrency scales with the groups instead.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -40,24 +39,10 @@ def deliver(record: SQSRecord) -> None:
         metrics.add_metric(name=f"Attempts_{report.status.value}", unit=MetricUnit.Count, value=1)
 
 
-def _process_group(records: list[dict[str, Any]], context: LambdaContext) -> list[dict[str, str]]:
-    # skip_group_on_error: after a failure, the group's later messages are returned too, keeping order.
-    processor = SqsFifoPartialProcessor(skip_group_on_error=True)
-    result = process_partial_response({"Records": records}, deliver, processor, context)
-    return result["batchItemFailures"]
-
-
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for record in event.get("Records", []):
-        groups.setdefault(record.get("attributes", {}).get("MessageGroupId", ""), []).append(record)
-    if len(groups) <= 1:
-        failures = [f for records in groups.values() for f in _process_group(records, context)]
-    else:
-        with ThreadPoolExecutor(max_workers=len(groups)) as pool:
-            results = pool.map(lambda records: _process_group(records, context), groups.values())
-            failures = [f for group_failures in results for f in group_failures]
-    return {"batchItemFailures": failures}
+    # skip_group_on_error: after a failure, the group's later messages are returned too, keeping order.
+    processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    return process_partial_response(event, deliver, processor, context)
