@@ -180,6 +180,7 @@ def describe(stack: LocalStack) -> str:
     keys = stack.keys
     exports = {
         "HOOKRELAY_API": stack.api.url,
+        "HOOKRELAY_URL": stack.api.url,  # the CLI's variable (make cli)
         "ADMIN_KEY": keys.admin_key,
         "PRODUCER_KEY": keys.producer_key,
         "TENANT_ID": keys.tenant_id,
