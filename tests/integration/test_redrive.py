@@ -193,3 +193,29 @@ def test_the_dead_letter_drain_puts_both_queues_back_into_delivery(
     )["Attributes"]
     assert left["ApproximateNumberOfMessagesNotVisible"] == "1"  # the kept one, hidden for this run
     assert json.loads(message_body(poisoned))["delivery_id"] == stuck.delivery.id
+
+
+def test_a_delivery_whose_retry_workflow_gave_up_is_marked_dead_and_replayed(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    stranded = make(tenant_id, endpoint_id, OUTAGE, DeliveryStatus.RETRYING)
+    store([stranded])
+    # What the state machine's ReportAttemptLost state sends when an attempt and its re-sends go unanswered.
+    lost = {"reason": "attempt_lost", "delivery_id": stranded.delivery.id, "tenant_id": tenant_id, "attempt": 2}
+    platform.sqs.send_message(QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], MessageBody=json.dumps(lost))
+
+    report = redrive_dead_letters(
+        [
+            f"--dead-letter-queue-url={platform.env['DEAD_LETTER_QUEUE_URL']}",
+            f"--poison-queue-url={platform.env['POISON_QUEUE_URL']}",
+            f"--delivery-queue-url={platform.env['DELIVERY_QUEUE_URL']}",
+        ]
+    )
+
+    assert report.replayed == 1
+    original = platform.call("GET", f"/v1/deliveries/{stranded.delivery.id}", token).json()
+    assert original["status"] == "dead" and original["completed_at"] is not None
+    assert platform.pump() == 1
+    assert [r.headers["webhook-id"] for r in consumer.wait_for(1)] == [stranded.event.id]

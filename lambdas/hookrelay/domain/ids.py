@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
+from datetime import datetime
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
-def ulid(now_ms: int | None = None) -> str:
-    value = ((now_ms if now_ms is not None else time.time_ns() // 1_000_000) << 80) | secrets.randbits(80)
+def _encode(now_ms: int, randomness: int) -> str:
+    value = (now_ms << 80) | randomness
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def ulid(now_ms: int | None = None) -> str:
+    return _encode(now_ms if now_ms is not None else time.time_ns() // 1_000_000, secrets.randbits(80))
+
+
+def derived_delivery_id(moment: datetime, *parts: str) -> str:
+    """A delivery id timed at `moment` that is the same every time it is derived from `parts`.
+
+    Creating a delivery under it twice creates it once: that is what makes a re-run harmless.
+    """
+    digest = int.from_bytes(hashlib.sha256("\x00".join(parts).encode()).digest()[:10], "big")
+    return "dlv_" + _encode(int(moment.timestamp() * 1000), digest)
 
 
 def new_id(prefix: str) -> str:

@@ -9,7 +9,6 @@ still at that page. A second copy of a job replays nothing new and records nothi
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -19,6 +18,7 @@ from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.deliveries import Gone, Replayer
+from hookrelay.services.delivery import retention_expiry
 from hookrelay.services.ingest import first_attempt_message
 from hookrelay.services.ports import (
     DeliveryFilter,
@@ -39,18 +39,7 @@ REDRIVABLE_STATUSES = frozenset({DeliveryStatus.DEAD, DeliveryStatus.CANCELLED})
 PAGE_SIZE = 100  # replays per job message: comfortably inside the redrive function's timeout
 REDRIVE_JOB = "redrive"
 DEAD_LETTERS_JOB = "dead_letters"
-
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-
-def derived_delivery_id(moment: datetime, *parts: str) -> str:
-    """A delivery id (ULID-shaped, timed at `moment`) that is the same every time it is derived from `parts`.
-
-    Creating a delivery under it twice creates it once: that is what makes a re-run harmless.
-    """
-    digest = int.from_bytes(hashlib.sha256("\x00".join(parts).encode()).digest()[:10], "big")
-    value = (int(moment.timestamp() * 1000) << 80) | digest
-    return "dlv_" + "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+ATTEMPT_LOST = "attempt_lost"  # the retry workflow's dead-letter reason (statemachine/retry.asl.json)
 
 
 def _scope(redrive: Redrive) -> DeliveryFilter:
@@ -140,7 +129,7 @@ class RedriveService:
         unsent: list[DeliveryMessage] = []
         skipped = 0
         for original in found.deliveries:
-            replay_id = derived_delivery_id(redrive.created_at, redrive.id, original.id)
+            replay_id = ids.derived_delivery_id(redrive.created_at, redrive.id, original.id)
             try:
                 replay, needs_sending = self.replayer.prepare_replay(original, endpoint, now, replay_id=replay_id)
             except Gone:  # the event expired while the redrive ran: nothing left to send
@@ -198,17 +187,22 @@ class DeadLetterDrain:
 
     def _replay_dead(self, message: QueuedMessage, report: DrainReport) -> str | None:
         try:
-            delivery_id = str(json.loads(message.body)["delivery_id"])
+            document = json.loads(message.body)
+            delivery_id = str(document["delivery_id"])
         except (ValueError, KeyError, TypeError):
             return "not a dead-letter message"
         original = self.deliveries.get(delivery_id)
         if original is None:
             return f"delivery {delivery_id} no longer exists"
         now = utcnow()
+        if document.get("reason") == ATTEMPT_LOST and not original.status.is_terminal:
+            # Its retry workflow gave up on an unanswered attempt: the delivery will never be attempted
+            # again, so it is dead (and, like every ended delivery, expires after the redrive window).
+            self.deliveries.set_status(original.id, original.tenant_id, DeliveryStatus.DEAD, now, retention_expiry(now))
         try:
             endpoint = self.replayer.deliverable_endpoint(original.tenant_id, original.endpoint_id)
             # Derived from the message: a message received again (after a crash) replays once.
-            replay_id = derived_delivery_id(
+            replay_id = ids.derived_delivery_id(
                 datetime.fromtimestamp(message.sent_at_ms / 1000, UTC), "dead-letter", message.message_id
             )
             self.replayer.replay(original, endpoint, now, replay_id=replay_id)
