@@ -117,7 +117,7 @@ KEEP = _Keep.KEEP  # "leave this field as it is" in a partial update (None is a 
 class RotatedSecret:
     endpoint: Endpoint
     secret: str  # the new secret: returned once, in the rotation's response
-    previous_expire_at: datetime  # when the secrets that were active before stop signing
+    previous_expire_at: datetime  # when the secrets active before stop signing, at the latest
 
 
 def _not_deleted(endpoint: Endpoint) -> None:
