@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
-from functools import cache
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
-from hookrelay.adapters import aws, schema
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.handlers.http import (
-    ProblemError,
     install_problem_handlers,
     json_response,
     parse_body,
@@ -33,6 +20,7 @@ from hookrelay.handlers.http import (
     require,
     require_tenant,
 )
+from hookrelay.handlers.idempotency import IdempotentCommand, register_lambda_context
 from hookrelay.handlers.schemas import (
     CreateApiKey,
     CreateEndpoint,
@@ -54,13 +42,6 @@ logger = Logger(service="api")
 tracer = Tracer(service="api")
 app = APIGatewayHttpResolver()
 install_problem_handlers(app)
-
-IDEMPOTENCY_WINDOW_SECONDS = 24 * 3600
-REDRIVE_IDEMPOTENCY = IdempotencyConfig(
-    event_key_jmespath="idempotency_key",
-    payload_validation_jmespath="request",
-    expires_after_seconds=IDEMPOTENCY_WINDOW_SECONDS,
-)
 
 
 @app.post("/v1/tenants")
@@ -212,15 +193,7 @@ def start_redrive(command: dict[str, Any]) -> dict[str, Any]:
     return {"redrive_id": redrive.id, "count": redrive.total, "status": redrive.state.value}
 
 
-@cache
-def idempotent_redrive() -> Any:
-    """`start_redrive` behind Powertools idempotency: the same key and body start one redrive, answered alike."""
-    persistence = DynamoDBPersistenceLayer(
-        table_name=os.environ[schema.IDEMPOTENCY.env_var], boto3_client=aws.client("dynamodb")
-    )
-    return idempotent_function(
-        data_keyword_argument="command", persistence_store=persistence, config=REDRIVE_IDEMPOTENCY
-    )(start_redrive)
+start_redrive_once = IdempotentCommand(start_redrive)
 
 
 @app.post("/v1/endpoints/<endpoint_id>/redrive")
@@ -228,23 +201,7 @@ def redrive_endpoint(endpoint_id: str) -> Response:
     who, tenant_id = principal(app), require_tenant(app)
     body = parse_body(app, RedriveRequest)
     request = {"tenant_id": tenant_id, "endpoint_id": endpoint_id} | body.model_dump(mode="json")
-    key = app.current_event.headers.get("idempotency-key")
-    if key is None:
-        return json_response(202, start_redrive(command={"request": request}))
-    if not 1 <= len(key) <= 255:
-        raise ProblemError(400, "Invalid Idempotency-Key", "the key must be 1 to 255 characters", "idempotency-key")
-    try:
-        # Scoped to the calling key, like POST /v1/events.
-        result = idempotent_redrive()(command={"idempotency_key": f"{who.key_id}:{key}", "request": request})
-    except IdempotencyValidationError:
-        raise ProblemError(
-            422, "Idempotency-Key reused", "this key was used with a different body", "idempotency-mismatch"
-        ) from None
-    except IdempotencyAlreadyInProgressError:
-        raise ProblemError(
-            409, "Request in progress", "a request with this key is still being processed", "idempotency-in-flight"
-        ) from None
-    return json_response(202, result)
+    return json_response(202, start_redrive_once(app, who, request))
 
 
 @app.get("/v1/redrives/<redrive_id>")
@@ -256,5 +213,5 @@ def get_redrive(redrive_id: str) -> Response:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    REDRIVE_IDEMPOTENCY.register_lambda_context(context)  # an in-progress record expires with the invocation
+    register_lambda_context(context)
     return app.resolve(event, context)
