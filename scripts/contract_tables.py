@@ -28,7 +28,7 @@ from hookrelay.domain.schedule import (  # noqa: E402
     RetrySchedule,
 )
 from hookrelay.domain.status import DeliveryStatus  # noqa: E402
-from hookrelay.handlers.ingest import IDEMPOTENCY_WINDOW_SECONDS  # noqa: E402
+from hookrelay.handlers.idempotency import IDEMPOTENCY_WINDOW_SECONDS  # noqa: E402
 
 README = ROOT / "README.md"
 REGION = re.compile(r"(<!-- contract:begin[^\n]*-->\n)(.*?)(<!-- contract:end -->)", re.DOTALL)
@@ -95,7 +95,7 @@ def retention_section() -> list[str]:
         "(delivered, dead or cancelled): the redrive window |",
         f"| dead-letter queue messages | {days(schema.DEAD_LETTER_QUEUE.retention_seconds)} "
         "(SQS's limit; the delivery record stays the source of truth) |",
-        f"| idempotency keys of `POST /v1/events` | {duration(IDEMPOTENCY_WINDOW_SECONDS)} |",
+        f"| `Idempotency-Key`s of `POST /v1/events` and redrives | {duration(IDEMPOTENCY_WINDOW_SECONDS)} |",
     ]
 
 

@@ -12,12 +12,12 @@ from typing import Any
 
 from hookrelay.domain import ids
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, to_rfc3339, utcnow
-from hookrelay.domain.envelope import envelope_body, message_group_id
+from hookrelay.domain.envelope import envelope_body
 from hookrelay.domain.errors import Conflict, DomainError, InvalidRequest, NotFound
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.ingest import first_attempt_message
+from hookrelay.services.ingest import first_attempt_message, queued_delivery
 from hookrelay.services.ports import (
     DeliveryFilter,
     DeliveryLog,
@@ -149,18 +149,7 @@ class Replayer:
         self.events.extend_expiry(
             event.id, epoch_seconds(now + timedelta(seconds=self.schedule.horizon, days=RETENTION_DAYS))
         )
-        delivery = Delivery(
-            id=delivery_id or ids.delivery_id(),
-            tenant_id=event.tenant_id,
-            endpoint_id=endpoint.id,
-            event_id=event.id,
-            event_type=event.type,
-            status=DeliveryStatus.QUEUED,
-            message_group_id=message_group_id(endpoint.id, endpoint.max_in_flight, event.ordering_key, event.id),
-            created_at=now,
-            updated_at=now,
-            replay_of=replay_of,
-        )
+        delivery = queued_delivery(event, endpoint, now, delivery_id=delivery_id, replay_of=replay_of)
         if self.deliveries.put_new(delivery):
             return delivery, True
         # Made before (a re-run): enqueue again only if it never started, in case the crash came before

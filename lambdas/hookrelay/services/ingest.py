@@ -81,11 +81,12 @@ class IngestService:
         return Accepted(event_id=event_id, delivery_ids=[d.id for d in deliveries], sequence=sequence)
 
 
-def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
-    """`queued` for an enabled endpoint. For a disabled one, recorded `cancelled` and never sent: the tenant
-    sees what it missed while the endpoint was off, and redrives `status=cancelled` after re-enabling it."""
-    delivery = Delivery(
-        id=ids.delivery_id(),
+def queued_delivery(
+    event: Event, endpoint: Endpoint, now: datetime, *, delivery_id: str | None = None, replay_of: str | None = None
+) -> Delivery:
+    """A new delivery of the event to the endpoint, in the endpoint's message group; replays name their original."""
+    return Delivery(
+        id=delivery_id or ids.delivery_id(),
         tenant_id=event.tenant_id,
         endpoint_id=endpoint.id,
         event_id=event.id,
@@ -94,7 +95,14 @@ def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
         message_group_id=message_group_id(endpoint.id, endpoint.max_in_flight, event.ordering_key, event.id),
         created_at=now,
         updated_at=now,
+        replay_of=replay_of,
     )
+
+
+def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
+    """`queued` for an enabled endpoint. For a disabled one, recorded `cancelled` and never sent: the tenant
+    sees what it missed while the endpoint was off, and redrives `status=cancelled` after re-enabling it."""
+    delivery = queued_delivery(event, endpoint, now)
     if endpoint.state is EndpointState.ENABLED:
         return delivery
     return delivery.model_copy(
