@@ -30,3 +30,13 @@ class Forbidden(DomainError):
 class InvalidRequest(DomainError):
     status = 422
     title = "Unprocessable request"
+
+
+class InvalidCursor(DomainError):
+    status = 400
+    title = "Invalid cursor"
+
+
+class Gone(DomainError):
+    status = 410
+    title = "Gone"

@@ -13,7 +13,7 @@ from typing import Any
 from hookrelay.domain import ids
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, to_rfc3339, utcnow
 from hookrelay.domain.envelope import envelope_body
-from hookrelay.domain.errors import Conflict, DomainError, InvalidRequest, NotFound
+from hookrelay.domain.errors import Conflict, Gone, InvalidCursor, InvalidRequest, NotFound
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
@@ -29,16 +29,6 @@ from hookrelay.services.ports import (
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 250
 TEST_EVENT_TYPE = "webhook.test"
-
-
-class InvalidCursor(DomainError):
-    status = 400
-    title = "Invalid cursor"
-
-
-class Gone(DomainError):
-    status = 410
-    title = "Gone"
 
 
 def _expired(expires_at: int | None, now: datetime) -> bool:

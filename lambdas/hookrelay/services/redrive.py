@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 
 from hookrelay.domain import ids
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
-from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
+from hookrelay.domain.errors import Conflict, Gone, InvalidRequest, NotFound
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.deliveries import Gone, Replayer
+from hookrelay.services.deliveries import Replayer
 from hookrelay.services.delivery import retention_expiry
 from hookrelay.services.ingest import first_attempt_message
 from hookrelay.services.ports import (
