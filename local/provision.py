@@ -1,4 +1,4 @@
-"""Create every table, queue and the state machine on whatever AWS endpoint boto3 points at (moto).
+"""Create every table, queue, topic and the state machine on whatever AWS endpoint boto3 points at (moto).
 
 Built from the same definitions the CDK stack uses (`hookrelay.adapters.schema`, `statemachine`), so
 there is no hand-kept second copy of the infrastructure.
@@ -88,6 +88,7 @@ def provision(
     dynamodb = session.client("dynamodb")
     sqs = session.client("sqs")
     sfn = session.client("stepfunctions")
+    sns = session.client("sns")
     env: dict[str, str] = {}
     for spec in schema.ALL_TABLES:
         name = resource_name(spec.logical_name, prefix)
@@ -110,5 +111,7 @@ def provision(
     env[schema.RETRY_STATE_MACHINE_ARN] = sfn.create_state_machine(
         name=resource_name("retry", prefix), definition=definition, roleArn=LOCAL_ROLE_ARN, type="STANDARD"
     )["stateMachineArn"]
+    for topic in schema.ALL_TOPICS:
+        env[topic.env_var] = sns.create_topic(Name=resource_name(topic.logical_name, prefix))["TopicArn"]
     env[schema.RETRY_SCHEDULE] = retry_schedule
     return env

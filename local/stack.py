@@ -17,16 +17,19 @@ import signal
 import sys
 import threading
 from dataclasses import asdict, dataclass
+from datetime import timedelta
 from typing import Any, TextIO
 
 from hookrelay import wiring
 from hookrelay.adapters import aws as aws_clients
 from hookrelay.adapters import schema
 from hookrelay.domain.schedule import PROFILES
+from hookrelay.services.endpoint_health import WARNINGS
 from local import gateway
 from local.aws_endpoint import AwsEndpoint, start_aws_endpoint, use_utc
 from local.http_api import ApiServer
 from local.provision import provision, queue_name
+from local.schedule import ScheduledFunction
 from local.sqs_source import EventSource
 from scripts.create_admin_key import create_admin_key
 
@@ -51,6 +54,15 @@ QUEUE_TRIGGERS = (
     QueueTrigger("delivery", schema.DELIVERY_QUEUE, schema.DELIVERY_BATCH_SIZE),
     QueueTrigger("redrive", schema.REDRIVE_JOBS_QUEUE, schema.REDRIVE_BATCH_SIZE, concurrency=2),
 )
+
+
+# The CDK stack's schedules (stacks/constructs/functions.py: ACCESS[…].runs_every_seconds), sooner here: a minute,
+# and in --fast mode a few seconds, with the endpoint-health policy's "day" shortened to FAST_HEALTH_DAY_SECONDS
+# (the same shape: warnings at 1 and 3 "days", the disable at 5), so an endpoint can be watched being disabled.
+SCHEDULED_FUNCTIONS = ("sweeper",)
+SWEEP_EVERY_SECONDS = 60
+FAST_SWEEP_EVERY_SECONDS = 2
+FAST_HEALTH_DAY_SECONDS = 30  # warned at 30 s and 90 s, disabled at 150 s: a walkthrough fits before it
 
 
 @dataclass(frozen=True)
@@ -131,6 +143,7 @@ class LocalStack:
     triggers: list[EventSource]
     keys: Keys
     schedule_name: str
+    timers: list[ScheduledFunction]
 
     def ready_document(self) -> dict[str, str]:
         # What a script needs to drive the API, plus where moto listens, to look inside "AWS".
@@ -139,6 +152,8 @@ class LocalStack:
     def stop(self) -> None:
         # Outside in: no new requests, then no new invocations, then AWS itself.
         self.api.stop()
+        for timer in self.timers:
+            timer.stop()
         for trigger in self.triggers:
             trigger.stop()
         self.aws.stop()
@@ -151,6 +166,8 @@ def start(port: int, *, fast: bool, concurrency: int) -> LocalStack:
         env = provision(retry_schedule=schedule_name)
         # Local mode only: lets endpoints on 127.0.0.1 (the demo consumer) receive webhooks.
         env[schema.ALLOW_PRIVATE_DESTINATIONS] = "true"
+        if fast:
+            env[schema.ENDPOINT_HEALTH_DAY_SECONDS] = str(FAST_HEALTH_DAY_SECONDS)
         os.environ.update(env)
         wiring.reset()  # clients are made from now on, against moto
         keys = issue_keys(env[schema.API_KEYS.env_var])
@@ -169,10 +186,14 @@ def start(port: int, *, fast: bool, concurrency: int) -> LocalStack:
     except BaseException:
         aws.stop()
         raise
+    every = FAST_SWEEP_EVERY_SECONDS if fast else SWEEP_EVERY_SECONDS
+    timers = [ScheduledFunction(function, every) for function in SCHEDULED_FUNCTIONS]
     for trigger in triggers:
         trigger.start()
+    for timer in timers:
+        timer.start()
     api.start()
-    return LocalStack(aws, api, triggers, keys, schedule_name)
+    return LocalStack(aws, api, triggers, keys, schedule_name, timers)
 
 
 def describe(stack: LocalStack) -> str:
@@ -196,6 +217,7 @@ def describe(stack: LocalStack) -> str:
             f"  retry schedule {schedule.name}: gaps {', '.join(map(str, schedule.gaps))} s"
             + (f", then every {schedule.repeat_every} s" if schedule.repeat_every else "")
             + f", horizon {schedule.horizon} s",
+            f"  endpoint health {_health_policy()}",
             f"  admin key      {keys.admin_key}",
             f"  producer key   {keys.producer_key}",
             f"  tenant         {keys.tenant_id}",
@@ -214,6 +236,15 @@ def describe(stack: LocalStack) -> str:
             "",
         ]
     )
+
+
+def _health_policy() -> str:
+    """When an endpoint failing throughout is warned and disabled (notices go to the SNS topic, and are logged)."""
+    policy = wiring.auto_disable_policy()  # from the environment: --fast shortens its day
+    if policy.day == timedelta(days=1):
+        return f"failing endpoints warned at 1 and 3 days, disabled at {policy.disable_after_days:g} days"
+    warned = " and ".join(f"{(policy.day * days).total_seconds():g} s" for days, _ in WARNINGS)
+    return f"failing endpoints warned at {warned}, disabled at {policy.disable_after.total_seconds():g} s"
 
 
 def wait_for_stop_signal() -> int:

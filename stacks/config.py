@@ -7,8 +7,10 @@ from typing import Any
 from constructs import Node
 
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
+from hookrelay.services.endpoint_health import AutoDisablePolicy, InvalidPolicy, policy_from_config
 
 RETRY_SCHEDULE_CONTEXT = "retry_schedule"
+AUTO_DISABLE_CONTEXT = "auto_disable_after_days"
 DEFAULT_RETRY_SCHEDULE = "default"
 # The whole-request timeout of one delivery attempt (the contract's "delivered within 8 s").
 ATTEMPT_TIMEOUT_SECONDS = 8
@@ -28,4 +30,18 @@ def retry_schedule(node: Node) -> RetrySchedule:
             f"CDK context {RETRY_SCHEDULE_CONTEXT}={raw!r} is not a valid retry schedule: {error}. "
             'Use "default", "short", a JSON list of gaps in seconds starting with 0 (e.g. [0, 60, 300]), '
             'or {"gaps": [...], "repeat_every": seconds, "horizon": seconds}.'
+        ) from error
+
+
+def auto_disable_policy(node: Node) -> AutoDisablePolicy:
+    """The `auto_disable_after_days` context: days of failure with no success before an endpoint is disabled."""
+    raw: Any = node.try_get_context(AUTO_DISABLE_CONTEXT)
+    if isinstance(raw, bool):  # a JSON true is not a number of days
+        raw = "not a number"
+    try:
+        return policy_from_config(raw)
+    except InvalidPolicy as error:
+        raise InvalidConfiguration(
+            f"CDK context {AUTO_DISABLE_CONTEXT}={raw!r} is not valid: {error}. Give a number of days after the "
+            "last warning (3 days) and at most 30, e.g. -c auto_disable_after_days=7."
         ) from error

@@ -15,6 +15,7 @@ from scripts import build_lambda_asset
 from stacks import config
 from stacks.constructs.api import Api
 from stacks.constructs.functions import Functions
+from stacks.constructs.notices import Notices
 from stacks.constructs.observability import Observability
 from stacks.constructs.queues import Queues
 from stacks.constructs.retry_workflow import RetryWorkflow
@@ -29,10 +30,13 @@ def lambda_asset() -> Path:
 class HookrelayStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        schedule = config.retry_schedule(self.node)  # first: a bad schedule fails synth before anything is built
+        # First: bad configuration fails synth before anything is built.
+        schedule = config.retry_schedule(self.node)
+        auto_disable = config.auto_disable_policy(self.node)
 
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")
+        notices = Notices(self, "Notices")
         retry = RetryWorkflow(
             self,
             "RetryWorkflow",
@@ -45,10 +49,12 @@ class HookrelayStack(Stack):
             code=lambda_.Code.from_asset(str(lambda_asset())),
             storage=storage,
             queues=queues,
+            notices=notices,
             retry_workflow=retry.state_machine,
             environment={
                 schema.RETRY_SCHEDULE: json.dumps(schedule.to_config()),
                 schema.ATTEMPT_TIMEOUT_SECONDS: str(config.ATTEMPT_TIMEOUT_SECONDS),
+                schema.AUTO_DISABLE_AFTER_DAYS: f"{auto_disable.disable_after_days:g}",
             },
         )
         api = Api(self, "Api", authorizer_function=functions.function("authorizer"), functions=functions.functions)
@@ -70,3 +76,5 @@ class HookrelayStack(Stack):
         for name, queue in queues.queues.items():
             CfnOutput(self, f"{name}Url", value=queue.queue_url)
         CfnOutput(self, "RetryStateMachineArn", value=retry.state_machine.state_machine_arn)
+        for name, topic in notices.topics.items():
+            CfnOutput(self, f"{name}Arn", value=topic.topic_arn, description="Subscribe to endpoint health notices")

@@ -18,11 +18,13 @@ from hookrelay.adapters.dynamodb import (
 )
 from hookrelay.adapters.http_sender import RequestsSender
 from hookrelay.adapters.redrive_sqs import SqsMessageSource, SqsRedriveJobs
+from hookrelay.adapters.sns import SnsEndpointNotices
 from hookrelay.adapters.sqs import SqsDeadLetters, SqsDeliveryQueue
 from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
 from hookrelay.services.deliveries import DeliveryLogService, Replayer
 from hookrelay.services.delivery import DeliveryService
+from hookrelay.services.endpoint_health import AutoDisablePolicy, EndpointHealthSweeper, policy_from_config
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.management import EndpointService, KeyService, TenantService
 from hookrelay.services.redrive import DeadLetterDrain, RedriveService
@@ -146,10 +148,27 @@ def dead_letter_drain(
     )
 
 
+def auto_disable_policy() -> AutoDisablePolicy:
+    return policy_from_config(
+        os.environ.get(schema.AUTO_DISABLE_AFTER_DAYS), os.environ.get(schema.ENDPOINT_HEALTH_DAY_SECONDS)
+    )
+
+
+@cache
+def endpoint_health_sweeper() -> EndpointHealthSweeper:
+    return EndpointHealthSweeper(
+        endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        management=endpoint_service(),
+        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
+        notices=SnsEndpointNotices(aws.client("sns"), os.environ[schema.ENDPOINT_NOTICES_TOPIC.env_var]),
+        policy=auto_disable_policy(),
+    )
+
+
 def reset() -> None:
     """Forget every service and client: tests and the local stack call this when the environment changes."""
     for factory in (retry_schedule, key_service, tenant_service, endpoint_service, ingest_service, delivery_service):
         factory.cache_clear()
-    for factory in (delivery_log_service, redrive_service):
+    for factory in (delivery_log_service, redrive_service, endpoint_health_sweeper):
         factory.cache_clear()
     aws.reset()

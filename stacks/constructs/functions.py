@@ -9,6 +9,8 @@ from typing import ClassVar
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -17,8 +19,9 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.schema import QueueSpec, TableSpec
+from hookrelay.adapters.schema import QueueSpec, TableSpec, TopicSpec
 from hookrelay.handlers import routes
+from stacks.constructs.notices import Notices
 from stacks.constructs.queues import Queues, queue_url_env
 from stacks.constructs.storage import Storage
 from stacks.nag import acknowledge
@@ -29,6 +32,7 @@ class TableAccess(Enum):
     WRITE = "write"
     READ_WRITE = "read_write"
     READ_UPDATE = "read_update"  # read, and UpdateItem only: no puts, no deletes
+    READ_REWRITE = "read_rewrite"  # read, PutItem and UpdateItem: rewrites records, never deletes them
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class Access:
     drains: tuple[QueueSpec, ...] = ()  # queues the function receives from and deletes from itself
     starts_retries: bool = False  # states:StartExecution on the retry workflow
     answers_retries: bool = False  # states:SendTask{Success,Failure} for the workflow's task tokens
+    publishes: tuple[TopicSpec, ...] = ()  # SNS topics the function publishes to
+    runs_every_seconds: int | None = None  # invoked on this schedule (an EventBridge rule), in whole minutes
 
 
 # The one place each function's permissions are decided: a new function is a new entry here.
@@ -90,6 +96,16 @@ ACCESS: dict[str, Access] = {
         consumes=schema.REDRIVE_JOBS_QUEUE,
         drains=(schema.DEAD_LETTER_QUEUE, schema.POISON_QUEUE),
     ),
+    "sweeper": Access(
+        tables={
+            # The failing-endpoints index, the notice markers (UpdateItem) and the disable (the PutItem of the
+            # endpoint service's conditional read-change-write); never a delete.
+            schema.ENDPOINTS: TableAccess.READ_REWRITE,
+            schema.DELIVERIES: TableAccess.READ,  # a notice's last failure
+        },
+        publishes=(schema.ENDPOINT_NOTICES_TOPIC,),
+        runs_every_seconds=schema.SWEEPER_INTERVAL_SECONDS,
+    ),
 }
 
 
@@ -107,6 +123,7 @@ class Functions(Construct):
     TIMEOUTS: ClassVar[dict[str, Duration]] = {
         "delivery": Duration.seconds(schema.DELIVERY_FUNCTION_TIMEOUT_SECONDS),
         "redrive": Duration.seconds(schema.REDRIVE_FUNCTION_TIMEOUT_SECONDS),
+        "sweeper": Duration.seconds(schema.SWEEPER_FUNCTION_TIMEOUT_SECONDS),
     }
     BATCH_SIZES: ClassVar[dict[str, int]] = {
         "delivery": schema.DELIVERY_BATCH_SIZE,
@@ -121,6 +138,7 @@ class Functions(Construct):
         code: lambda_.Code,
         storage: Storage,
         queues: Queues,
+        notices: Notices,
         retry_workflow: sfn.IStateMachine,
         environment: Mapping[str, str],
         handlers: Mapping[str, str] = routes.HANDLERS,
@@ -132,7 +150,7 @@ class Functions(Construct):
                 f"every function needs an ACCESS entry and every ACCESS entry a handler: "
                 f"handlers {sorted(handlers)}, access {sorted(access)}"
             )
-        self._storage, self._queues, self._retry_workflow = storage, queues, retry_workflow
+        self._storage, self._queues, self._notices, self._retry_workflow = storage, queues, notices, retry_workflow
         self.functions: dict[str, lambda_.Function] = {
             name: self._function(name, handler, code, access[name], environment) for name, handler in handlers.items()
         }
@@ -181,6 +199,14 @@ class Functions(Construct):
                     report_batch_item_failures=True,
                 )
             )
+        if access.runs_every_seconds is not None:
+            events.Rule(
+                self,
+                f"{construct_id}Schedule",
+                description=f"Runs the {name} function every {access.runs_every_seconds // 60} minutes",
+                schedule=events.Schedule.rate(Duration.minutes(access.runs_every_seconds // 60)),
+                targets=[targets.LambdaFunction(function)],
+            )
         # Tracing's statement lands on the role or, with the createNewPoliciesWithAddToRolePolicy flag, in a
         # policy under the function: acknowledge it on both, for this one wildcard only.
         for construct in (role, function):
@@ -198,8 +224,8 @@ class Functions(Construct):
         acknowledge(
             function.role,
             f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
-            "CDK's table grants also cover the table's own global secondary indexes (<table>/index/*), "
-            "which list deliveries by tenant, status, endpoint and event; nothing outside this table.",
+            "CDK's table grants also cover the table's own global secondary indexes (<table>/index/*): deliveries "
+            "by tenant, status, endpoint and event, failing endpoints; nothing outside this table.",
         )
 
     def _powertools_environment(self, name: str) -> dict[str, str]:
@@ -216,6 +242,8 @@ class Functions(Construct):
             env[queue_url_env(spec)] = self._queues.queue(spec).queue_url
         if access.starts_retries or access.answers_retries:
             env[schema.RETRY_STATE_MACHINE_ARN] = self._retry_workflow.state_machine_arn
+        for topic in access.publishes:
+            env[topic.env_var] = self._notices.topic(topic).topic_arn
         return env
 
     def _grant(self, function: lambda_.Function, access: Access) -> None:
@@ -232,10 +260,22 @@ class Functions(Construct):
             elif mode is TableAccess.READ_UPDATE:
                 table.grant_read_data(function)
                 table.grant(function, "dynamodb:UpdateItem")
+            elif mode is TableAccess.READ_REWRITE:
+                table.grant_read_data(function)
+                table.grant(function, "dynamodb:PutItem", "dynamodb:UpdateItem")
         for spec in access.sends_to:
             self._queues.queue(spec).grant_send_messages(function)
         for spec in access.drains:
             self._queues.queue(spec).grant_consume_messages(function)
+        for topic in access.publishes:
+            self._notices.topic(topic).grant_publish(function)  # with kms:GenerateDataKey* and Decrypt on its key
+        if access.publishes:
+            acknowledge(
+                function.role,
+                "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
+                "Publishing to an SNS topic encrypted with a customer-managed key needs kms:GenerateDataKey* (as AWS "
+                "documents it) on that one key, which is the statement's only resource.",
+            )
         if access.starts_retries:
             self._retry_workflow.grant_start_execution(function)
         if access.answers_retries:

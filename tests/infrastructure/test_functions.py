@@ -50,13 +50,14 @@ def test_the_delivery_function_consumes_its_fifo_queue_with_partial_batch_respon
 
 
 def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthesized: Synthesized) -> None:
-    shared = {schema.RETRY_SCHEDULE, schema.ATTEMPT_TIMEOUT_SECONDS}
+    shared = {schema.RETRY_SCHEDULE, schema.ATTEMPT_TIMEOUT_SECONDS, schema.AUTO_DISABLE_AFTER_DAYS}
     for name, access in ACCESS.items():
         variables = set(_function(synthesized, name)["Environment"]["Variables"]) - shared
         expected = {spec.env_var for spec in access.tables}
         expected |= {queue_url_env(spec) for spec in (*access.sends_to, *access.drains)}
         if access.starts_retries or access.answers_retries:
             expected.add(schema.RETRY_STATE_MACHINE_ARN)
+        expected |= {topic.env_var for topic in access.publishes}
         assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, name
 
 

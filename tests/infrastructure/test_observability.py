@@ -49,7 +49,8 @@ def test_failed_and_timed_out_workflows_are_alarmed(synthesized: Synthesized) ->
 
 
 def test_every_alarm_notifies_the_encrypted_topic(synthesized: Synthesized) -> None:
-    ((topic_id, topic),) = synthesized.resources("AWS::SNS::Topic").items()
+    topic_id = logical_id_of(synthesized, "AWS::SNS::Topic", "Observability/AlarmTopic")
+    topic = synthesized.template["Resources"][topic_id]
     assert "KmsMasterKeyId" in topic["Properties"]
     for alarm in _alarms(synthesized):
         assert alarm["AlarmActions"] == [{"Ref": topic_id}]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from hookrelay.domain.models import Delivery, Endpoint, Event
+from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, FailureNotice
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
 from hookrelay.services.ports import AttemptRecord, RetryTicket, SendResult
 
@@ -107,6 +107,49 @@ class FakeEndpoints:
 
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
         return [e for (tenant, _), e in self.items.items() if tenant == tenant_id]
+
+    # The failing spell, with the adapter's conditions.
+
+    @staticmethod
+    def same_spell(current: Endpoint, read: Endpoint) -> bool:
+        return (current.failing_since, current.failure_notice) == (read.failing_since, read.failure_notice)
+
+    def _update(self, endpoint: Endpoint, **changes: object) -> None:
+        self.items[(endpoint.tenant_id, endpoint.id)] = endpoint.model_copy(update=changes)
+
+    def mark_failing(self, tenant_id: str, endpoint_id: str, since: datetime) -> bool:
+        current = self.items.get((tenant_id, endpoint_id))
+        if current is None or current.failing_since is not None or current.state is not EndpointState.ENABLED:
+            return False
+        self._update(current, failing_since=since, failure_notice=None)
+        return True
+
+    def mark_recovered(self, tenant_id: str, endpoint_id: str) -> bool:
+        current = self.items.get((tenant_id, endpoint_id))
+        if current is None or current.failing_since is None:
+            return False
+        self._update(current, failing_since=None, failure_notice=None)
+        return True
+
+    def failing(self, since_before: datetime) -> Iterator[Endpoint]:
+        found = [
+            e
+            for e in self.items.values()
+            if e.state is EndpointState.ENABLED and e.failing_since is not None and e.failing_since <= since_before
+        ]
+        yield from sorted(found, key=lambda e: e.failing_since or since_before)
+
+    def record_notice(self, endpoint: Endpoint, notice: FailureNotice) -> bool:
+        current = self.items.get((endpoint.tenant_id, endpoint.id))
+        if current is None or current.state is not EndpointState.ENABLED or not self.same_spell(current, endpoint):
+            return False
+        self._update(current, failure_notice=notice)
+        return True
+
+    def withdraw_notice(self, endpoint: Endpoint, notice: FailureNotice) -> None:
+        current = self.items.get((endpoint.tenant_id, endpoint.id))
+        if current is not None and self.same_spell(current, endpoint.model_copy(update={"failure_notice": notice})):
+            self._update(current, failure_notice=endpoint.failure_notice)
 
 
 class FakeEvents:

@@ -23,12 +23,13 @@ class ConditionalEndpoints(FakeEndpoints):
         self.before_write: Callable[[], None] | None = None
         self.writes = 0
 
-    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime) -> bool:
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
         self.writes += 1
         if self.before_write is not None:
             self.before_write()
         current = self.items[(endpoint.tenant_id, endpoint.id)]
-        if current.updated_at != expected_updated_at:
+        read = read or endpoint
+        if current.updated_at != expected_updated_at or not self.same_spell(current, read):
             return False
         self.put(endpoint)
         return True

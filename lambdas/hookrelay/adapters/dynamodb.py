@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from hookrelay.adapters import schema
 from hookrelay.adapters.schema import IndexSpec
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339
-from hookrelay.domain.models import ApiKey, Delivery, Endpoint, Event, Tenant
+from hookrelay.domain.models import ApiKey, Delivery, Endpoint, EndpointState, Event, FailureNotice, Tenant
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
 from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, Redrive, RedriveState
 
@@ -72,29 +72,48 @@ class ApiKeyTable:
         return True
 
 
+_FAILING = schema.FAILING_ENDPOINTS_INDEX
+_FAILING_MARK = "1"  # the constant partition of the sparse failing-endpoints index
+
+
+def _endpoint_item(endpoint: Endpoint) -> dict[str, Any]:
+    """The stored endpoint: in the failing-endpoints index exactly while it is enabled and failing."""
+    failing = endpoint.failing_since is not None and endpoint.state is EndpointState.ENABLED
+    return to_item(endpoint, **({_FAILING.partition_key: _FAILING_MARK} if failing else {}))
+
+
+def _as_read(name: str, value: str | None, values: dict[str, Any]) -> str:
+    """A condition that the attribute is still what was read (absent when it was None)."""
+    if value is None:
+        return f"attribute_not_exists({name})"
+    values[f":read_{name}"] = value
+    return f"{name} = :read_{name}"
+
+
 class EndpointTable:
     def __init__(self, table: Any) -> None:
         self.table = table
 
     def put(self, endpoint: Endpoint) -> None:
-        self.table.put_item(Item=to_item(endpoint))
+        self.table.put_item(Item=_endpoint_item(endpoint))
 
     def get(self, tenant_id: str, endpoint_id: str) -> Endpoint | None:
         item = self.table.get_item(Key={"tenant_id": tenant_id, "id": endpoint_id}, ConsistentRead=True).get("Item")
         return from_item(Endpoint, item)
 
-    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime) -> bool:
-        try:
-            self.table.put_item(
-                Item=to_item(endpoint),
-                ConditionExpression="updated_at = :read",
-                ExpressionAttributeValues={":read": to_rfc3339(expected_updated_at)},
-            )
-        except ClientError as error:
-            if _conditional_failed(error):
-                return False
-            raise
-        return True
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        values: dict[str, Any] = {":read": to_rfc3339(expected_updated_at)}
+        read = read or endpoint
+        spell = [
+            _as_read("failing_since", read.failing_since and to_rfc3339(read.failing_since), values),
+            _as_read("failure_notice", read.failure_notice and read.failure_notice.value, values),
+        ]
+        return self._conditional(
+            self.table.put_item,
+            Item=_endpoint_item(endpoint),
+            ConditionExpression=" AND ".join(["updated_at = :read", *spell]),
+            ExpressionAttributeValues=values,
+        )
 
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
         items: list[dict[str, Any]] = []
@@ -105,6 +124,86 @@ class EndpointTable:
             if "LastEvaluatedKey" not in page:
                 return [Endpoint.model_validate(item) for item in items]
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # --- The failing spell: written on transitions only (first failure after a success, first success after) ---
+
+    def mark_failing(self, tenant_id: str, endpoint_id: str, since: datetime) -> bool:
+        return self._conditional(
+            self.table.update_item,
+            Key={"tenant_id": tenant_id, "id": endpoint_id},
+            UpdateExpression="SET failing_since = :since, #failing = :mark REMOVE failure_notice",
+            ConditionExpression="attribute_exists(id) AND attribute_not_exists(failing_since) AND #state = :enabled",
+            ExpressionAttributeNames={"#failing": _FAILING.partition_key, "#state": "state"},
+            ExpressionAttributeValues={
+                ":since": to_rfc3339(since),
+                ":mark": _FAILING_MARK,
+                ":enabled": EndpointState.ENABLED.value,
+            },
+        )
+
+    def mark_recovered(self, tenant_id: str, endpoint_id: str) -> bool:
+        return self._conditional(
+            self.table.update_item,
+            Key={"tenant_id": tenant_id, "id": endpoint_id},
+            UpdateExpression="REMOVE failing_since, #failing, failure_notice",
+            ConditionExpression="attribute_exists(failing_since)",
+            ExpressionAttributeNames={"#failing": _FAILING.partition_key},
+        )
+
+    def failing(self, since_before: datetime) -> Iterator[Endpoint]:
+        kwargs: dict[str, Any] = {
+            "IndexName": _FAILING.name,
+            "KeyConditionExpression": Key(_FAILING.partition_key).eq(_FAILING_MARK)
+            & Key(_FAILING.sort_key).lte(to_rfc3339(since_before)),
+            "ScanIndexForward": True,  # longest failing first
+        }
+        while True:
+            page = self.table.query(**kwargs)
+            yield from (Endpoint.model_validate(item) for item in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def record_notice(self, endpoint: Endpoint, notice: FailureNotice) -> bool:
+        return self._set_notice(endpoint, notice, expected=endpoint.failure_notice)
+
+    def withdraw_notice(self, endpoint: Endpoint, notice: FailureNotice) -> None:
+        self._set_notice(endpoint, endpoint.failure_notice, expected=notice)
+
+    def _set_notice(self, endpoint: Endpoint, notice: FailureNotice | None, *, expected: FailureNotice | None) -> bool:
+        if endpoint.failing_since is None:
+            raise ValueError(f"endpoint {endpoint.id} is not failing")
+        values: dict[str, Any] = {":since": to_rfc3339(endpoint.failing_since), ":enabled": EndpointState.ENABLED.value}
+        condition = " AND ".join(
+            [
+                "failing_since = :since",
+                "#state = :enabled",
+                _as_read("failure_notice", expected and expected.value, values),
+            ]
+        )
+        if notice is None:
+            update = "REMOVE failure_notice"
+        else:
+            update = "SET failure_notice = :notice"
+            values[":notice"] = notice.value
+        return self._conditional(
+            self.table.update_item,
+            Key={"tenant_id": endpoint.tenant_id, "id": endpoint.id},
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues=values,
+        )
+
+    @staticmethod
+    def _conditional(write: Any, **kwargs: Any) -> bool:
+        try:
+            write(**kwargs)
+        except ClientError as error:
+            if _conditional_failed(error):
+                return False
+            raise
+        return True
 
 
 class EventTable:

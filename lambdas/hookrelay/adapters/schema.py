@@ -24,7 +24,12 @@ class TableSpec:
 
 TENANTS = TableSpec("Tenants", "TENANTS_TABLE", partition_key="id")
 API_KEYS = TableSpec("ApiKeys", "API_KEYS_TABLE", partition_key="key_id")
-ENDPOINTS = TableSpec("Endpoints", "ENDPOINTS_TABLE", partition_key="tenant_id", sort_key="id")
+# `failing` is set ("1") only while an enabled endpoint is failing, so the index is sparse: the health
+# sweeper reads exactly the failing endpoints, longest failing first, and never scans the table.
+FAILING_ENDPOINTS_INDEX = IndexSpec("failing", "failing", "failing_since")
+ENDPOINTS = TableSpec(
+    "Endpoints", "ENDPOINTS_TABLE", partition_key="tenant_id", sort_key="id", indexes=(FAILING_ENDPOINTS_INDEX,)
+)
 # Events also hold the per-(tenant, ordering key) sequence counters, under `seq#` keys with no TTL.
 EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="expires_at")
 DELIVERIES = TableSpec(
@@ -55,6 +60,25 @@ RETRY_STATE_MACHINE_ARN = "RETRY_STATE_MACHINE_ARN"
 RETRY_SCHEDULE = "RETRY_SCHEDULE"
 ALLOW_PRIVATE_DESTINATIONS = "ALLOW_PRIVATE_DESTINATIONS"
 ATTEMPT_TIMEOUT_SECONDS = "ATTEMPT_TIMEOUT_SECONDS"
+AUTO_DISABLE_AFTER_DAYS = "AUTO_DISABLE_AFTER_DAYS"
+# The length of the endpoint-health policy's "day" in seconds: 86400 except in the local stack's --fast mode.
+ENDPOINT_HEALTH_DAY_SECONDS = "ENDPOINT_HEALTH_DAY_SECONDS"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    logical_name: str
+    env_var: str  # the variable holding the topic's ARN
+
+
+# Notices to platform teams about failing endpoints (warnings, then the auto-disable), with message
+# attributes tenant_id, endpoint_id and kind for subscription filter policies.
+ENDPOINT_NOTICES_TOPIC = TopicSpec("EndpointNoticesTopic", "ENDPOINT_NOTICES_TOPIC_ARN")
+ALL_TOPICS: tuple[TopicSpec, ...] = (ENDPOINT_NOTICES_TOPIC,)
+
+# The endpoint-health sweeper runs on a schedule (EventBridge in AWS, a timer in the local stack).
+SWEEPER_INTERVAL_SECONDS = 3600
+SWEEPER_FUNCTION_TIMEOUT_SECONDS = 300
 
 
 @dataclass(frozen=True)

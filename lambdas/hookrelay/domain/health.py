@@ -44,9 +44,18 @@ class EndpointHealth:
     last_failure: RecordedAttempt | None
     consecutive_failures: int  # failed attempts since the newest successful one (all of them, if none)
     oldest_retrying: RetryingDelivery | None
+    # From the endpoint record, not the sample: the first failed attempt since the last success (None: healthy).
+    # The platform disables an endpoint that stays failing for AUTO_DISABLE_AFTER_DAYS (docs/endpoint-health.md).
+    failing_since: datetime | None = None
 
 
-def summarize(deliveries: Sequence[Delivery], now: datetime, *, older_not_sampled: bool) -> EndpointHealth:
+def summarize(
+    deliveries: Sequence[Delivery],
+    now: datetime,
+    *,
+    older_not_sampled: bool,
+    failing_since: datetime | None = None,
+) -> EndpointHealth:
     counts = {status: 0 for status in DeliveryStatus}
     for delivery in deliveries:
         counts[delivery.status] += 1
@@ -66,6 +75,7 @@ def summarize(deliveries: Sequence[Delivery], now: datetime, *, older_not_sample
             (i for i, a in enumerate(attempts) if a.attempt.outcome is Outcome.DELIVERED), len(attempts)
         ),
         oldest_retrying=_oldest_retrying(deliveries, now),
+        failing_since=failing_since,
     )
 
 

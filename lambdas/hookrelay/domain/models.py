@@ -49,6 +49,14 @@ class EndpointState(StrEnum):
     DELETED = "deleted"  # soft-deleted: kept so its deliveries stay explainable, never delivered to again
 
 
+class FailureNotice(StrEnum):
+    """The notices sent about one failing spell of an endpoint, in the order they come."""
+
+    FAILING_1D = "failing_1d"
+    FAILING_3D = "failing_3d"
+    DISABLED = "disabled"
+
+
 class SigningSecret(Record):
     secret: str
     created_at: UtcDateTime
@@ -69,6 +77,11 @@ class Endpoint(Record):
     max_in_flight: int = 1  # the endpoint's concurrency: the number of FIFO message groups it gets
     created_at: UtcDateTime
     updated_at: UtcDateTime
+    # The first failed attempt since the last successful one; None while healthy. Written by the delivery
+    # path on those two transitions only, and cleared when the endpoint is enabled.
+    failing_since: UtcDateTime | None = None
+    failure_notice: FailureNotice | None = None  # the latest notice sent about this failing spell
+    disabled_reason: str | None = None  # set when the platform disabled it, not the tenant
 
     def active_secrets(self, now: datetime) -> list[str]:
         return [s.secret for s in self.secrets if s.active(now)]

@@ -10,6 +10,7 @@ HANDLERS = {
     "api": "hookrelay.handlers.api.handler",
     "delivery": "hookrelay.handlers.delivery.handler",
     "redrive": "hookrelay.handlers.redrive.handler",
+    "sweeper": "hookrelay.handlers.sweeper.handler",  # on a schedule: endpoint health notices and auto-disable
 }
 
 

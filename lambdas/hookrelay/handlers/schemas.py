@@ -106,6 +106,8 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
         ],
         "created_at": _time(endpoint.created_at),
         "updated_at": _time(endpoint.updated_at),
+        "failing_since": _time(endpoint.failing_since),
+        "disabled_reason": endpoint.disabled_reason,
     }
     if with_secret:  # only in the response that created the secret
         view["secret"] = endpoint.secrets[-1].secret
@@ -131,6 +133,7 @@ def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth) -> dict[str
         "last_failure": _failure_view(health.last_failure),
         "consecutive_failures": health.consecutive_failures,
         "oldest_retrying": _retrying_view(health.oldest_retrying),
+        "failing_since": _time(health.failing_since),
     }
 
 

@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
-from hookrelay.domain.models import Attempt, Delivery, EndpointState, Event
+from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import DeliveryStatus
@@ -85,7 +85,21 @@ class DeliveryService:
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
         result = self.sender.send(endpoint.url, headers, event.body.encode())
-        return self._record(delivery, event, message, started, result)
+        report = self._record(delivery, event, message, started, result)
+        if report.sent:
+            self._track_failing_spell(endpoint, delivered=report.status is DeliveryStatus.DELIVERED, at=started)
+        return report
+
+    def _track_failing_spell(self, endpoint: Endpoint, *, delivered: bool, at: datetime) -> None:
+        """Start the endpoint's failing spell on a failure while healthy, end it on a success while failing.
+
+        The endpoint record changes only on those transitions, never on every attempt; both writes are
+        conditional, so racing workers agree on the spell's start.
+        """
+        if delivered and endpoint.failing_since is not None:
+            self.endpoints.mark_recovered(endpoint.tenant_id, endpoint.id)
+        elif not delivered and endpoint.failing_since is None:
+            self.endpoints.mark_failing(endpoint.tenant_id, endpoint.id, at)
 
     def _not_before(self, due: datetime | None, now: datetime) -> datetime:
         """Wait out an early wake-up (bounded): a retry is never made before its next_attempt_at."""

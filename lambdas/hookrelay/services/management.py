@@ -28,6 +28,8 @@ DEFAULT_SECRET_OVERLAP = timedelta(days=1)
 MAX_SECRET_OVERLAP = timedelta(days=7)
 # Every active secret adds a signature to every delivery: a loop of rotations must not grow that unbounded.
 MAX_ACTIVE_SECRETS = 5
+# Enabling an endpoint clears its failing spell and why it was disabled.
+NOT_FAILING = {"failing_since": None, "failure_notice": None, "disabled_reason": None}
 # Read-change-write attempts before a change that keeps meeting concurrent writes gives up with 409.
 WRITE_ATTEMPTS = 3
 
@@ -213,9 +215,30 @@ class EndpointService:
 
         def switch(endpoint: Endpoint, _: datetime) -> Endpoint | None:
             _not_deleted(endpoint)
-            return None if endpoint.state is target else endpoint.model_copy(update={"state": target})
+            if endpoint.state is target:
+                return None
+            if enabled:  # a fresh start: an old failing spell must not count against the fixed endpoint
+                return endpoint.model_copy(update={"state": target, **NOT_FAILING})
+            return endpoint.model_copy(update={"state": target})
 
         return self._change(tenant_id, endpoint_id, switch)
+
+    def disable_failing(self, tenant_id: str, endpoint_id: str, failing_since: datetime, reason: str) -> bool:
+        """Disable the endpoint for failing, only if it is still enabled and in the failing spell that began then.
+
+        A success in between ends the spell, and a tenant's own disable or delete comes first: then nothing changes.
+        """
+        disabled = False
+
+        def switch(endpoint: Endpoint, _: datetime) -> Endpoint | None:
+            nonlocal disabled
+            disabled = endpoint.state is EndpointState.ENABLED and endpoint.failing_since == failing_since
+            if not disabled:
+                return None
+            return endpoint.model_copy(update={"state": EndpointState.DISABLED, "disabled_reason": reason})
+
+        self._change(tenant_id, endpoint_id, switch)
+        return disabled
 
     def delete(self, tenant_id: str, endpoint_id: str) -> None:
         """Soft delete: the record stays (its deliveries keep pointing at it) but never delivers again.
@@ -261,7 +284,9 @@ class EndpointService:
         now = utcnow()
         where = DeliveryFilter(tenant_id=tenant_id, endpoint_id=endpoint_id)
         page = self.deliveries.find(where, HEALTH_SAMPLE_SIZE, None, now)
-        return endpoint, summarize(page.deliveries, now, older_not_sampled=page.resume_after is not None)
+        return endpoint, summarize(
+            page.deliveries, now, older_not_sampled=page.resume_after is not None, failing_since=endpoint.failing_since
+        )
 
     def _change(
         self, tenant_id: str, endpoint_id: str, change: Callable[[Endpoint, datetime], Endpoint | None]
@@ -282,6 +307,6 @@ class EndpointService:
                     "updated_at": _next_version(current.updated_at, now),
                 }
             )
-            if self.endpoints.replace(changed, expected_updated_at=current.updated_at):
+            if self.endpoints.replace(changed, expected_updated_at=current.updated_at, read=current):
                 return changed
         raise Conflict(f"endpoint {endpoint_id!r} kept changing while this request tried to write it: try again")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
 from hookrelay.domain.classification import FailureKind
-from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, Record, Tenant
+from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, FailureNotice, Record, Tenant
 from hookrelay.domain.status import DeliveryStatus
 
 
@@ -28,8 +28,47 @@ class EndpointRepository(Protocol):
     def put(self, endpoint: Endpoint) -> None: ...
     def get(self, tenant_id: str, endpoint_id: str) -> Endpoint | None: ...
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]: ...
-    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime) -> bool:
-        """Write the changed endpoint only if its stored `updated_at` is still the one read; False otherwise."""
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        """Write the changed endpoint only if its stored `updated_at` is still the one read; False otherwise.
+
+        Also only if its failing spell (`failing_since`, `failure_notice`) is still the one `read` had (default:
+        `endpoint`'s): those are written outside this read-change-write, by the delivery path and the sweeper.
+        """
+
+    def mark_failing(self, tenant_id: str, endpoint_id: str, since: datetime) -> bool:
+        """Start a failing spell at `since`, unless one is already running or the endpoint is not enabled."""
+
+    def mark_recovered(self, tenant_id: str, endpoint_id: str) -> bool:
+        """End the failing spell (a success came through), if there is one."""
+
+
+class FailingEndpoints(Protocol):
+    """What the endpoint-health sweeper reads and writes: the failing endpoints and the notices sent."""
+
+    def failing(self, since_before: datetime) -> Iterator[Endpoint]:
+        """Enabled endpoints failing since before then, longest failing first (an index read, never a scan)."""
+
+    def record_notice(self, endpoint: Endpoint, notice: FailureNotice) -> bool:
+        """Record the notice as sent, only if the endpoint is enabled, in the same spell, and its latest notice is
+        still `endpoint.failure_notice`: whoever records it first sends it, and only once."""
+
+    def withdraw_notice(self, endpoint: Endpoint, notice: FailureNotice) -> None:
+        """Undo `record_notice` (publishing failed), so that the next sweep sends it again."""
+
+
+@dataclass(frozen=True)
+class EndpointNoticeMessage:
+    tenant_id: str
+    endpoint_id: str
+    kind: FailureNotice
+    subject: str
+    body: dict[str, object]  # sent as JSON
+
+
+class EndpointNotices(Protocol):
+    """The channel notices go out on, independent of the failing endpoint (SNS in AWS)."""
+
+    def publish(self, message: EndpointNoticeMessage) -> None: ...
 
 
 class EventRepository(Protocol):

@@ -1,0 +1,39 @@
+"""The endpoint-health sweeper: on a schedule, warn about failing endpoints and disable those failing too long."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from hookrelay import wiring
+
+logger = Logger(service="sweeper")
+tracer = Tracer(service="sweeper")
+metrics = Metrics(namespace="Hookrelay", service="sweeper")
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    report = wiring.endpoint_health_sweeper().sweep()
+    metrics.add_metric(name="FailingEndpoints", unit=MetricUnit.Count, value=report.examined)
+    metrics.add_metric(name="EndpointNoticesSent", unit=MetricUnit.Count, value=len(report.notices))
+    metrics.add_metric(name="EndpointsAutoDisabled", unit=MetricUnit.Count, value=len(report.disabled))
+    for endpoint_id, notice in report.notices:
+        logger.info("endpoint notice sent", extra={"endpoint_id": endpoint_id, "kind": notice.value})
+    for endpoint_id, why in report.not_disabled:
+        logger.warning("endpoint not disabled yet", extra={"endpoint_id": endpoint_id, "reason": why})
+    summary = {"examined": report.examined, "notices": len(report.notices), "disabled": report.disabled}
+    logger.info("endpoint health sweep", extra=summary)
+    if report.unsent:
+        # Withdrawn, so the next sweep sends them; failing the invocation raises the function's Errors alarm.
+        raise NoticesNotSent(f"{len(report.unsent)} notices could not be published: {report.unsent[:5]}")
+    return summary
+
+
+class NoticesNotSent(RuntimeError):
+    pass

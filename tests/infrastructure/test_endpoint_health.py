@@ -1,0 +1,135 @@
+"""The endpoint-health sweeper in the stack: its hourly schedule, the encrypted notices topic, least privilege."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hookrelay.adapters import schema
+from stacks.constructs.functions import ACCESS
+from tests.infrastructure.conftest import Synthesized, function_logical_ids, logical_id_of
+from tests.infrastructure.test_iam import _actions_on, _as_list, _function_role, _role_statements, _table_of
+
+NOTICES_TOPIC = f"Notices/{schema.ENDPOINT_NOTICES_TOPIC.logical_name}"
+
+
+def _sweeper(synthesized: Synthesized) -> tuple[str, dict[str, Any]]:
+    logical_id = function_logical_ids(synthesized)["sweeper"]
+    return logical_id, synthesized.template["Resources"][logical_id]["Properties"]
+
+
+def test_the_sweeper_runs_hourly_from_an_eventbridge_rule(synthesized: Synthesized) -> None:
+    sweeper_id, properties = _sweeper(synthesized)
+    rules = [
+        rule
+        for rule in synthesized.properties("AWS::Events::Rule")
+        if any(target["Arn"] == {"Fn::GetAtt": [sweeper_id, "Arn"]} for target in rule["Targets"])
+    ]
+    assert [(rule["ScheduleExpression"], rule["State"]) for rule in rules] == [("rate(1 hour)", "ENABLED")]
+    assert schema.SWEEPER_INTERVAL_SECONDS == 3600
+    permissions = [
+        p
+        for p in synthesized.properties("AWS::Lambda::Permission")
+        if p["FunctionName"] == {"Fn::GetAtt": [sweeper_id, "Arn"]}
+    ]
+    assert [p["Principal"] for p in permissions] == ["events.amazonaws.com"]
+    assert properties["Timeout"] == schema.SWEEPER_FUNCTION_TIMEOUT_SECONDS
+    # Only the sweeper is scheduled: no other function is the target of a rule.
+    targets = {t["Arn"]["Fn::GetAtt"][0] for r in synthesized.properties("AWS::Events::Rule") for t in r["Targets"]}
+    assert targets == {sweeper_id}
+
+
+def test_the_notices_topic_is_encrypted_with_a_rotated_customer_managed_key_and_refuses_plain_http(
+    synthesized: Synthesized,
+) -> None:
+    topic_id = logical_id_of(synthesized, "AWS::SNS::Topic", NOTICES_TOPIC)
+    key_reference = synthesized.template["Resources"][topic_id]["Properties"]["KmsMasterKeyId"]
+    key_id = logical_id_of(synthesized, "AWS::KMS::Key", "Notices/NoticesKey")
+    assert key_reference == {"Fn::GetAtt": [key_id, "Arn"]}
+    assert synthesized.template["Resources"][key_id]["Properties"]["EnableKeyRotation"] is True
+    [policy] = [p for p in synthesized.properties("AWS::SNS::TopicPolicy") if {"Ref": topic_id} in p["Topics"]]
+    [deny] = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Deny"]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert synthesized.template["Outputs"][f"{schema.ENDPOINT_NOTICES_TOPIC.logical_name}Arn"]["Value"] == {
+        "Ref": topic_id
+    }
+
+
+def test_the_sweeper_gets_the_topic_and_the_threshold(synthesized: Synthesized) -> None:
+    topic_id = logical_id_of(synthesized, "AWS::SNS::Topic", NOTICES_TOPIC)
+    variables = _sweeper(synthesized)[1]["Environment"]["Variables"]
+    assert variables[schema.ENDPOINT_NOTICES_TOPIC.env_var] == {"Ref": topic_id}
+    assert variables[schema.AUTO_DISABLE_AFTER_DAYS] == "5"
+    assert schema.ENDPOINT_HEALTH_DAY_SECONDS not in variables  # the local stack's --fast knob only
+
+
+def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes(synthesized: Synthesized) -> None:
+    statements = _role_statements(synthesized, _function_role(synthesized, "sweeper"))
+    topic_id = logical_id_of(synthesized, "AWS::SNS::Topic", NOTICES_TOPIC)
+    key_id = logical_id_of(synthesized, "AWS::KMS::Key", "Notices/NoticesKey")
+    services = {action.split(":")[0] for s in statements for action in _as_list(s["Action"])}
+    assert services == {"dynamodb", "sns", "kms", "logs", "xray"}
+
+    sns = [s for s in statements if _actions_on([s], "sns:")]
+    assert _actions_on(sns, "sns:") == {"sns:Publish"}
+    assert [_as_list(s["Resource"]) for s in sns] == [[{"Ref": topic_id}]]
+    kms = [s for s in statements if _actions_on([s], "kms:")]
+    assert _actions_on(kms, "kms:") <= {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert all(_as_list(s["Resource"]) == [{"Fn::GetAtt": [key_id, "Arn"]}] for s in kms)
+
+    endpoints = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Endpoints")
+    deliveries = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Deliveries")
+    by_table: dict[str | None, set[str]] = {}
+    for statement in statements:
+        for resource in _as_list(statement["Resource"]):
+            if _actions_on([statement], "dynamodb:"):
+                by_table.setdefault(_table_of(resource), set()).update(_actions_on([statement], "dynamodb:"))
+    assert set(by_table) == {endpoints, deliveries}
+    assert by_table[endpoints] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+    }
+    assert "dynamodb:BatchWriteItem" not in by_table[endpoints]
+    assert not by_table[deliveries] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+
+
+@pytest.mark.parametrize("name", [name for name in ACCESS if name != "sweeper"])
+def test_no_other_function_publishes_notices(synthesized: Synthesized, name: str) -> None:
+    statements = _role_statements(synthesized, _function_role(synthesized, name))
+    assert _actions_on(statements, "sns:") == set() and _actions_on(statements, "kms:") == set()
+
+
+def test_the_endpoints_table_has_the_sparse_failing_index(synthesized: Synthesized) -> None:
+    table_id = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Endpoints")
+    [index] = synthesized.template["Resources"][table_id]["Properties"]["GlobalSecondaryIndexes"]
+    assert index["IndexName"] == schema.FAILING_ENDPOINTS_INDEX.name
+    assert [k["AttributeName"] for k in index["KeySchema"]] == ["failing", "failing_since"]
+
+
+@pytest.mark.parametrize("bad", [3, 2.5, 31, "soon", True, -1])
+def test_an_invalid_auto_disable_threshold_fails_synth_with_a_clear_message(bad: object) -> None:
+    from aws_cdk import App
+
+    from stacks.config import InvalidConfiguration
+    from stacks.hookrelay_stack import HookrelayStack
+
+    app = App(context={"auto_disable_after_days": bad})
+    with pytest.raises(InvalidConfiguration, match=r"auto_disable_after_days=.* is not valid"):
+        HookrelayStack(app, "Invalid")
+
+
+@pytest.mark.parametrize(("context", "days"), [(None, 5.0), (7, 7.0), ("4.5", 4.5)])
+def test_the_auto_disable_threshold_is_read_with_the_runtime_parser(context: object, days: float) -> None:
+    from aws_cdk import App
+
+    from stacks import config
+
+    app = App(context={config.AUTO_DISABLE_CONTEXT: context} if context is not None else None)
+    assert config.auto_disable_policy(app.node).disable_after_days == days
+
+
+def test_the_local_stack_runs_exactly_the_scheduled_functions_on_timers() -> None:
+    from local.stack import SCHEDULED_FUNCTIONS
+
+    assert set(SCHEDULED_FUNCTIONS) == {name for name, access in ACCESS.items() if access.runs_every_seconds}
