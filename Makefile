@@ -12,7 +12,7 @@ export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run consumer cli test lint format synth unit integration infra e2e
+.PHONY: install run consumer cli test lint format synth unit integration infra e2e bench
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -66,3 +66,7 @@ format: install
 
 synth: install
 	npx cdk synth --quiet $(ARGS)
+
+# The benchmarks of bench/README.md (measured figures, printed; not part of make test), a few minutes in all.
+bench: install
+	$(RUN) python bench/run_all.py

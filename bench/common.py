@@ -1,0 +1,82 @@
+"""What every benchmark shares: the import path, summary statistics and plain-text tables.
+
+Each benchmark is a script (`python bench/<name>.py`); it puts the repository root on `sys.path` and
+imports this module, which adds the Lambda code root and the client, as pytest's `pythonpath` does.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+for extra in (ROOT / "client", ROOT / "lambdas"):
+    if str(extra) not in sys.path:
+        sys.path.insert(0, str(extra))
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile: a value that was actually measured."""
+    ordered = sorted(values)
+    rank = max(1, round(fraction * len(ordered) + 0.5 - 1e-9))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], *, align: str | None = None) -> str:
+    """A Markdown table (so a run's output can be pasted into bench/README.md as it is).
+
+    `align` has one letter per column, `l` or `r`; by default the first column is left-aligned, the rest right.
+    """
+    align = align or "l" + "r" * (len(headers) - 1)
+    cells = [[str(cell) for cell in row] for row in rows]
+    widths = [max(len(str(h)), *(len(row[i]) for row in cells)) if cells else len(h) for i, h in enumerate(headers)]
+
+    def line(values: Sequence[str]) -> str:
+        padded = [v.ljust(w) if a == "l" else v.rjust(w) for v, w, a in zip(values, widths, align, strict=True)]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = (
+        "|"
+        + "|".join(("-" * (w + 1) + ":") if a == "r" else ("-" * (w + 2)) for w, a in zip(widths, align, strict=True))
+        + "|"
+    )
+    return "\n".join([line(list(headers)), rule, *(line(row) for row in cells)])
+
+
+def machine() -> str:
+    return (
+        f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}"
+    )
+
+
+def heading(title: str) -> None:
+    print(f"\n## {title}\n", flush=True)
+
+
+def source_constant(path: Path, name: str, *, within: str | None = None) -> Any:
+    """A literal constant assigned in a module (or in one of its classes), read without importing it.
+
+    The CDK stack's settings live in modules that import aws_cdk (seconds to load, and a Node.js process);
+    reading the assignment itself keeps one source of truth at no such cost.
+    """
+    body = ast.parse(path.read_text()).body
+    if within is not None:
+        body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == within).body
+    for node in body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
+            return ast.literal_eval(node.value)
+    raise LookupError(f"no literal {name} in {path}" + (f" class {within}" if within else ""))

@@ -1,0 +1,427 @@
+"""Cost per million events, from AWS requests, state transitions and Lambda GB-s counted in a run on moto.
+
+    python bench/cost.py [--events N] [--payload-bytes B]
+
+The whole system runs in this process on moto (`tests.support.aws.moto_stack`): events go in through
+`local.gateway` (the real authorizer and ingest function), deliveries come out through the local SQS
+event source (`local.sqs_source.poll_once`) and the real delivery function, and retries through the
+real retry workflow executed by moto's interpreter. `bench.metering` counts every AWS request made,
+sizes DynamoDB and SQS requests, and times every function invocation; state transitions are read
+from the executions' histories. Those counts, per event, times the list prices in PRICES give the
+cost per million events of three scenarios:
+
+- happy path: one endpoint, every delivery answered 200;
+- one endpoint down for hours: every delivery answered 503 until the default schedule is exhausted.
+  Hours cannot be waited out, so the run uses a compressed schedule with the same number of attempts
+  (1 s apart): what one delivery costs depends on how many attempts, workflow loops and record
+  updates it takes, not on how long the Wait states last;
+- fan-out: ten endpoints subscribed to every event, all answering 200.
+
+Not counted: the free tiers; fixed monthly costs (idle SQS polling by the event source, alarms,
+dashboards, custom metrics, storage); X-Ray traces; Lambda's own START/END/REPORT log lines; data
+transfer out to the endpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import boto3
+
+from bench.common import ROOT, heading, machine, source_constant, table
+from bench.metering import BENCH, EVENT_SOURCE, UNATTRIBUTED, ApiCall, Meter
+from hookrelay.adapters import schema
+from hookrelay.domain.schedule import DEFAULT_SCHEDULE
+from local import gateway
+from local.sqs_source import poll_once
+from scripts.create_admin_key import create_admin_key
+from tests.support.aws import moto_stack
+from tests.support.consumer import Reply, ScriptedConsumer
+
+
+@dataclass(frozen=True)
+class Price:
+    usd: float
+    per: float  # usd per this many units
+    unit: str
+    source: str
+
+    def cost(self, quantity: float) -> float:
+        return quantity * self.usd / self.per
+
+
+# List prices, region us-east-1 (US East, N. Virginia), on-demand, first tier, no free tier, as published
+# on these pages when this table was written (2026-11-30).
+PRICES_REGION = "us-east-1"
+PRICES_DATE = "2026-11-30"
+PRICES: dict[str, Price] = {
+    "api_requests": Price(
+        1.00, 1e6, "HTTP API request", "https://aws.amazon.com/api-gateway/pricing/ (HTTP APIs, first 300 M/month)"
+    ),
+    "lambda_requests": Price(0.20, 1e6, "Lambda request", "https://aws.amazon.com/lambda/pricing/"),
+    "lambda_gb_s": Price(
+        0.0000133334, 1, "GB-s (Arm)", "https://aws.amazon.com/lambda/pricing/ (Arm, first 7.5 billion GB-s/month)"
+    ),
+    "sqs_fifo": Price(0.50, 1e6, "FIFO request (64 KiB chunk)", "https://aws.amazon.com/sqs/pricing/"),
+    "sqs_standard": Price(0.40, 1e6, "standard request (64 KiB chunk)", "https://aws.amazon.com/sqs/pricing/"),
+    "dynamodb_wru": Price(0.625, 1e6, "write request unit", "https://aws.amazon.com/dynamodb/pricing/on-demand/"),
+    "dynamodb_rru": Price(0.125, 1e6, "read request unit", "https://aws.amazon.com/dynamodb/pricing/on-demand/"),
+    "transitions": Price(
+        0.025, 1e3, "state transition", "https://aws.amazon.com/step-functions/pricing/ (Standard workflows)"
+    ),
+    "logs_gb": Price(0.50, 1, "GB of logs", "https://aws.amazon.com/cloudwatch/pricing/ (Logs ingestion, Standard)"),
+}
+
+API_PAYLOAD_UNIT = 512 * 1024  # HTTP API requests are metered in 512 KB increments
+WARM_UP_EVENTS = 3
+DRAIN_LIMIT_SECONDS = 120.0
+FUNCTIONS = ("authorizer", "ingest", "delivery")
+
+
+def deployed_settings() -> tuple[int, int]:
+    """The functions' memory and the attempt timeout: the CDK stack's own constants, read from its source."""
+    return (
+        source_constant(ROOT / "stacks" / "constructs" / "functions.py", "MEMORY_MB", within="Functions"),
+        source_constant(ROOT / "stacks" / "config.py", "ATTEMPT_TIMEOUT_SECONDS"),
+    )
+
+
+def compressed_schedule(attempts: int) -> str:
+    """`attempts` attempts 1 s apart, with room to spare in the horizon so none is lost to a late wake-up."""
+    return json.dumps({"name": "compressed", "gaps": [0] + [1] * (attempts - 1), "horizon": 10 * attempts, "jitter": 0})
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    title: str
+    events: int
+    endpoints: int
+    status: int
+    retry_schedule: str = "default"
+
+
+@dataclass
+class Run:
+    scenario: Scenario
+    meter: Meter
+    api_requests: int = 0
+    api_units: int = 0
+    transitions: int = 0
+    executions: int = 0
+    attempts: Counter[int] = field(default_factory=Counter)  # attempts made -> deliveries
+    statuses: Counter[str] = field(default_factory=Counter)
+
+
+class Driver:
+    """Drives one scenario's system: the API through local.gateway, deliveries through the event source."""
+
+    def __init__(self, env: dict[str, str], meter: Meter) -> None:
+        self.env = env
+        self.meter = meter
+        self.sqs = boto3.client("sqs")  # the event source's own client
+        self.sfn = boto3.client("stepfunctions")
+        with meter.origin(BENCH):
+            self.admin = create_admin_key(env[schema.API_KEYS.env_var]).token
+            self.producer = self.call("POST", "/v1/api-keys", self.admin, {"role": "producer"})["token"]
+
+    def call(self, method: str, path: str, token: str, body: Any) -> Any:
+        raw = json.dumps(body).encode()
+        headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
+        response = gateway.handle(method, path, "", headers, raw)
+        if response.status >= 300:
+            raise RuntimeError(f"{method} {path}: {response.status} {response.body!r}")
+        return response.json()
+
+    def tenant_with_endpoints(self, urls: list[str]) -> str:
+        with self.meter.origin(BENCH):
+            tenant = self.call("POST", "/v1/tenants", self.admin, {"name": "bench"})
+            for url in urls:
+                self.call("POST", "/v1/endpoints", tenant["api_key"]["token"], {"url": url, "event_types": ["*"]})
+        return tenant["tenant_id"]
+
+    def publish(self, run: Run | None, tenant_id: str, data: dict[str, Any]) -> None:
+        body = {"tenant_id": tenant_id, "type": "order.updated", "data": data}
+        if run is not None:
+            run.api_requests += 1
+            run.api_units += max(1, math.ceil(len(json.dumps(body).encode()) / API_PAYLOAD_UNIT))
+        self.call("POST", "/v1/events", self.producer, body)
+
+    def drain(self) -> None:
+        """Feed the delivery function until the queue is empty and no retry workflow is running."""
+        deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
+        url = self.env[schema.DELIVERY_QUEUE_URL]
+        while time.monotonic() < deadline:
+            with self.meter.origin(EVENT_SOURCE):
+                handled = poll_once(self.sqs, url, batch_size=schema.DELIVERY_BATCH_SIZE)
+            if handled:
+                continue
+            with self.meter.origin(BENCH):
+                running = self.sfn.list_executions(
+                    stateMachineArn=self.env[schema.RETRY_STATE_MACHINE_ARN], statusFilter="RUNNING"
+                )["executions"]
+            if not running:
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"deliveries still running after {DRAIN_LIMIT_SECONDS} s")
+
+    def count_transitions(self, run: Run) -> None:
+        """Billed state transitions: every state entered, in every execution's history."""
+        with self.meter.origin(BENCH):
+            pages = self.sfn.get_paginator("list_executions").paginate(
+                stateMachineArn=self.env[schema.RETRY_STATE_MACHINE_ARN]
+            )
+            for page in pages:
+                for execution in page["executions"]:
+                    run.executions += 1
+                    history = self.sfn.get_paginator("get_execution_history").paginate(
+                        executionArn=execution["executionArn"]
+                    )
+                    run.transitions += sum(
+                        1 for events in history for event in events["events"] if event["type"].endswith("StateEntered")
+                    )
+
+    def count_outcomes(self, run: Run, tenant_id: str) -> None:
+        with self.meter.origin(BENCH):
+            table_ = boto3.resource("dynamodb").Table(self.env[schema.DELIVERIES.env_var])
+            for item in table_.scan()["Items"]:
+                if item["tenant_id"] == tenant_id:
+                    run.statuses[item["status"]] += 1
+                    run.attempts[int(item.get("attempt_count", 0))] += 1
+
+
+def order(payload_bytes: int, number: int) -> dict[str, Any]:
+    """A representative webhook payload of about `payload_bytes` bytes of JSON."""
+    return {"order_id": f"ord_{number:08d}", "status": "paid", "note": "x" * max(0, payload_bytes - 60)}
+
+
+def run_scenario(scenario: Scenario, payload_bytes: int) -> Run:
+    meter = Meter()
+    run = Run(scenario, meter)
+    healthy = ScriptedConsumer(default=Reply(200))
+    consumer = ScriptedConsumer(default=Reply(scenario.status, b'{"ok": false}' if scenario.status >= 300 else b"ok"))
+    try:
+        with meter.installed(), moto_stack(retry_schedule=scenario.retry_schedule) as env:
+            # ATTEMPT_TIMEOUT_SECONDS stays moto_stack's 2 s: no attempt here comes near a timeout.
+            driver = Driver(env, meter)
+            # A warm Lambda environment: clients made, code paths run once, before anything is counted.
+            warm_tenant = driver.tenant_with_endpoints([healthy.url])
+            for number in range(WARM_UP_EVENTS):
+                driver.publish(None, warm_tenant, order(payload_bytes, number))
+            driver.drain()
+            tenant_id = driver.tenant_with_endpoints([f"{consumer.url}/{n}" for n in range(scenario.endpoints)])
+            meter.reset()
+            with meter.recorded():
+                for number in range(scenario.events):
+                    driver.publish(run, tenant_id, order(payload_bytes, number))
+                driver.drain()
+            driver.count_transitions(run)
+            driver.count_outcomes(run, tenant_id)
+    finally:
+        healthy.close()
+        consumer.close()
+    return run
+
+
+@dataclass(frozen=True)
+class Line:
+    service: str
+    item: str
+    quantity: float  # in the run
+    price: Price
+
+
+def bill(run: Run, memory_mb: int) -> tuple[list[Line], list[ApiCall]]:
+    """What AWS would charge for the run, and the calls left out (with `not_billed`'s reasons)."""
+    billed = [c for c in run.meter.calls if not_billed(c) is None]
+    left_out = [c for c in run.meter.calls if not_billed(c) is not None]
+    invocations = run.meter.invocations
+    gb_s = sum(math.ceil(i.seconds * 1000) / 1000 * memory_mb / 1024 for i in invocations)
+    per_function = Counter(i.function for i in invocations)
+    function_log_bytes = sum(n for origin, n in run.meter.log_bytes.items() if origin in FUNCTIONS)
+    sqs = [c for c in billed if c.service == "sqs"]
+    dynamodb = [c for c in billed if c.service == "dynamodb"]
+    lines = [
+        Line("API Gateway", "HTTP API requests", run.api_units, PRICES["api_requests"]),
+        Line(
+            "Lambda",
+            "requests (" + ", ".join(f"{f} {per_function[f]}" for f in FUNCTIONS) + ")",
+            len(invocations),
+            PRICES["lambda_requests"],
+        ),
+        Line("Lambda", f"GB-s (measured durations x {memory_mb} MB, arm64)", gb_s, PRICES["lambda_gb_s"]),
+        Line("SQS", "FIFO requests (64 KiB chunks)", sum(c.sqs_chunks for c in sqs if c.fifo), PRICES["sqs_fifo"]),
+        Line(
+            "SQS",
+            "standard requests (64 KiB chunks)",
+            sum(c.sqs_chunks for c in sqs if not c.fifo),
+            PRICES["sqs_standard"],
+        ),
+        Line("DynamoDB", "write request units", sum(c.write_units for c in dynamodb), PRICES["dynamodb_wru"]),
+        Line("DynamoDB", "read request units", sum(c.read_units for c in dynamodb), PRICES["dynamodb_rru"]),
+        Line("Step Functions", "state transitions (Standard)", run.transitions, PRICES["transitions"]),
+        Line("CloudWatch Logs", "GB ingested (the functions' output)", function_log_bytes / 1e9, PRICES["logs_gb"]),
+    ]
+    return lines, left_out
+
+
+def not_billed(call: ApiCall) -> str | None:
+    """Why a counted call is not part of the per-event bill, or None when it is."""
+    if call.origin == BENCH:
+        return "the benchmark's own set-up and reads"
+    if call.service == "stepfunctions":
+        return "Step Functions API calls are free; Standard workflows bill state transitions"
+    if call.origin == EVENT_SOURCE and call.operation == "GetQueueAttributes":
+        return "the local event source looks the queue ARN up on every poll; Lambda's poller does not"
+    if call.origin == EVENT_SOURCE and call.empty:
+        return "empty polls: a fixed cost of the event source's polling, not per event"
+    return None
+
+
+def money(usd: float) -> str:
+    return f"${usd:,.2f}" if usd >= 0.995 else f"${usd:,.4f}"
+
+
+def usd(value: float) -> str:
+    return f"${value:.10f}".rstrip("0").rstrip(".")
+
+
+def quantity(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 else f"{value:,.3g}"
+
+
+def report(run: Run, memory_mb: int, attempt_timeout: int) -> float:
+    scenario = run.scenario
+    lines, left_out = bill(run, memory_mb)
+    per_million = 1e6 / scenario.events
+    rows = []
+    total = 0.0
+    for line in lines:
+        cost = line.price.cost(line.quantity * per_million)
+        total += cost
+        rows.append(
+            [
+                line.service,
+                line.item,
+                quantity(line.quantity / scenario.events),
+                quantity(line.quantity * per_million),
+                f"{usd(line.price.usd)} per {line.price.per:,.0f} {line.price.unit}",
+                money(cost),
+            ]
+        )
+    rows.append(["**total**", "", "", "", "", f"**{money(total)}**"])
+    heading(f"{scenario.title}: {money(total)} per million events")
+    deliveries = sum(run.attempts.values())
+    print(
+        f"{scenario.events} events measured, {deliveries} deliveries "
+        f"({', '.join(f'{n} {s}' for s, n in sorted(run.statuses.items()))}); attempts per delivery: "
+        + ", ".join(f"{a} attempts x {n}" for a, n in sorted(run.attempts.items()))
+        + f"; {run.executions} retry workflow executions, {run.transitions} state transitions\n"
+    )
+    print(
+        table(
+            ["service", "what is billed", "per event", "per million events", "price", "per million events"],
+            rows,
+            align="llrrlr",
+        )
+    )
+    print()
+    print(breakdown(run))
+    unattributed = [c for c in run.meter.calls if c.origin == UNATTRIBUTED]
+    if unattributed:
+        print(f"\nWARNING: {len(unattributed)} AWS calls were not attributed to anyone (counted as billed)")
+    reasons = Counter(not_billed(c) for c in left_out)
+    if reasons:
+        print("\nCounted but not billed per event: " + "; ".join(f"{n} x {r}" for r, n in reasons.items()))
+    delivery_invocations = [i for i in run.meter.invocations if i.function == "delivery"]
+    mean_ms = 1000 * sum(i.seconds for i in delivery_invocations) / max(1, len(delivery_invocations))
+    print(
+        f"\nDelivery function: {len(delivery_invocations)} invocations, mean {mean_ms:.1f} ms here (the consumer on"
+        f" 127.0.0.1 answers at once). A real endpoint's response time is billed too: each 100 ms of it adds"
+        f" {money(PRICES['lambda_gb_s'].cost(0.1 * memory_mb / 1024 * len(delivery_invocations) * per_million))}"
+        " per million events in this scenario."
+    )
+    if scenario.status >= 500:
+        hanging = PRICES["lambda_gb_s"].cost(attempt_timeout * memory_mb / 1024 * len(delivery_invocations))
+        print(
+            f"An endpoint that hangs instead of answering {scenario.status} holds every attempt for the"
+            f" {attempt_timeout} s timeout: +{money(hanging * per_million)} per million events of Lambda GB-s."
+        )
+    return total
+
+
+def breakdown(run: Run) -> str:
+    """Billed AWS requests per event, by who made them: where the counts above come from."""
+    calls = [c for c in run.meter.calls if not_billed(c) is None]
+    grouped: dict[tuple[str, str, str], list[ApiCall]] = {}
+    for call in calls:
+        grouped.setdefault((call.origin, call.service, call.operation), []).append(call)
+    rows = []
+    for (origin, service, operation), group in sorted(grouped.items()):
+        units = ""
+        if service == "dynamodb":
+            units = (
+                f"{sum(c.write_units for c in group) / run.scenario.events:.2f} WRU"
+                if any(c.write_units for c in group)
+                else f"{sum(c.read_units for c in group) / run.scenario.events:.2f} RRU"
+            )
+        elif service == "sqs":
+            units = f"{sum(c.sqs_chunks for c in group) / run.scenario.events:.2f} chunks"
+        rows.append([origin, f"{service} {operation}", f"{len(group) / run.scenario.events:.2f}", units])
+    return table(["made by", "request", "requests per event", "units per event"], rows, align="llrr")
+
+
+SCENARIOS = {
+    "happy": lambda n: Scenario("happy", "Happy path: 1 endpoint, every delivery 2xx", n, 1, 200),
+    "down": lambda n: Scenario(
+        "down",
+        f"One endpoint down for hours: every delivery answered 503 through the default schedule's"
+        f" {DEFAULT_SCHEDULE.max_attempts} attempts, then dead",
+        max(1, n // 10),
+        1,
+        503,
+        compressed_schedule(DEFAULT_SCHEDULE.max_attempts),
+    ),
+    "fanout": lambda n: Scenario("fanout", "Fan-out: 10 endpoints, every delivery 2xx", max(1, n // 4), 10, 200),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=100, help="events in the happy path (down: /10, fan-out: /4)")
+    parser.add_argument("--payload-bytes", type=int, default=1024, help="size of each event's data (default 1 KiB)")
+    parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append", help="run only these")
+    args = parser.parse_args(argv)
+    memory_mb, attempt_timeout = deployed_settings()
+    print(f"# Cost per million events ({machine()})")
+    print(
+        f"\nPrices: {PRICES_REGION} list prices as published on {PRICES_DATE}, no free tier. Functions: {memory_mb} MB"
+        f" arm64 (stacks/constructs/functions.py). Each event carries {args.payload_bytes} bytes of data."
+    )
+    totals = {}
+    for name in args.scenario or ["happy", "down", "fanout"]:
+        scenario = SCENARIOS[name](args.events)
+        started = time.monotonic()
+        run = run_scenario(scenario, args.payload_bytes)
+        totals[scenario.title] = report(run, memory_mb, attempt_timeout)
+        print(f"\n({time.monotonic() - started:.1f} s)")
+    heading("Total per million events")
+    print(table(["scenario", "per million events"], [[t, money(c)] for t, c in totals.items()]))
+    print("\nPrices used:")
+    for key, price in PRICES.items():
+        print(f"- {key}: {usd(price.usd)} per {price.per:,.0f} {price.unit} ({price.source})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Isolation: a healthy endpoint's delivery latency with a hanging endpoint beside it vs. without.
+
+    python bench/isolation.py [--events N] [--rate R]
+
+Runs the real local stack as a process (`python -m local --json --fast --port 0`, the way the end-to-end
+tests and a person start it) and demo consumers (`python -m local.consumer`), all on 127.0.0.1. Three
+phases, each with a fresh tenant and fresh consumers:
+
+1. alone: the tenant has one endpoint, healthy; N events are published at R per second;
+2. beside a healthy endpoint: a second endpoint, also healthy, subscribed to every event too, so each
+   event fans out to both (the control: twice the deliveries, nothing hanging);
+3. beside a hanging endpoint: the second endpoint's consumer never answers, so each of its attempts holds
+   an invocation for the whole attempt timeout (8 s), and its retries come back on the fast schedule.
+
+Latency is from just before the producer's POST /v1/events to the healthy consumer receiving the
+verified webhook (both clocks are this machine's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import heading, machine, median, percentile, table
+from tests.e2e.harness import Consumer, LocalStack, eventually
+
+SETTLE_LIMIT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    latencies: list[float]  # seconds, one per event
+    second_requests: int | None  # requests the second endpoint's consumer received, if there is one
+
+
+PHASES = {None: "alone", "ok": "beside a healthy endpoint", "hang": "beside a hanging endpoint"}
+
+
+def endpoint_on(stack: LocalStack, tenant_key: str, consumer: Consumer) -> None:
+    endpoint = stack.created("/v1/endpoints", tenant_key, {"url": consumer.url, "event_types": ["*"]})
+    consumer.control(secret=endpoint["secret"])
+
+
+def run_phase(
+    stack: LocalStack, log_dir: Path, started: list[Consumer], second: str | None, events: int, rate: float
+) -> Phase:
+    name = PHASES[second]
+    tenant_id, tenant_key = stack.new_tenant(f"isolation {name}")
+    healthy = Consumer(f"healthy-{second or 'alone'}", log_dir)
+    started.append(healthy)
+    endpoint_on(stack, tenant_key, healthy)
+    other = None
+    if second is not None:
+        other = Consumer(f"second-{second}", log_dir, mode=second)
+        started.append(other)
+        endpoint_on(stack, tenant_key, other)
+
+    sent: dict[str, float] = {}
+    begin = time.monotonic()
+    for number in range(events):
+        time.sleep(max(0.0, begin + number / rate - time.monotonic()))
+        at = time.time()
+        accepted = stack.publish(tenant_id, "order.updated", {"order_id": number})
+        sent[accepted["event_id"]] = at
+    received = eventually(
+        lambda: {e["webhook_id"]: e["at"] for e in healthy.received()["events"] if e["webhook_id"] in sent},
+        f"all {events} events at the healthy consumer ({name})",
+        timeout=SETTLE_LIMIT_SECONDS,
+        predicate=lambda got: len(got) == events,
+        interval=0.5,
+    )
+    second_requests = len(other.received()["requests"]) if other else None
+    return Phase(name, [received[event_id] - at for event_id, at in sent.items()], second_requests)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=40, help="events per phase (default 40)")
+    parser.add_argument("--rate", type=float, default=4.0, help="events published per second (default 4)")
+    args = parser.parse_args(argv)
+    phases: list[Phase] = []
+    with tempfile.TemporaryDirectory(prefix="bench-isolation-") as logs:
+        log_dir = Path(logs)
+        stack = LocalStack(log_dir)
+        started: list[Consumer] = []
+        try:
+            for second in PHASES:
+                phases.append(run_phase(stack, log_dir, started, second, args.events, args.rate))
+        finally:
+            for consumer in started:
+                consumer.stop()
+            stack.stop()
+
+    print(f"# Isolation ({machine()})")
+    heading(f"A healthy endpoint's latency, publish to receipt, {args.events} events at {args.rate:g}/s per phase")
+    rows = []
+    for phase in phases:
+        ms = [1000 * s for s in phase.latencies]
+        rows.append(
+            [
+                phase.name,
+                f"{median(ms):.0f}",
+                f"{percentile(ms, 0.95):.0f}",
+                f"{max(ms):.0f}",
+                f"{min(ms):.0f}",
+                "-" if phase.second_requests is None else str(phase.second_requests),
+            ]
+        )
+    print(table(["healthy endpoint", "p50 ms", "p95 ms", "max ms", "min ms", "second endpoint's requests"], rows))
+    for phase in phases:
+        print(f"\n{phase.name}, sorted (ms): {' '.join(f'{1000 * s:.0f}' for s in sorted(phase.latencies))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

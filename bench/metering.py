@@ -1,0 +1,334 @@
+"""Metering a run of the system on moto (in process) the way AWS bills it.
+
+Every boto3 call in this process goes through `botocore.client.BaseClient._make_api_call`; the meter
+wraps it to count and time each call, attributed to who made it:
+
+- a Lambda function (the call happened inside one of its invocations; `local.lambda_runtime` is wrapped
+  to know which, and to time every invocation),
+- the SQS event source (receive and delete around the delivery function, as Lambda's poller does),
+- Step Functions (untagged calls on other threads: moto's interpreter running the retry workflow's
+  `sqs:sendMessage` tasks, which AWS bills as SQS requests),
+- the benchmark itself (set-up and looking inside; never billed).
+
+It also sizes what DynamoDB and SQS bill by. DynamoDB on-demand units come from item sizes read out of
+moto's own backend before and after each write (an approximation: moto's `Item.size()` counts numbers as
+their decimal digits and leaves out the few bytes of list/map overhead DynamoDB adds), including the
+writes to every global secondary index the item is in (all project ALL) — twice when an update moves the
+item's index key. SQS requests are counted in 64 KiB chunks of payload.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import botocore.client
+from boto3.dynamodb.types import TypeSerializer
+from botocore.exceptions import ClientError
+
+from local import lambda_runtime
+
+WORKFLOW = "step functions"
+EVENT_SOURCE = "event source"
+BENCH = "bench"
+UNATTRIBUTED = "unattributed"
+
+SQS_CHUNK_BYTES = 64 * 1024
+WRITE_UNIT_BYTES = 1024
+READ_UNIT_BYTES = 4096
+
+_SERIALIZER = TypeSerializer()
+_TYPE_TAGS = frozenset({"S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"})
+
+
+@dataclass
+class ApiCall:
+    origin: str
+    service: str
+    operation: str
+    seconds: float
+    fifo: bool = False
+    sqs_chunks: int = 0
+    read_units: float = 0.0
+    write_units: float = 0.0
+    empty: bool = False  # a ReceiveMessage that returned nothing
+
+
+@dataclass(frozen=True)
+class Invocation:
+    function: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a write's cost depends on: the item's size and the values of its index key attributes."""
+
+    size: int
+    index_keys: dict[str, Any]
+
+
+def _typed(value: Any) -> dict[str, Any]:
+    """A key value as DynamoDB JSON, whether it came from the resource API (plain) or the client (typed)."""
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in _TYPE_TAGS:
+        return value
+    return _SERIALIZER.serialize(value)
+
+
+class DynamoDbSizer:
+    """Request units of one call, from the items in moto's in-process backend."""
+
+    def __init__(self, region: str) -> None:
+        from moto.core import DEFAULT_ACCOUNT_ID
+        from moto.dynamodb.models import dynamodb_backends
+
+        self.backend = dynamodb_backends[DEFAULT_ACCOUNT_ID][region]
+
+    def _table(self, name: str) -> Any:
+        return self.backend.get_table(name)
+
+    def _key(self, table: Any, item: dict[str, Any]) -> dict[str, Any]:
+        names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+        return {name: _typed(item[name]) for name in names}
+
+    def _index_key_names(self, table: Any) -> list[list[str]]:
+        return [[key["AttributeName"] for key in index.schema] for index in table.global_indexes]
+
+    def snapshot(self, table_name: str, key: dict[str, Any]) -> Snapshot | None:
+        table = self._table(table_name)
+        item = self.backend.get_item(table_name, self._key(table, key))
+        if item is None:
+            return None
+        names = {name for names in self._index_key_names(table) for name in names}
+        return Snapshot(item.size(), {name: item.attrs[name].value for name in names if name in item.attrs})
+
+    def writes_of(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """(table, key) of every item a write call touches."""
+        if operation == "PutItem":
+            return [(params["TableName"], params["Item"])]
+        if operation in ("UpdateItem", "DeleteItem"):
+            return [(params["TableName"], params["Key"])]
+        if operation == "BatchWriteItem":
+            touched = []
+            for table_name, requests in params["RequestItems"].items():
+                for request in requests:
+                    if "PutRequest" in request:
+                        touched.append((table_name, request["PutRequest"]["Item"]))
+                    else:
+                        touched.append((table_name, request["DeleteRequest"]["Key"]))
+            return touched
+        return []
+
+    def write_units(self, table_name: str, before: Snapshot | None, after: Snapshot | None) -> float:
+        def units(snapshot: Snapshot | None) -> int:
+            return max(1, math.ceil(snapshot.size / WRITE_UNIT_BYTES)) if snapshot else 0
+
+        total = max(units(before), units(after), 1)
+        for names in self._index_key_names(self._table(table_name)):
+            old = tuple(before.index_keys.get(n) for n in names) if before else None
+            new = tuple(after.index_keys.get(n) for n in names) if after else None
+            in_old = old is not None and None not in old
+            in_new = new is not None and None not in new
+            if in_old and in_new and old == new:
+                total += units(after)
+            else:  # an entry leaves the index, arrives, or both (its key moved)
+                total += (units(before) if in_old else 0) + (units(after) if in_new else 0)
+        return total
+
+    def read_units(self, operation: str, params: dict[str, Any], result: dict[str, Any]) -> float:
+        table_name = params["TableName"]
+        consistent = 1.0 if params.get("ConsistentRead") else 0.5
+        if operation == "GetItem":
+            found = self.snapshot(table_name, params["Key"])
+            return consistent * max(1, math.ceil((found.size if found else 0) / READ_UNIT_BYTES))
+        if operation == "Query":
+            sizes = [self.snapshot(table_name, item) for item in result.get("Items", [])]
+            total = sum(s.size for s in sizes if s)
+            return consistent * max(1, math.ceil(total / READ_UNIT_BYTES))
+        return 0.0
+
+
+def _sqs_chunks(operation: str, params: dict[str, Any], result: dict[str, Any] | None) -> int:
+    if operation == "SendMessage":
+        payload = len(params["MessageBody"].encode())
+    elif operation == "SendMessageBatch":
+        payload = sum(len(entry["MessageBody"].encode()) for entry in params["Entries"])
+    elif operation == "ReceiveMessage" and result:
+        payload = sum(len(message["Body"].encode()) for message in result.get("Messages", []))
+    else:
+        payload = 0
+    return max(1, math.ceil(payload / SQS_CHUNK_BYTES))
+
+
+class CountingStream:
+    """Stands in for stdout: counts the bytes each origin writes (what CloudWatch Logs would ingest)."""
+
+    def __init__(self, meter: Meter, sink: TextIO) -> None:
+        self.meter = meter
+        self.sink = sink
+
+    def write(self, text: str) -> int:
+        if self.meter.recording:
+            with self.meter.lock:
+                self.meter.log_bytes[self.meter.current_origin()] += len(text.encode())
+        return len(text)  # the functions' output is counted, not shown
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+class Meter:
+    """Counts and times AWS calls and Lambda invocations while `recording`; see the module docstring."""
+
+    def __init__(self, *, size_dynamodb: bool = True) -> None:
+        self.size_dynamodb = size_dynamodb
+        self.calls: list[ApiCall] = []
+        self.invocations: list[Invocation] = []
+        self.log_bytes: Counter[str] = Counter()
+        self.recording = False
+        self.lock = threading.Lock()
+        self._local = threading.local()
+        self._sizer: DynamoDbSizer | None = None
+
+    # -- attribution -------------------------------------------------------------------------------
+    @contextmanager
+    def origin(self, name: str) -> Iterator[None]:
+        stack = self._stack()
+        stack.append(name)
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    def _stack(self) -> list[str]:
+        if not hasattr(self._local, "stack"):
+            self._local.stack = []
+        return self._local.stack
+
+    def current_origin(self) -> str:
+        stack = self._stack()
+        if stack:
+            return stack[-1]
+        return UNATTRIBUTED if threading.current_thread() is threading.main_thread() else WORKFLOW
+
+    @contextmanager
+    def recorded(self) -> Iterator[None]:
+        """Count what happens inside; `reset` first to count only that."""
+        self.recording = True
+        try:
+            yield
+        finally:
+            self.recording = False
+
+    def reset(self) -> None:
+        with self.lock:
+            self.calls.clear()
+            self.invocations.clear()
+            self.log_bytes.clear()
+
+    # -- installation -------------------------------------------------------------------------------
+    @contextmanager
+    def installed(self, *, capture_stdout: bool = True) -> Iterator[None]:
+        """Wrap botocore and the local Lambda runtime (and stdout) for the duration."""
+        original_call = botocore.client.BaseClient._make_api_call
+        original_load = lambda_runtime.load_handler
+        original_stdout = sys.stdout
+        meter = self
+
+        def make_api_call(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            if not meter.recording:
+                return original_call(client, operation, params)
+            return meter._metered_call(original_call, client, operation, params)
+
+        def load_handler(function: str) -> Callable[[dict[str, Any], Any], Any]:
+            return meter._timed_handler(function, original_load(function))
+
+        botocore.client.BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
+        lambda_runtime.load_handler = load_handler  # type: ignore[assignment]
+        if capture_stdout:
+            sys.stdout = CountingStream(self, original_stdout)  # type: ignore[assignment]
+        try:
+            yield
+        finally:
+            sys.stdout = original_stdout
+            lambda_runtime.load_handler = original_load  # type: ignore[assignment]
+            botocore.client.BaseClient._make_api_call = original_call  # type: ignore[method-assign]
+
+    def _timed_handler(
+        self, function: str, handler: Callable[[dict[str, Any], Any], Any]
+    ) -> Callable[[dict[str, Any], Any], Any]:
+        def timed(event: dict[str, Any], context: Any) -> Any:
+            started = time.perf_counter()
+            with self.origin(function):
+                try:
+                    return handler(event, context)
+                finally:
+                    if self.recording:
+                        with self.lock:
+                            self.invocations.append(Invocation(function, time.perf_counter() - started))
+
+        return timed
+
+    def _metered_call(self, original: Any, client: Any, operation: str, params: dict[str, Any]) -> Any:
+        service = client.meta.service_model.service_name
+        origin = self.current_origin()
+        sizing = self.size_dynamodb and service == "dynamodb" and origin != BENCH
+        before: list[tuple[str, dict[str, Any], Snapshot | None]] = []
+        if sizing:
+            sizer = self._dynamodb_sizer(client.meta.region_name)
+            before = [(t, key, sizer.snapshot(t, key)) for t, key in sizer.writes_of(operation, params)]
+        started = time.perf_counter()
+        result: Any = None
+        failed = False
+        try:
+            result = original(client, operation, params)
+            return result
+        except ClientError:
+            failed = True
+            raise
+        finally:
+            seconds = time.perf_counter() - started
+            call = ApiCall(origin, service, operation, seconds)
+            if service == "sqs":
+                call.fifo = str(params.get("QueueUrl", "")).endswith(".fifo")
+                call.sqs_chunks = _sqs_chunks(operation, params, result)
+                call.empty = operation == "ReceiveMessage" and not (result or {}).get("Messages")
+            if sizing:
+                sizer = self._dynamodb_sizer(client.meta.region_name)
+                for table_name, key, old in before:
+                    if failed:  # a refused conditional write is billed too, for the item as it stands
+                        call.write_units += max(1, math.ceil((old.size if old else 0) / WRITE_UNIT_BYTES))
+                    else:
+                        call.write_units += sizer.write_units(table_name, old, sizer.snapshot(table_name, key))
+                if not before and result is not None:
+                    call.read_units = sizer.read_units(operation, params, result)
+            with self.lock:
+                self.calls.append(call)
+
+    def _dynamodb_sizer(self, region: str) -> DynamoDbSizer:
+        if self._sizer is None:
+            self._sizer = DynamoDbSizer(region)
+        return self._sizer
+
+    # -- summaries ----------------------------------------------------------------------------------
+    def billed_calls(self) -> list[ApiCall]:
+        return [c for c in self.calls if c.origin != BENCH]
+
+    def seconds_by(self, key: Callable[[ApiCall], str]) -> Counter[str]:
+        totals: Counter[str] = Counter()
+        for call in self.calls:
+            totals[key(call)] += call.seconds
+        return totals
+
+    def counts_by(self, key: Callable[[ApiCall], str]) -> Counter[str]:
+        return Counter(key(call) for call in self.calls)

@@ -1,0 +1,38 @@
+"""Run every benchmark, one after another, each in its own interpreter; stops at nothing, reports failures.
+
+python bench/run_all.py        (make bench)
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+SCRIPTS = ("delivery_overhead.py", "isolation.py", "cost.py", "cold_start.py")
+LIMIT_SECONDS = 300  # each benchmark finishes well within this on a 2-core machine
+
+
+def main() -> int:
+    failed = []
+    for script in SCRIPTS:
+        started = time.monotonic()
+        print(f"\n===== bench/{script}", flush=True)
+        try:
+            code = subprocess.run([sys.executable, str(BENCH / script)], timeout=LIMIT_SECONDS, check=False).returncode  # noqa: S603
+        except subprocess.TimeoutExpired:
+            code = "timed out"
+        print(
+            f"===== bench/{script}: {'ok' if code == 0 else f'FAILED ({code})'} in {time.monotonic() - started:.0f} s"
+        )
+        if code != 0:
+            failed.append(script)
+    if failed:
+        print(f"\nfailed: {', '.join(failed)}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
