@@ -48,6 +48,8 @@ class Endpoint(Model):
     signing_secrets: list[SecretLifetime] = Field(default_factory=list)
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    failing_since: datetime | None = None  # the first failed attempt since the last success; None while healthy
+    disabled_reason: str | None = None  # set when the platform disabled it ("auto: failing since …")
 
 
 class CreatedEndpoint(Endpoint):
@@ -92,6 +94,7 @@ class EndpointHealth(Model):
     last_failure: LastFailure | None = None
     consecutive_failures: int = 0
     oldest_retrying: OldestRetrying | None = None
+    failing_since: datetime | None = None  # from the endpoint record, not the sample
 
 
 class DeliverySummary(Model):
