@@ -102,13 +102,16 @@ class EventSource:
         function: str = "delivery",
         batch_size: int = 10,
         concurrency: int = 8,
-        wait_seconds: int = 1,  # short long-polls, so that stopping never waits long
+        idle_seconds: float = 0.1,
     ) -> None:
         self.sqs = sqs
         self.queue_url = queue_url
         self.function = function
         self.batch_size = batch_size
-        self.wait_seconds = wait_seconds
+        # Short polls and a pause when the queue has nothing for us, rather than long polls: moto's long poll
+        # spins at full CPU while messages wait in FIFO groups that are locked (a hanging endpoint's backlog),
+        # starving everything else in the process. SQS itself does not, so this is a local-stack concern.
+        self.idle_seconds = idle_seconds
         self.queue_arn = queue_arn_of(sqs, queue_url)
         self._slots = threading.BoundedSemaphore(concurrency)
         self._stopping = threading.Event()
@@ -126,7 +129,7 @@ class EventSource:
             if not self._slots.acquire(timeout=0.2):
                 continue
             try:
-                messages = receive(self.sqs, self.queue_url, batch_size=self.batch_size, wait_seconds=self.wait_seconds)
+                messages = receive(self.sqs, self.queue_url, batch_size=self.batch_size, wait_seconds=0)
             except Exception:
                 if not self._stopping.is_set():
                     log.exception("receiving from %s failed; retrying", self.queue_url)
@@ -134,6 +137,7 @@ class EventSource:
                 messages = []
             if not messages or self._stopping.is_set():
                 self._slots.release()
+                self._stopping.wait(self.idle_seconds)
                 continue
             invocation = threading.Thread(
                 target=self._invoke, args=(messages,), name=f"{self.function}-invoke", daemon=True
@@ -159,7 +163,7 @@ class EventSource:
         instance is when its environment goes away: its messages were not deleted.
         """
         self._stopping.set()
-        self._receiver.join(timeout=self.wait_seconds + 5)
+        self._receiver.join(timeout=5)
         deadline = time.monotonic() + grace_seconds
         with self._lock:
             running = list(self._invocations)

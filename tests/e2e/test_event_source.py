@@ -65,7 +65,7 @@ def counts(queue_url: str) -> tuple[int, int]:
 
 
 def running(queue_url: str, batch_size: int = 1) -> EventSource:
-    source = EventSource(boto3.client("sqs"), queue_url, batch_size=batch_size, concurrency=4, wait_seconds=1)
+    source = EventSource(boto3.client("sqs"), queue_url, batch_size=batch_size, concurrency=4)
     source.start()
     return source
 
