@@ -211,7 +211,7 @@ def get_redrive(redrive_id: str) -> Response:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     register_lambda_context(context)
     return app.resolve(event, context)

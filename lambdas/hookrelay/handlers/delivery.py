@@ -40,7 +40,7 @@ def deliver(record: SQSRecord) -> None:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # skip_group_on_error: after a failure, the group's later messages are returned too, keeping order.

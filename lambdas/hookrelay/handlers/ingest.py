@@ -37,7 +37,7 @@ publish_once = IdempotentCommand(publish)
 
 
 @app.post("/v1/events")
-@tracer.capture_method
+@tracer.capture_method(capture_response=False)
 def post_event() -> Response:
     who = require(app, producer=True)
     request = parse_body(app, PublishEvent).model_dump()
@@ -48,7 +48,7 @@ def post_event() -> Response:
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     register_lambda_context(context)

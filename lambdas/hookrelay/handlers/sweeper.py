@@ -16,7 +16,7 @@ metrics = Metrics(namespace="Hookrelay", service="sweeper")
 
 
 @logger.inject_lambda_context
-@tracer.capture_lambda_handler
+@tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     report = wiring.endpoint_health_sweeper().sweep()
