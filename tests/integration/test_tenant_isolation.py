@@ -38,9 +38,14 @@ def test_the_log_never_lists_another_tenant_s_deliveries(platform: Platform) -> 
     b_dead = seed(b_tenant, b_endpoint, utcnow() - timedelta(hours=1), DeliveryStatus.DEAD)
     _, a_token = platform.new_tenant("a")
 
-    for query in ("", "status=dead", f"endpoint_id={b_endpoint}", f"event_id={b_dead.event.id}"):
+    for query in ("", "status=dead"):
         listed = platform.call("GET", f"/v1/deliveries?{query}", a_token)
         assert listed.status == 200 and listed.json() == {"data": [], "next_cursor": None}, query
+    # Filtering by B's endpoint or event is reading them: 404, and no cursor positioned on B's records.
+    for query in (f"endpoint_id={b_endpoint}", f"event_id={b_dead.event.id}", f"endpoint_id={b_endpoint}&limit=1"):
+        refused = platform.call("GET", f"/v1/deliveries?{query}", a_token)
+        assert refused.status == 404 and b_dead.delivery.id not in refused.body.decode(), query
+    for query in ("", "status=dead", f"endpoint_id={b_endpoint}", f"event_id={b_dead.event.id}"):
         assert [d["id"] for d in platform.call("GET", f"/v1/deliveries?{query}", b_token).json()["data"]] == [
             b_dead.delivery.id
         ]

@@ -160,10 +160,19 @@ class DeliveryLogService:
             raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}")
         if where.since and where.until and where.since >= where.until:
             raise InvalidRequest("since must be before until")
+        self._check_owned(where)
         start = decode_cursor(where, cursor, self.deliveries) if cursor else None
         page = self.deliveries.find(where, limit, start, utcnow())
         next_cursor = encode_cursor(where, page.resume_after) if page.resume_after else None
         return LogPage(page.deliveries, next_cursor)
+
+    def _check_owned(self, where: DeliveryFilter) -> None:
+        """Filtering by another tenant's endpoint or event answers 404, as reading it does: otherwise the
+        index read would still hand back a cursor positioned on that tenant's records."""
+        if where.endpoint_id and self.endpoints.get(where.tenant_id, where.endpoint_id) is None:
+            raise NotFound(f"no endpoint {where.endpoint_id!r}")
+        if where.event_id:
+            self.event(where.tenant_id, where.event_id)
 
     def get(self, tenant_id: str, delivery_id: str) -> Delivery:
         delivery = self.deliveries.get(delivery_id) if delivery_id.startswith("dlv_") else None
