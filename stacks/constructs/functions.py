@@ -76,7 +76,7 @@ ACCESS: dict[str, Access] = {
     ),
     "delivery": Access(
         tables={
-            schema.ENDPOINTS: TableAccess.READ,
+            schema.ENDPOINTS: TableAccess.READ_UPDATE,  # the failing spell (mark_failing / mark_recovered)
             schema.EVENTS: TableAccess.READ_UPDATE,  # extend_expiry when a delivery ends
             schema.DELIVERIES: TableAccess.READ_WRITE,
         },

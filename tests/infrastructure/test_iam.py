@@ -97,6 +97,21 @@ def test_read_only_tables_get_no_writes(synthesized: Synthesized) -> None:
                 assert allowed & writes == {"dynamodb:UpdateItem"}, (name, spec.logical_name)
 
 
+def test_the_delivery_function_may_update_endpoints_but_never_put_or_delete_them(synthesized: Synthesized) -> None:
+    # The failing spell (auto-disable) is an UpdateItem on the endpoint, made on the delivery path.
+    statements = _role_statements(synthesized, _function_role(synthesized, "delivery"))
+    endpoints = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Endpoints")
+    on_endpoints = {
+        action
+        for s in statements
+        if any(_table_of(r) == endpoints for r in _as_list(s["Resource"]))
+        for action in _as_list(s["Action"])
+    }
+    writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+    assert on_endpoints & writes == {"dynamodb:UpdateItem"}
+    assert "dynamodb:GetItem" in on_endpoints
+
+
 def test_the_workflow_role_only_sends_to_the_queues_the_asl_names(synthesized: Synthesized) -> None:
     import statemachine
 
