@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import select
 import socket
+import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -21,6 +24,75 @@ def consumer() -> Iterator[ScriptedConsumer]:
 
 def port_of(consumer: ScriptedConsumer) -> int:
     return consumer.server.server_address[1]
+
+
+DRIP_INTERVAL = 0.2
+
+
+@dataclass
+class DripServer:
+    """Answers one request with `head` at once, then `dripped` one byte per DRIP_INTERVAL.
+
+    With `warm_up`, it first answers a request with that response, then drips on the same connection.
+    Between bytes it watches the connection, and stops as soon as the client has closed or shut it down.
+    """
+
+    head: bytes
+    dripped: bytes
+    warm_up: bytes = b""
+    bytes_dripped: int = 0
+    client_went_away: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.thread = threading.Thread(target=self._serve_one, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.listener.getsockname()[1]}/hook"
+
+    def _serve_one(self) -> None:
+        connection, _ = self.listener.accept()
+        with connection:
+            try:
+                if self.warm_up:
+                    self._read_request(connection)
+                    connection.sendall(self.warm_up)
+                self._read_request(connection)
+                connection.sendall(self.head)
+                for byte in self.dripped:
+                    connection.sendall(bytes([byte]))
+                    self.bytes_dripped += 1
+                    readable, _, _ = select.select([connection], [], [], DRIP_INTERVAL)
+                    if readable and not connection.recv(1):  # end of stream: the client shut the connection
+                        self.client_went_away = True
+                        break
+            except (BrokenPipeError, ConnectionResetError):
+                self.client_went_away = True
+            except EOFError:
+                pass  # the client never sent the request on this connection
+        self.done.set()
+
+    @staticmethod
+    def _read_request(connection: socket.socket) -> None:
+        received = b""
+        while b"\r\n\r\n" not in received:
+            chunk = connection.recv(4096)
+            if not chunk:
+                raise EOFError
+            received += chunk
+        head, _, body = received.partition(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1]) for line in head.lower().split(b"\r\n") if line.startswith(b"content-length")
+        )
+        while len(body) < length:
+            body += connection.recv(4096)
+
+    def close(self) -> None:
+        self.done.wait(timeout=30)
+        self.listener.close()
 
 
 def test_posts_the_exact_bytes_with_the_given_headers(consumer: ScriptedConsumer) -> None:
@@ -99,3 +171,45 @@ def test_retry_after_is_passed_on(consumer: ScriptedConsumer) -> None:
     consumer.queue([Reply(429, headers=(("retry-after", "120"),))])
     result = RequestsSender(allow_private_destinations=True).send(consumer.url, {}, b"{}")
     assert (result.status_code, result.retry_after) == (429, "120")
+
+
+DRIPPED_BODY = b"x" * 50
+
+
+@pytest.mark.parametrize(
+    ("head", "dripped"),
+    [
+        pytest.param(
+            b"", b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n" + b"x-pad: " + b"p" * 30 + b"\r\n\r\nok", id="headers"
+        ),
+        pytest.param(b"HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\n", DRIPPED_BODY, id="body"),
+    ],
+)
+def test_a_response_dripped_past_the_timeout_is_cut_off_at_the_deadline(head: bytes, dripped: bytes) -> None:
+    # Each byte arrives well within the per-read timeout; only a deadline on the whole request stops this.
+    server = DripServer(head, dripped)
+    try:
+        result = RequestsSender(timeout_seconds=1, allow_private_destinations=True).send(server.url, {}, b"{}")
+        assert server.done.wait(timeout=30)
+    finally:
+        server.close()
+    assert result.error is FailureKind.TIMEOUT
+    assert server.client_went_away and server.bytes_dripped < len(dripped)
+
+
+def test_a_kept_alive_connection_is_cut_off_at_the_deadline_too() -> None:
+    server = DripServer(
+        b"HTTP/1.1 200 OK\r\ncontent-length: 50\r\n\r\n",
+        DRIPPED_BODY,
+        warm_up=b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok",
+    )
+    sender = RequestsSender(timeout_seconds=1, allow_private_destinations=True)
+    try:
+        first = sender.send(server.url, {}, b"{}")
+        second = sender.send(server.url, {}, b"{}")  # the same connection, reused from the pool
+        assert server.done.wait(timeout=30)
+    finally:
+        server.close()
+    assert (first.status_code, first.error) == (200, None)
+    assert second.error is FailureKind.TIMEOUT
+    assert server.client_went_away and server.bytes_dripped < len(DRIPPED_BODY)

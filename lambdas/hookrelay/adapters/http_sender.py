@@ -4,12 +4,17 @@ Outside local mode the delivery path refuses private, loopback, link-local (meta
 non-public addresses. The check is made on the addresses DNS returns, and the connection is then made
 to exactly the address that was checked (the Host header and TLS name stay the hostname), so a DNS
 answer that changes between the check and the connect (rebinding) cannot reach an internal address.
+
+The timeout is a deadline for the whole request (connect, TLS, send, headers and the capped body read),
+not requests' per-read timeout, which a server dripping a byte at a time never trips. At the deadline a
+watchdog shuts down the attempt's socket, which wakes whatever read or write is blocked on it.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -18,6 +23,8 @@ from urllib.parse import urlsplit
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from hookrelay.domain.classification import FailureKind
 from hookrelay.domain.models import RESPONSE_EXCERPT_BYTES
@@ -43,6 +50,93 @@ def is_public(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
+class Deadline:
+    """One attempt's hard deadline: when it passes, every socket the attempt uses is shut down.
+
+    The watchdog holds its own duplicate of each socket's descriptor, so it can shut the connection down
+    whatever the HTTP stack has done with its socket object meanwhile (a TLS wrap detaches the original).
+    """
+
+    _current = threading.local()  # the deadline of the attempt running on this thread, if any
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.expired = False
+        self._lock = threading.Lock()
+        self._guards: dict[int, socket.socket] = {}
+        self._watchdog = threading.Timer(seconds, self._expire)
+        self._watchdog.daemon = True
+
+    def __enter__(self) -> Deadline:
+        Deadline._current.deadline = self
+        self._watchdog.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._watchdog.cancel()
+        Deadline._current.deadline = None
+        with self._lock:
+            for guard in self._guards.values():
+                guard.close()
+            self._guards.clear()
+
+    @classmethod
+    def watch_current(cls, sock: socket.socket) -> None:
+        deadline: Deadline | None = getattr(cls._current, "deadline", None)
+        if deadline is not None:
+            deadline.watch(sock)
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            descriptor = sock.fileno()
+            if descriptor < 0 or descriptor in self._guards:
+                return
+            guard = socket.fromfd(descriptor, sock.family, sock.type)  # a duplicate descriptor, ours to close
+            self._guards[descriptor] = guard
+            if self.expired:
+                _shut_down(guard)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            for guard in self._guards.values():
+                _shut_down(guard)
+
+
+def _shut_down(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)  # unlike close(), wakes a recv blocked on the connection
+    except OSError:
+        pass  # already gone
+
+
+class _DeadlineWatchedConnection(HTTPConnection):
+    """Puts its socket under the running attempt's deadline: when opened (before any TLS handshake), and
+    when a kept-alive connection is reused for a new request."""
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        Deadline.watch_current(sock)
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        if self.sock is not None:
+            Deadline.watch_current(self.sock)
+        super().request(*args, **kwargs)
+
+
+class _DeadlineWatchedHTTPSConnection(_DeadlineWatchedConnection, HTTPSConnection):
+    pass
+
+
+class _DeadlineWatchedPool(HTTPConnectionPool):
+    ConnectionCls = _DeadlineWatchedConnection
+
+
+class _DeadlineWatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _DeadlineWatchedHTTPSConnection
+
+
 class PinnedAddressAdapter(HTTPAdapter):
     """Resolves once, vets the answer, and connects to that very address."""
 
@@ -50,6 +144,10 @@ class PinnedAddressAdapter(HTTPAdapter):
         super().__init__(max_retries=0)
         self.resolver = resolver
         self.allow_private = allow_private
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _DeadlineWatchedPool, "https": _DeadlineWatchedHTTPSPool}
 
     def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
         parts = urlsplit(request.url)
@@ -110,32 +208,36 @@ class RequestsSender:
         def elapsed_ms() -> int:
             return int((time.monotonic() - started) * 1000)
 
-        try:
-            response = self.session.post(
-                url,
-                data=body,
-                headers=headers,
-                timeout=(min(3.0, self.timeout), self.timeout),
-                allow_redirects=False,
-                stream=True,
-            )
-        except (requests.RequestException, socket.gaierror) as error:
-            detail = str(error) if isinstance(error, BlockedDestination) else type(error).__name__
-            return SendResult(None, elapsed_ms(), _failure_kind(error), detail)
-        retry_after = response.headers.get("retry-after")
-        try:
-            excerpt = self._excerpt(response)
-        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as error:
-            return SendResult(response.status_code, elapsed_ms(), _failure_kind(error), type(error).__name__)
-        finally:
-            response.close()
-        latency = elapsed_ms()
-        if latency > self.timeout * 1000:
-            # Delivered means 2xx within the timeout for the whole request, not per socket read.
-            return SendResult(
-                response.status_code, latency, FailureKind.TOO_SLOW, "whole request exceeded the timeout", excerpt
-            )
-        return SendResult(response.status_code, latency, None, None, excerpt, retry_after)
+        with Deadline(self.timeout) as deadline:
+            status_code: int | None = None
+            try:
+                response = self.session.post(
+                    url,
+                    data=body,
+                    headers=headers,
+                    timeout=(min(3.0, self.timeout), self.timeout),
+                    allow_redirects=False,
+                    stream=True,
+                )
+                status_code = response.status_code
+                retry_after = response.headers.get("retry-after")
+                try:
+                    excerpt = self._excerpt(response)
+                finally:
+                    response.close()
+            except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as error:
+                if deadline.expired:
+                    return self._past_deadline(status_code, elapsed_ms())
+                detail = str(error) if isinstance(error, BlockedDestination) else type(error).__name__
+                return SendResult(status_code, elapsed_ms(), _failure_kind(error), detail)
+        if deadline.expired:  # the last bytes raced the watchdog: late all the same
+            return self._past_deadline(status_code, elapsed_ms(), excerpt)
+        return SendResult(status_code, elapsed_ms(), None, None, excerpt, retry_after)
+
+    def _past_deadline(self, status_code: int | None, latency_ms: int, excerpt: str | None = None) -> SendResult:
+        # A failure even when a status line arrived: delivered means a whole 2xx response within the timeout.
+        detail = f"no complete response within the {self.timeout:g} s deadline"
+        return SendResult(status_code, latency_ms, FailureKind.TIMEOUT, detail, excerpt)
 
     @staticmethod
     def _excerpt(response: requests.Response) -> str | None:
