@@ -60,10 +60,10 @@ def _request_context(method: str, path: str, route_key: str) -> dict[str, Any]:
     }
 
 
-def _problem(status: int, title: str) -> GatewayResponse:
-    # API Gateway's own refusals are plain JSON messages; ours keep the API's problem-details shape.
-    body = {"type": "about:blank", "title": title, "status": status}
-    return GatewayResponse(status, {"content-type": "application/problem+json"}, json.dumps(body).encode())
+def _refusal(status: int, message: str) -> GatewayResponse:
+    # What API Gateway itself answers before any function runs (no token, a refused key, no such route):
+    # its own `{"message": …}` JSON, not problem details. Shown as it is, so nothing here hides the difference.
+    return GatewayResponse(status, {"content-type": "application/json"}, json.dumps({"message": message}).encode())
 
 
 def handle(
@@ -72,7 +72,7 @@ def handle(
     headers = {k.lower(): v for k, v in (headers or {}).items()}
     found = match(method, path)
     if found is None:
-        return _problem(404, "Not Found")
+        return _refusal(404, "Not Found")
     route, path_parameters = found
     context = _request_context(method.upper(), path, route.route_key)
     authorizer_event = {
@@ -89,10 +89,10 @@ def handle(
     }
     # API Gateway refuses a request without the identity source before calling the authorizer.
     if not headers.get("authorization"):
-        return _problem(401, "Unauthorized")
+        return _refusal(401, "Unauthorized")
     decision = invoke("authorizer", authorizer_event)
     if not decision.get("isAuthorized"):
-        return _problem(403, "Forbidden")
+        return _refusal(403, "Forbidden")
     is_text = True
     try:
         text = body.decode()

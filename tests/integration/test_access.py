@@ -9,9 +9,12 @@ from tests.support.consumer import ScriptedConsumer
 
 
 def test_no_key_is_401_and_a_wrong_key_403(platform: Platform) -> None:
-    assert platform.call("GET", "/v1/endpoints", None).status == 401
-    assert platform.call("GET", "/v1/endpoints", "hrk_key_00000000000000000000000000_" + "x" * 43).status == 403
-    assert platform.call("GET", "/v1/endpoints", "not-even-a-key").status == 403
+    # API Gateway's own refusals, made before any function runs, in its own shape (not problem details).
+    missing = platform.call("GET", "/v1/endpoints", None)
+    assert (missing.status, missing.json()) == (401, {"message": "Unauthorized"})
+    for token in ("hrk_key_00000000000000000000000000_" + "x" * 43, "not-even-a-key"):
+        refused = platform.call("GET", "/v1/endpoints", token)
+        assert (refused.status, refused.json()) == (403, {"message": "Forbidden"})
 
 
 def test_a_revoked_key_is_refused_at_once(platform: Platform) -> None:
@@ -74,6 +77,6 @@ def test_endpoint_urls_are_validated(platform: Platform) -> None:
     assert bad_filter.status == 422
 
 
-def test_unknown_route_is_a_problem_404(platform: Platform) -> None:
+def test_unknown_route_is_404(platform: Platform) -> None:
     response = platform.call("GET", "/v1/nothing-here", platform.admin_token)
     assert response.status == 404
