@@ -23,6 +23,7 @@ from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, RESPONSE_R
 from hookrelay.domain.clock import RETENTION_DAYS  # noqa: E402
 from hookrelay.domain.schedule import (  # noqa: E402
     DEFAULT_SCHEDULE,
+    MAX_ATTEMPTS,
     MAX_HORIZON_SECONDS,
     SHORT_SCHEDULE,
     RetrySchedule,
@@ -123,10 +124,13 @@ def generate() -> str:
         "### Retry schedule",
         "",
         f"Gaps are ±{DEFAULT_SCHEDULE.jitter:.0%} jittered but anchored to the first attempt, so they never "
-        "accumulate and no attempt is made after the horizon. A hard failure (3xx, most 4xx) allows at most "
-        f"{HARD_FAILURE_ATTEMPT_CAP} attempts in all. The schedule is deployment configuration (CDK context "
-        "`retry_schedule`): a profile name, or a list of gaps in seconds starting with 0, with a horizon of "
-        f"at most {days(MAX_HORIZON_SECONDS)}.",
+        "accumulate and no attempt is made after the horizon. When a `Retry-After` has pushed an attempt later "
+        "than planned, every later attempt still comes at least its own gap (less the jitter) after the one "
+        "before it, and those that no longer fit within the horizon are not made. Once an attempt fails hard "
+        f"(3xx, most 4xx), the delivery gets at most {HARD_FAILURE_ATTEMPT_CAP} attempts in all. The schedule "
+        "is deployment configuration (CDK context `retry_schedule`): a profile name, or a list of gaps in "
+        f"seconds starting with 0, with a horizon of at most {days(MAX_HORIZON_SECONDS)} and at most "
+        f"{MAX_ATTEMPTS} attempts.",
         "",
         *schedule_section("Default", DEFAULT_SCHEDULE),
         *schedule_section("Short", SHORT_SCHEDULE),

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 import pytest
 
 from hookrelay.domain.schedule import (
     DEFAULT_SCHEDULE,
+    MAX_ATTEMPTS,
     MAX_HORIZON_SECONDS,
     SHORT_SCHEDULE,
     InvalidSchedule,
@@ -107,20 +109,55 @@ def test_retry_after_is_capped_at_the_longest_gap_unless_configured() -> None:
 
 def test_a_retry_after_beyond_the_horizon_ends_the_schedule_rather_than_arriving_early() -> None:
     schedule = RetrySchedule(name="t", gaps=(0, 10, 20), horizon=30, retry_after_cap=60, jitter=0)
-    now = FIRST + timedelta(seconds=11)
-    assert schedule.next_attempt_at(first_attempt_at=FIRST, attempts_made=2, now=now, retry_after=25) is None
-    at = schedule.next_attempt_at(first_attempt_at=FIRST, attempts_made=2, now=now, retry_after=5)
-    assert at == FIRST + timedelta(seconds=30)
+    started, now = FIRST + timedelta(seconds=10), FIRST + timedelta(seconds=11)  # attempt 2, on time
+    for retry_after, expected in ((25, None), (5, FIRST + timedelta(seconds=30))):
+        at = schedule.next_attempt_at(
+            first_attempt_at=FIRST, attempts_made=2, now=now, attempt_started=started, retry_after=retry_after
+        )
+        assert at == expected
 
 
-def test_behind_the_plan_the_next_attempt_keeps_a_minimum_spacing() -> None:
-    # Attempt 2 was pushed to +10 min by a Retry-After; attempt 3 was planned at +5.5 min.
+def test_behind_the_plan_the_next_attempt_keeps_its_own_gap_less_jitter() -> None:
+    # Attempt 2 was pushed to +10 min by a Retry-After; attempt 3 was planned at +5.5 min, 5 min after attempt 2.
     started = FIRST + timedelta(minutes=10)
     at = DEFAULT_SCHEDULE.next_attempt_at(
         first_attempt_at=FIRST, attempts_made=2, now=started + timedelta(seconds=2), attempt_started=started
     )
-    assert DEFAULT_SCHEDULE.min_spacing == 27  # the shortest gap, 30 s, less its 10% jitter
-    assert at == started + timedelta(seconds=27)
+    assert at == started + timedelta(seconds=300 * 0.9)  # attempt 3's gap, 5 min, less its 10% jitter
+
+
+def test_after_a_long_retry_after_the_next_attempts_keep_the_published_gaps() -> None:
+    """A 12 h Retry-After on attempt 2 must not bunch attempts 3 to 6 together: each keeps its gap."""
+    rng = random.Random(11)
+    started, made = FIRST, []
+    retry_after = 12 * HOUR
+    for attempts_made in range(1, DEFAULT_SCHEDULE.max_attempts):
+        at = DEFAULT_SCHEDULE.next_attempt_at(
+            first_attempt_at=FIRST,
+            attempts_made=attempts_made,
+            now=started + timedelta(seconds=1),
+            attempt_started=started,
+            retry_after=retry_after if attempts_made == 2 else None,
+            rng=rng,
+        )
+        if at is None:
+            break
+        made.append(at)
+        started = at
+    gaps = [(later - earlier).total_seconds() for earlier, later in pairwise(made)]
+    planned = [p.gap for p in DEFAULT_SCHEDULE.planned()]
+    # made[0] is attempt 2, so gaps[i] is the gap before attempt i + 3.
+    for number, gap in enumerate(gaps, start=3):
+        assert gap >= planned[number - 1] * (1 - DEFAULT_SCHEDULE.jitter), (number, gap)
+    assert made[1] - made[0] >= timedelta(hours=12)  # the Retry-After itself
+    assert all(at <= FIRST + timedelta(seconds=DEFAULT_SCHEDULE.horizon) for at in made)
+
+
+def test_a_floor_beyond_the_horizon_ends_the_schedule() -> None:
+    schedule = RetrySchedule(name="t", gaps=(0, 10, 100), horizon=110, jitter=0)
+    started = FIRST + timedelta(seconds=50)  # attempt 2, pushed late: attempt 3 would need 100 s after it
+    at = schedule.next_attempt_at(first_attempt_at=FIRST, attempts_made=2, now=started, attempt_started=started)
+    assert at is None
 
 
 def test_a_slow_failure_does_not_eat_into_the_jitter_of_the_next_attempt() -> None:
@@ -162,8 +199,18 @@ def test_profiles_and_custom_configuration() -> None:
         '{"gap": [0, 60]}',  # a typo is refused, not ignored
         "hourly",  # unknown profile
         "[0, 60",  # not JSON
+        '{"gaps": [0, 60], "repeat_every": 600, "horizon": 2592000}',  # 4,320 attempts
+        json.dumps([0] + [1] * MAX_ATTEMPTS),  # one attempt over the cap, listed
     ],
 )
 def test_invalid_schedules_are_refused(config: str) -> None:
     with pytest.raises(InvalidSchedule):
         schedule_from_config(config)
+
+
+def test_the_attempt_cap_says_why_and_allows_exactly_the_cap() -> None:
+    at_cap = {"gaps": [0, 60], "repeat_every": 600, "horizon": 60 + 600 * (MAX_ATTEMPTS - 2)}
+    assert schedule_from_config(at_cap).max_attempts == MAX_ATTEMPTS == 50
+    over = {**at_cap, "horizon": at_cap["horizon"] + 600}
+    with pytest.raises(InvalidSchedule, match=f"{MAX_ATTEMPTS + 1} attempts.*at most {MAX_ATTEMPTS}"):
+        schedule_from_config(over)

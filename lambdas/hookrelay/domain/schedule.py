@@ -18,6 +18,9 @@ from typing import Any
 
 MAX_HORIZON_SECONDS = 30 * 24 * 3600
 DEFAULT_JITTER = 0.1
+# Every attempt is kept on the delivery record (a 1 KiB excerpt each, within DynamoDB's 400 KB item) and
+# is a few events in the retry execution's history (Step Functions stops at 25,000): well within both.
+MAX_ATTEMPTS = 50
 _CONFIG_KEYS = frozenset({"name", "gaps", "repeat_every", "horizon", "jitter", "retry_after_cap"})
 
 
@@ -66,10 +69,20 @@ class RetrySchedule:
             raise InvalidSchedule(f"the horizon must be at most 30 days ({MAX_HORIZON_SECONDS} s), got {self.horizon}")
         if sum(self.gaps) > self.horizon:
             raise InvalidSchedule("the listed gaps add up to more than the horizon")
+        if self._attempt_count() > MAX_ATTEMPTS:
+            raise InvalidSchedule(
+                f"the schedule plans {self._attempt_count()} attempts; a delivery may have at most {MAX_ATTEMPTS}"
+                " (use longer gaps, a longer repeat_every or a shorter horizon)"
+            )
         if isinstance(self.jitter, bool) or not isinstance(self.jitter, int | float) or not 0 <= self.jitter < 0.5:
             raise InvalidSchedule(f"jitter must be a fraction in [0, 0.5), got {self.jitter!r}")
         if self.retry_after_cap is not None:
             _whole_seconds(self.retry_after_cap, "retry_after_cap", minimum=1)
+
+    def _attempt_count(self) -> int:
+        """`max_attempts` by arithmetic, so that validation never walks a huge schedule to refuse it."""
+        repeats = 0 if self.repeat_every is None else (self.horizon - sum(self.gaps)) // self.repeat_every
+        return len(self.gaps) + repeats
 
     @property
     def retry_gaps(self) -> tuple[int, ...]:
@@ -93,11 +106,6 @@ class RetrySchedule:
     @property
     def longest_gap(self) -> int:
         return max(self.retry_gaps, default=0)
-
-    @property
-    def min_spacing(self) -> float:
-        """No retry comes sooner than this after the attempt before it: the shortest gap less its jitter."""
-        return min(self.retry_gaps, default=0) * (1 - self.jitter)
 
     @property
     def effective_retry_after_cap(self) -> int:
@@ -126,9 +134,10 @@ class RetrySchedule:
 
         `now` is when the attempt that just failed ended, `attempt_started` when it began (default: now).
         The planned time (anchored to the first attempt, ±jitter, never past the horizon) is pushed later,
-        never earlier, by two floors: `min_spacing` after the failed attempt began (an earlier Retry-After
-        may have put us behind the plan) and the consumer's Retry-After from now, up to the cap. If a floor
-        lands beyond the horizon, no attempt can honour both, and the schedule is exhausted.
+        never earlier, by two floors: the next attempt's own gap, less its jitter, after the failed attempt
+        began (an earlier Retry-After may have put us behind the plan, and the published gaps still hold
+        then) and the consumer's Retry-After from now, up to the cap. If a floor lands beyond the horizon,
+        no attempt can honour it, and the schedule is exhausted.
         """
         planned = self.attempt(attempts_made + 1)
         horizon_end = first_attempt_at + timedelta(seconds=self.horizon)
@@ -137,7 +146,7 @@ class RetrySchedule:
         spread = planned.gap * self.jitter
         jittered = first_attempt_at + timedelta(seconds=planned.offset + (rng or random).uniform(-spread, spread))
         at = min(jittered, horizon_end)
-        at = max(at, (attempt_started or now) + timedelta(seconds=self.min_spacing))
+        at = max(at, (attempt_started or now) + timedelta(seconds=planned.gap * (1 - self.jitter)))
         if retry_after is not None:
             at = max(at, now + timedelta(seconds=min(retry_after, self.effective_retry_after_cap)))
         return at if at <= horizon_end else None
