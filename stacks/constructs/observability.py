@@ -25,6 +25,9 @@ PERIOD = Duration.minutes(5)
 class Observability(Construct):
     # Dead deliveries are kept (and redrivable) in DynamoDB for 30 days; their SQS copy should not sit unseen.
     DEAD_LETTER_MAX_AGE = Duration.hours(1)
+    # A first attempt normally leaves the delivery queue within seconds; one waiting this long sits behind an
+    # endpoint's backlog (its message groups are all busy), which retries and auto-disable should be seen to.
+    DELIVERY_QUEUE_MAX_AGE = Duration.hours(1)
     METRICS_NAMESPACE = "Hookrelay"
 
     def __init__(
@@ -52,6 +55,22 @@ class Observability(Construct):
                 dead_letters.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
                 threshold=self.DEAD_LETTER_MAX_AGE.to_seconds(),
                 description="A dead letter has waited unhandled for over an hour.",
+            ),
+            self._alarm(
+                "DeliveryBacklogAging",
+                queues[schema.DELIVERY_QUEUE.logical_name].metric_approximate_age_of_oldest_message(
+                    period=PERIOD, statistic="Maximum"
+                ),
+                threshold=self.DELIVERY_QUEUE_MAX_AGE.to_seconds(),
+                description="A delivery message has waited over an hour: an endpoint's backlog is building.",
+            ),
+            self._alarm(
+                "RedriveJobsFailed",
+                queues[
+                    schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE.logical_name
+                ].metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                threshold=0,
+                description="A redrive job failed repeatedly: its redrive stays 'running' until it is looked at.",
             ),
             self._alarm(
                 "PoisonMessages",

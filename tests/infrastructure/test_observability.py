@@ -35,6 +35,13 @@ def test_poison_messages_are_alarmed(synthesized: Synthesized) -> None:
     assert len(_alarms_on(synthesized, "ApproximateNumberOfMessagesVisible", queue)) == 1
 
 
+def test_the_delivery_backlog_and_failed_redrive_jobs_are_alarmed(synthesized: Synthesized) -> None:
+    delivery = _queue_name(synthesized, schema.DELIVERY_QUEUE)
+    assert len(_alarms_on(synthesized, "ApproximateAgeOfOldestMessage", delivery)) == 1
+    redrive_jobs = _queue_name(synthesized, schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE)
+    assert len(_alarms_on(synthesized, "ApproximateNumberOfMessagesVisible", redrive_jobs)) == 1
+
+
 def test_every_function_is_alarmed_on_errors(synthesized: Synthesized) -> None:
     for name, logical_id in function_logical_ids(synthesized).items():
         assert len(_alarms_on(synthesized, "Errors", {"Ref": logical_id})) == 1, name
