@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.harness import Consumer, LocalStack
+from tests.e2e.harness import Consumer, LocalStack, kill_leftovers
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_process_outlives_the_tests() -> Iterator[None]:
+    """Whatever a failed test or fixture left running is killed when the session ends."""
+    yield
+    kill_leftovers()
 
 
 @pytest.fixture(scope="module")

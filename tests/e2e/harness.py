@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import boto3
 import requests
@@ -33,7 +33,13 @@ T = TypeVar("T")
 
 
 class Process:
-    """A command run from the repository root, like `make run` runs it; `stop` ends it, SIGTERM first."""
+    """A command run from the repository root, like `make run` runs it; `stop` ends it, SIGTERM first.
+
+    Every process started is tracked until stopped, so `kill_leftovers` can end whatever a failing test or
+    fixture left behind (the e2e conftest calls it when the session ends).
+    """
+
+    running: ClassVar[set[Process]] = set()
 
     def __init__(self, name: str, args: list[str], log_dir: Path) -> None:
         self.name = name
@@ -47,6 +53,7 @@ class Process:
             text=True,
             env=os.environ | {"PYTHONUNBUFFERED": "1"},
         )
+        Process.running.add(self)
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._drain, daemon=True).start()
 
@@ -63,16 +70,24 @@ class Process:
         try:
             line = self._lines.get(timeout=timeout)
         except queue.Empty:
+            self.kill()
             raise AssertionError(f"{self.name} not ready within {timeout}s\n{self.log()}") from None
         if line is None:
             raise AssertionError(f"{self.name} exited ({self.popen.wait()}) before it was ready\n{self.log()}")
         return json.loads(line)
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait(STOP_TIMEOUT)
+        Process.running.discard(self)
 
     def log(self) -> str:
         self._log.flush()
         return self.log_path.read_text()[-5000:]
 
     def stop(self, number: int = signal.SIGTERM) -> int:
+        Process.running.discard(self)
         if self.popen.poll() is None:
             self.popen.send_signal(number)
             try:
@@ -83,6 +98,14 @@ class Process:
                 raise AssertionError(f"{self.name} ignored {signal.Signals(number).name}\n{self.log()}") from None
         self._log.close()
         return self.popen.returncode
+
+
+def kill_leftovers() -> list[str]:
+    """Kill every process still running; returns their names."""
+    leftovers = list(Process.running)
+    for process in leftovers:
+        process.kill()
+    return [process.name for process in leftovers]
 
 
 def eventually(
