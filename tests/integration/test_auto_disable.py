@@ -224,13 +224,14 @@ def test_the_local_timer_sweeps_an_endpoint_into_disabled_on_a_shortened_day(
 ) -> None:
     """What a person watches in `python -m local --fast`, with a still shorter day: warnings, then the disable."""
     tenant = Tenant(platform)
-    with patched_env({schema.ENDPOINT_HEALTH_DAY_SECONDS: "0.5"}):
+    # A 1 s "day": a sweep every 0.1 s would have to stall for 2 s to skip a warning (which the policy allows).
+    with patched_env({schema.ENDPOINT_HEALTH_DAY_SECONDS: "1"}):
         wiring.reset()
         endpoint_id, _ = failing_endpoint(platform, tenant, consumer)
         timer = ScheduledFunction("sweeper", every_seconds=0.1)
         timer.start()
         try:
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 30
             while tenant.endpoint(endpoint_id)["state"] != "disabled" and time.monotonic() < deadline:
                 time.sleep(0.1)
         finally:
