@@ -131,6 +131,40 @@ def test_malformed_json_is_400(setup) -> None:
     assert_problem(platform.call("POST", "/v1/events", producer, b'{"tenant_id": '), 400)
 
 
+@pytest.mark.parametrize("constant", [b"NaN", b"Infinity", b"-Infinity"])
+def test_non_finite_numbers_are_400_not_stored(setup, consumer: ScriptedConsumer, constant: bytes) -> None:
+    # Python's json accepts them, but they are not JSON: a consumer's parser would choke on the envelope.
+    platform, tenant_id, tenant_token, producer = setup
+    platform.new_endpoint(tenant_token, consumer.url, ["*"])
+    body = b'{"tenant_id": "%s", "type": "reading", "data": {"value": %s}}' % (tenant_id.encode(), constant)
+    problem = assert_problem(platform.call("POST", "/v1/events", producer, body), 400)
+    assert constant.decode() in problem["detail"]
+    platform.pump()
+    assert consumer.received == []
+
+
+def test_a_body_that_is_not_utf_8_is_400(setup) -> None:
+    platform, tenant_id, _, producer = setup
+    body = b'{"tenant_id": "%s", "type": "a", "data": {"name": "caf\xe9"}}' % tenant_id.encode()  # Latin-1
+    problem = assert_problem(platform.call("POST", "/v1/events", producer, body), 400)
+    assert "UTF-8" in problem["detail"]
+
+
+def test_an_unpaired_surrogate_escape_is_400(setup) -> None:
+    # Valid JSON grammar, but no Unicode text: the envelope could not be encoded as UTF-8 for consumers.
+    platform, tenant_id, _, producer = setup
+    body = b'{"tenant_id": "%s", "type": "a", "data": {"name": "\\ud800"}}' % tenant_id.encode()
+    assert_problem(platform.call("POST", "/v1/events", producer, body), 400)
+
+
+def test_a_surrogate_pair_escape_is_accepted(setup) -> None:
+    platform, tenant_id, _, producer = setup
+    body = b'{"tenant_id": "%s", "type": "a", "data": {"name": "\\ud83d\\ude00"}}' % tenant_id.encode()
+    accepted = platform.call("POST", "/v1/events", producer, body)
+    assert accepted.status == 202, accepted.body
+    assert events_table().get(accepted.json()["event_id"]).data == {"name": "\U0001f600"}
+
+
 @pytest.mark.parametrize(
     "body",
     [

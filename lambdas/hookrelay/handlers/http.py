@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger
@@ -63,16 +65,45 @@ def require_tenant(app: APIGatewayHttpResolver) -> str:
 
 
 def parse_body(app: APIGatewayHttpResolver, model: type[M]) -> M:
-    raw = app.current_event.decoded_body or ""
-    if len(raw.encode()) > MAX_BODY_BYTES:
+    raw = _raw_body(app)
+    if len(raw) > MAX_BODY_BYTES:
         raise ProblemError(413, "Payload too large", f"the body must be at most {MAX_BODY_BYTES} bytes", "too-large")
+    return model.model_validate(_strict_json(raw))
+
+
+def _raw_body(app: APIGatewayHttpResolver) -> bytes:
+    event = app.current_event
+    body = event.body or ""
+    return base64.b64decode(body) if event.is_base64_encoded else body.encode()
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _strict_json(raw: bytes) -> Any:
+    """JSON as any consumer can parse it back: UTF-8 text, finite numbers, no unpaired surrogates."""
     try:
-        document = json.loads(raw)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise _malformed(f"the body is not valid UTF-8 (byte {error.start})") from None
+    try:
+        document = json.loads(text, parse_constant=_refuse_constant)
     except json.JSONDecodeError as error:
-        raise ProblemError(
-            400, "Malformed JSON", f"the body is not valid JSON: {error.msg}", "malformed-json"
-        ) from None
-    return model.model_validate(document)
+        raise _malformed(f"the body is not valid JSON: {error.msg}") from None
+    if _SURROGATE_ESCAPE.search(text):  # rare: only then pay for the check that every escape was paired
+        try:
+            json.dumps(document, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise _malformed("the body escapes an unpaired UTF-16 surrogate, which is no Unicode text") from None
+    return document
+
+
+def _refuse_constant(name: str) -> Any:
+    raise _malformed(f"the body is not valid JSON: {name} is not a JSON number")
+
+
+def _malformed(detail: str) -> ProblemError:
+    return ProblemError(400, "Malformed JSON", detail, "malformed-json")
 
 
 def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
