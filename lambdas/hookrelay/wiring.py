@@ -21,6 +21,7 @@ from hookrelay.adapters.redrive_sqs import SqsMessageSource, SqsRedriveJobs
 from hookrelay.adapters.sns import SnsEndpointNotices
 from hookrelay.adapters.sqs import SqsDeadLetters, SqsDeliveryQueue
 from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
+from hookrelay.adapters.telemetry import PowertoolsTelemetry
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
 from hookrelay.services.deliveries import DeliveryLogService, Replayer
 from hookrelay.services.delivery import DeliveryService
@@ -88,6 +89,7 @@ def delivery_service() -> DeliveryService:
         workflow=StepFunctionsRetryWorkflow(aws.client("stepfunctions"), os.environ[schema.RETRY_STATE_MACHINE_ARN]),
         dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE_URL]),
         schedule=retry_schedule(),
+        telemetry=PowertoolsTelemetry(service="delivery"),
     )
 
 

@@ -6,11 +6,13 @@ import json
 from datetime import timedelta
 
 from hookrelay import wiring
+from hookrelay.adapters.dynamodb import DeliveryLogTable
 from hookrelay.adapters.redrive_sqs import job_body
 from hookrelay.adapters.sqs import SqsDeadLetters, message_body
 from hookrelay.domain.clock import to_rfc3339, utcnow
+from hookrelay.domain.models import Delivery
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.ports import DeliveryMessage, RedriveJob
+from hookrelay.services.ports import DeliveryMessage, QueuedMessage, RedriveJob
 from local.sqs_source import poll_once
 from scripts.redrive_dead_letters import main as redrive_dead_letters
 from tests.conftest import Platform
@@ -217,5 +219,51 @@ def test_a_delivery_whose_retry_workflow_gave_up_is_marked_dead_and_replayed(
     assert report.replayed == 1
     original = platform.call("GET", f"/v1/deliveries/{stranded.delivery.id}", token).json()
     assert original["status"] == "dead" and original["completed_at"] is not None
+    # Its dead letter is the one just drained: a late message for it must not publish another.
+    assert wiring.delivery_service().deliveries.get(stranded.delivery.id).dead_lettered_at is not None
     assert platform.pump() == 1
     assert [r.headers["webhook-id"] for r in consumer.wait_for(1)] == [stranded.event.id]
+
+
+class LateAttemptLands(DeliveryLogTable):
+    """The delivery table, where a late attempt gets through just after the drain has read the delivery."""
+
+    def get(self, delivery_id: str) -> Delivery | None:
+        read = super().get(delivery_id)
+        if read is not None and read.status is DeliveryStatus.ATTEMPTING:
+            self.set_status(delivery_id, read.tenant_id, DeliveryStatus.DELIVERED, utcnow(), None)
+        return read
+
+
+def test_a_late_delivery_is_not_overwritten_by_the_drain_nor_replayed(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    late = make(tenant_id, endpoint_id, OUTAGE, DeliveryStatus.ATTEMPTING)
+    store([late])
+    lost = {"reason": "attempt_lost", "delivery_id": late.delivery.id, "tenant_id": tenant_id, "attempt": 2}
+    platform.sqs.send_message(QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], MessageBody=json.dumps(lost))
+    drain = wiring.dead_letter_drain(wait_seconds=0)
+    drain.deliveries = LateAttemptLands(drain.deliveries.table)
+    received: list[QueuedMessage] = []
+    receive = drain.dead_letters.receive
+    drain.dead_letters.receive = lambda limit: _noting(received, receive(limit))
+
+    first = drain.drain()
+
+    assert first.replayed == 0 and len(first.kept) == 1 and late.delivery.id in first.kept[0]
+    assert wiring.delivery_service().deliveries.get(late.delivery.id).status is DeliveryStatus.DELIVERED
+    [kept] = received
+    platform.sqs.change_message_visibility(  # the kept message shows again, as it will at the next drain
+        QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], ReceiptHandle=kept.receipt_handle, VisibilityTimeout=0
+    )
+    second = wiring.dead_letter_drain(wait_seconds=0).drain()
+
+    assert (second.replayed, second.kept) == (0, [])  # delivered: nothing to replay, and the letter is gone
+    assert platform.pump() == 0 and consumer.received == []
+
+
+def _noting(into: list[QueuedMessage], messages: list[QueuedMessage]) -> list[QueuedMessage]:
+    into.extend(messages)
+    return messages

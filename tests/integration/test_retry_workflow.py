@@ -90,12 +90,14 @@ def executions(platform: Platform) -> list[dict[str, Any]]:
     return boto3.client("stepfunctions").list_executions(stateMachineArn=arn)["executions"]
 
 
-def finished_execution(platform: Platform, delivery_id: str) -> dict[str, Any]:
+def finished_execution(platform: Platform, name: str) -> dict[str, Any]:
+    """The finished execution of that name (the delivery id, for a delivery's first execution)."""
+
     def finished() -> dict[str, Any] | None:
-        mine = [e for e in executions(platform) if e["name"] == delivery_id]
+        mine = [e for e in executions(platform) if e["name"] == name]
         return mine[0] if mine and mine[0]["status"] != "RUNNING" else None
 
-    return wait_until(finished, f"the execution of {delivery_id} to finish")
+    return wait_until(finished, f"the execution {name} to finish")
 
 
 def run_to_the_end(platform: Platform, consumer: ScriptedConsumer) -> tuple[str, Delivery, dict[str, Any]]:
@@ -253,3 +255,41 @@ def test_an_attempt_nobody_answers_is_reported_lost(platform: Platform, consumer
             "error": "States.Timeout",
         }
     ]
+
+
+@pytest.fixture
+def roomy_platform() -> Iterator[Platform]:
+    """The test schedule's gaps with a horizon long enough to outlast an execution that gives up."""
+    schedule = json.dumps({"name": "roomy", "gaps": [0, 1, 1, 1], "horizon": 120})
+    with moto_stack(retry_schedule=schedule) as env:
+        yield Platform(env=env, admin_token=create_admin_key(env["API_KEYS_TABLE"]).token)
+
+
+def test_a_stale_message_after_the_workflow_gave_up_resumes_it_with_a_fresh_execution(
+    roomy_platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    platform = roomy_platform
+    use_task_timeout(platform, 1)
+    consumer.queue([Reply(500), Reply(500)])
+    _, delivery_id = publish(platform, consumer)
+    assert platform.pump() == 1
+    lost = [lose_next_workflow_message(platform) for _ in range(1 + statemachine.resend_count())]
+    assert finished_execution(platform, delivery_id)["status"] == "FAILED"  # AttemptLost: its tokens are dead
+
+    # The first of those messages turns up after all (it sat behind a backlog): attempt 2 is made, fails again.
+    use_task_timeout(platform, 60)
+    group_id = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id).message_group_id
+    platform.sqs.send_message(
+        QueueUrl=platform.env["DELIVERY_QUEUE_URL"],
+        MessageBody=json.dumps(lost[0]),
+        MessageGroupId=group_id,
+        MessageDeduplicationId=f"{delivery_id}-stale",
+    )
+    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+        resumed = finished_execution(platform, f"{delivery_id}-3")
+
+    assert resumed["status"] == "SUCCEEDED"
+    delivery = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id)
+    assert delivery.status == "delivered"
+    assert [(a.number, a.status_code) for a in delivery.attempts] == [(1, 500), (2, 500), (3, 200)]
+    assert len(consumer.received) == 3

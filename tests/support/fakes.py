@@ -85,14 +85,31 @@ class FakeDeliveries:
         return True
 
     def set_status(
-        self, delivery_id: str, tenant_id: str, status: DeliveryStatus, now: datetime, expires_at: int | None
-    ) -> None:
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        status: DeliveryStatus,
+        now: datetime,
+        expires_at: int | None,
+        *,
+        expected: DeliveryStatus | None = None,
+    ) -> bool:
+        if expected is not None and self.items[delivery_id].status is not expected:
+            return False
         update: dict[str, object] = {"status": status, "updated_at": now, "claimed_at": None, "next_attempt_at": None}
         if status.is_terminal:
             update["completed_at"] = now
         if expires_at is not None:
             update["expires_at"] = expires_at
         self.items[delivery_id] = self.items[delivery_id].model_copy(update=update)
+        return True
+
+    def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
+        current = self.items[delivery_id]
+        if current.status is not DeliveryStatus.DEAD or current.dead_lettered_at is not None:
+            return False
+        self.items[delivery_id] = current.model_copy(update={"dead_lettered_at": at})
+        return True
 
 
 class FakeEndpoints:
@@ -197,18 +214,34 @@ class ScriptedSender:
 @dataclass
 class RecordingWorkflow:
     started: list[RetryTicket] = field(default_factory=list)
+    resumed: list[RetryTicket] = field(default_factory=list)
     reports: list[tuple[str, DeliveryStatus, RetryTicket | None]] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)
+    dead_tokens: set[str] = field(default_factory=set)  # tokens whose task timed out: reports to them are refused
 
     def start(self, ticket: RetryTicket) -> None:
         if all(t.delivery_id != ticket.delivery_id for t in self.started):  # named after the delivery: idempotent
             self.started.append(ticket)
 
-    def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> None:
+    def resume(self, ticket: RetryTicket) -> None:
+        # Named after the delivery and the attempt: idempotent per attempt.
+        if all((t.delivery_id, t.attempt) != (ticket.delivery_id, ticket.attempt) for t in self.resumed):
+            self.resumed.append(ticket)
+
+    def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
         self.reports.append((task_token, status, ticket))
+        return task_token not in self.dead_tokens
 
     def fail(self, task_token: str, error: str, cause: str) -> None:
         self.failures.append((task_token, error))
+
+
+@dataclass
+class RecordingTelemetry:
+    errors: list[tuple[str, str, Exception]] = field(default_factory=list)  # (metric, delivery id, error)
+
+    def bookkeeping_failed(self, metric: str, delivery_id: str, error: Exception) -> None:
+        self.errors.append((metric, delivery_id, error))
 
 
 @dataclass

@@ -8,13 +8,15 @@ from datetime import timedelta
 
 import pytest
 
+from hookrelay.adapters import schema
 from hookrelay.domain.classification import FailureKind
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, SigningSecret
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.signing import generate_secret
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.delivery import DELIVERY_MISSING, EARLY_WAKE_TOLERANCE, DeliveryService
+from hookrelay.services.delivery import DELIVERY_MISSING, EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS, DeliveryService
+from hookrelay.services.endpoint_health import DEFAULT_DISABLE_AFTER_DAYS
 from hookrelay.services.ports import DeliveryMessage, SendResult
 from tests.support.fakes import (
     FakeClock,
@@ -22,6 +24,7 @@ from tests.support.fakes import (
     FakeEndpoints,
     FakeEvents,
     RecordingDeadLetters,
+    RecordingTelemetry,
     RecordingWorkflow,
     ScriptedSender,
 )
@@ -42,6 +45,7 @@ class World:
     sender: ScriptedSender
     workflow: RecordingWorkflow
     dead_letters: RecordingDeadLetters
+    telemetry: RecordingTelemetry
     service: DeliveryService
     delivery: Delivery
     event: Event
@@ -91,11 +95,22 @@ def world() -> World:
     deliveries, events = FakeDeliveries(), FakeEvents(event)
     deliveries.put_many([delivery])
     endpoints, sender = FakeEndpoints(endpoint), ScriptedSender(clock)
-    workflow, dead_letters = RecordingWorkflow(), RecordingDeadLetters()
+    workflow, dead_letters, telemetry = RecordingWorkflow(), RecordingDeadLetters(), RecordingTelemetry()
     service = DeliveryService(
-        deliveries, endpoints, events, sender, workflow, dead_letters, SCHEDULE, clock=clock, sleep=clock.sleep
+        deliveries,
+        endpoints,
+        events,
+        sender,
+        workflow,
+        dead_letters,
+        SCHEDULE,
+        telemetry,
+        clock=clock,
+        sleep=clock.sleep,
     )
-    return World(clock, deliveries, endpoints, events, sender, workflow, dead_letters, service, delivery, event)
+    return World(
+        clock, deliveries, endpoints, events, sender, workflow, dead_letters, telemetry, service, delivery, event
+    )
 
 
 def retry(world: World, attempt: int) -> None:
@@ -309,3 +324,136 @@ def test_a_delivery_that_ends_after_its_event_would_expire_extends_the_event(wor
 
     ended = world.current().completed_at
     assert world.events.items["evt_1"].expires_at == epoch_seconds(ended + timedelta(days=RETENTION_DAYS))
+
+
+# --- The failing spell's bookkeeping never fails the message ---
+
+
+@pytest.mark.parametrize("failing_write", ["mark_failing", "mark_recovered"])
+def test_an_error_in_the_failing_spell_bookkeeping_is_counted_not_raised(world: World, failing_write: str) -> None:
+    world.script(ERROR_500, OK)
+    broken = RuntimeError("endpoints table throttled")
+
+    def refuse(*args: object) -> bool:
+        raise broken
+
+    setattr(world.endpoints, failing_write, refuse)
+    world.service.attempt(world.message(1))  # a failure while healthy: mark_failing
+    retry(world, 2)  # a success: mark_recovered, if the spell was started
+
+    delivery = world.current()
+    assert [a.status_code for a in delivery.attempts] == [500, 200] and delivery.status is DeliveryStatus.DELIVERED
+    assert len(world.workflow.started) == 1 and world.workflow.reports[-1][:2] == ("token-2", DeliveryStatus.DELIVERED)
+    assert world.telemetry.errors == [(FAILING_SPELL_ERRORS, "dlv_1", broken)]
+
+
+# --- A task token that died: the workflow is resumed, never stranded ---
+
+
+def test_an_attempt_answered_to_a_dead_token_resumes_the_workflow(world: World) -> None:
+    world.script(ERROR_500, ERROR_500)
+    world.service.attempt(world.message(1))
+    world.workflow.dead_tokens.add("token-2")  # its task timed out, and the execution has given up since
+    retry(world, 2)  # a stale message: the attempt is still made and recorded
+
+    delivery = world.current()
+    assert delivery.status is DeliveryStatus.RETRYING and delivery.attempt_count == 2
+    [resumed] = world.workflow.resumed
+    assert (resumed.delivery_id, resumed.attempt, resumed.next_attempt_at) == ("dlv_1", 3, delivery.next_attempt_at)
+
+
+def test_a_live_token_or_an_ended_delivery_resumes_nothing(world: World) -> None:
+    world.script(ERROR_500, ERROR_500, OK)
+    world.service.attempt(world.message(1))
+    retry(world, 2)  # answered to a live token
+    world.workflow.dead_tokens.add("token-3")
+    retry(world, 3)  # delivered: a dead token has nothing to carry on
+
+    assert world.current().status is DeliveryStatus.DELIVERED
+    assert world.workflow.resumed == []
+
+
+def test_a_resent_message_for_the_latest_attempt_resumes_a_dead_workflow(world: World) -> None:
+    world.script(ERROR_500, ERROR_500)
+    world.service.attempt(world.message(1))
+    retry(world, 2)  # answered; then suppose that answer was lost, and the re-send is consumed too late
+    world.workflow.dead_tokens.add("token-2-resend")
+
+    world.service.attempt(world.message(2, token="token-2-resend"))
+
+    [resumed] = world.workflow.resumed
+    assert resumed.attempt == 3 and len(world.sender.sent) == 2
+
+
+def test_a_resent_message_for_an_older_attempt_resumes_nothing(world: World) -> None:
+    world.script(ERROR_500, ERROR_500, ERROR_500)
+    world.service.attempt(world.message(1))
+    retry(world, 2)
+    retry(world, 3)  # whoever made attempt 3 handed over
+    world.workflow.dead_tokens.add("token-2-resend")
+
+    world.service.attempt(world.message(2, token="token-2-resend"))
+
+    assert world.workflow.resumed == []
+
+
+# --- The hard-failure cap counts every attempt once one has failed hard ---
+
+
+def test_after_a_hard_failure_the_delivery_is_dead_at_the_third_attempt_whatever_follows(world: World) -> None:
+    world.script(NOT_FOUND, ERROR_500, ERROR_500)
+    world.service.attempt(world.message(1))
+    retry(world, 2)
+    assert world.current().status is DeliveryStatus.RETRYING
+    retry(world, 3)
+
+    assert world.current().status is DeliveryStatus.DEAD and world.current().attempt_count == 3 < SCHEDULE.max_attempts
+    [dead] = world.dead_letters.published
+    assert [a.status_code for a in dead.attempts] == [404, 500, 500]
+
+
+# --- The dead letter goes out once, even when the worker dies before it ---
+
+
+def always_500_until_the_last_attempt(world: World) -> None:
+    world.script(*[ERROR_500] * SCHEDULE.max_attempts)
+    world.service.attempt(world.message(1))
+    for attempt in range(2, SCHEDULE.max_attempts):
+        retry(world, attempt)
+
+
+def test_a_dead_delivery_notes_its_dead_letter(world: World) -> None:
+    always_500_until_the_last_attempt(world)
+    retry(world, SCHEDULE.max_attempts)
+
+    assert world.current().status is DeliveryStatus.DEAD and world.current().dead_lettered_at is not None
+    assert len(world.dead_letters.published) == 1
+    world.service.attempt(world.message(SCHEDULE.max_attempts, token="token-resend"))  # received again
+    assert len(world.dead_letters.published) == 1
+
+
+def test_a_dead_letter_lost_with_its_worker_is_published_by_the_redelivered_message(world: World) -> None:
+    always_500_until_the_last_attempt(world)
+    last = SCHEDULE.max_attempts
+    world.dead_letters.publish = lambda delivery: (_ for _ in ()).throw(RuntimeError("worker died"))
+    with pytest.raises(RuntimeError):
+        retry(world, last)
+    assert world.current().status is DeliveryStatus.DEAD and world.current().dead_lettered_at is None
+    del world.dead_letters.publish
+
+    world.service.attempt(world.message(1))  # a stale message for an older attempt: not the one that killed it
+    assert world.dead_letters.published == []
+    world.service.attempt(world.message(last, token=f"token-{last}"))  # SQS redelivers the message
+
+    [dead] = world.dead_letters.published
+    assert dead.id == "dlv_1" and [a.number for a in dead.attempts] == list(range(1, last + 1))
+    assert world.current().dead_lettered_at is not None
+    assert world.workflow.reports[-1][:2] == (f"token-{last}", DeliveryStatus.DEAD)
+    world.service.attempt(world.message(last, token=f"token-{last}"))
+    assert len(world.dead_letters.published) == 1
+
+
+def test_the_delivery_queue_keeps_a_first_attempt_until_auto_disable_and_beyond() -> None:
+    # A first attempt queued behind a hanging endpoint's backlog must outlive the 5 days before it is disabled.
+    assert schema.DELIVERY_QUEUE.retention_seconds == 14 * 24 * 3600  # SQS's maximum
+    assert schema.DELIVERY_QUEUE.retention_seconds > DEFAULT_DISABLE_AFTER_DAYS * 24 * 3600

@@ -340,8 +340,15 @@ class DeliveryTable:
         return True
 
     def set_status(
-        self, delivery_id: str, tenant_id: str, status: DeliveryStatus, now: datetime, expires_at: int | None
-    ) -> None:
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        status: DeliveryStatus,
+        now: datetime,
+        expires_at: int | None,
+        *,
+        expected: DeliveryStatus | None = None,
+    ) -> bool:
         sets = "#s = :status, tenant_status = :ts, updated_at = :now"
         values: dict[str, Any] = {
             ":status": status.value,
@@ -353,12 +360,35 @@ class DeliveryTable:
         if expires_at is not None:
             sets += ", expires_at = :e"
             values[":e"] = expires_at
-        self.table.update_item(
+        condition: dict[str, Any] = {}
+        if expected is not None:
+            condition["ConditionExpression"] = "#s = :expected"
+            values[":expected"] = expected.value
+        return self._conditional(
             Key={"id": delivery_id},
             UpdateExpression=f"SET {sets} REMOVE claimed_at, next_attempt_at",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
+            **condition,
         )
+
+    def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
+        return self._conditional(
+            Key={"id": delivery_id},
+            UpdateExpression="SET dead_lettered_at = :at",
+            ConditionExpression="#s = :dead AND attribute_not_exists(dead_lettered_at)",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":at": to_rfc3339(at), ":dead": DeliveryStatus.DEAD.value},
+        )
+
+    def _conditional(self, **update: Any) -> bool:
+        try:
+            self.table.update_item(**update)
+        except ClientError as error:
+            if _conditional_failed(error):
+                return False
+            raise
+        return True
 
 
 # --- The delivery log (reads by index), idempotent creation, and redrive records ---

@@ -106,7 +106,9 @@ DELIVERY_QUEUE = QueueSpec(
     fifo=True,
     # Six times the function timeout, as the Lambda event source recommends.
     visibility_timeout_seconds=6 * DELIVERY_FUNCTION_TIMEOUT_SECONDS,
-    retention_seconds=4 * 24 * 3600,
+    # SQS's maximum: a first attempt queued behind a hanging endpoint's backlog waits until the endpoint is
+    # disabled (5 days by default) and is then recorded cancelled, never dropped by SQS unrecorded.
+    retention_seconds=14 * 24 * 3600,
     dead_letter=POISON_QUEUE.logical_name,
     max_receive_count=5,
 )

@@ -129,3 +129,4 @@ class Delivery(Record):
     replay_of: str | None = None
     claimed_at: UtcDateTime | None = None
     expires_at: int | None = None  # set when the delivery ends: end + the redrive window
+    dead_lettered_at: UtcDateTime | None = None  # when its dead-letter message went out (dead deliveries only)

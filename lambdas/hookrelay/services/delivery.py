@@ -18,6 +18,7 @@ from hookrelay.services.ports import (
     DeadLetters,
     DeliveryMessage,
     DeliveryRepository,
+    DeliveryTelemetry,
     EndpointRepository,
     EventRepository,
     RetryTicket,
@@ -30,6 +31,7 @@ from hookrelay.services.ports import (
 # waits out that remainder itself so that no retry is ever made before its `next_attempt_at`.
 EARLY_WAKE_TOLERANCE = timedelta(seconds=3)
 DELIVERY_MISSING = "hookrelay.DeliveryMissing"  # the ASL routes this task failure to a Fail state
+FAILING_SPELL_ERRORS = "FailingSpellErrors"  # metric: the endpoint's failing-spell bookkeeping failed
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class DeliveryService:
     workflow: RetryWorkflow
     dead_letters: DeadLetters
     schedule: RetrySchedule
+    telemetry: DeliveryTelemetry
     # A claim older than this is presumed abandoned (the worker died mid-attempt); it must exceed the
     # longest an attempt can take, which the queue's visibility timeout already guarantees.
     claim_timeout: timedelta = timedelta(minutes=2)
@@ -87,14 +90,19 @@ class DeliveryService:
         result = self.sender.send(endpoint.url, headers, event.body.encode())
         report = self._record(delivery, event, message, started, result)
         if report.sent:
-            self._track_failing_spell(endpoint, delivered=report.status is DeliveryStatus.DELIVERED, at=started)
+            delivered = report.status is DeliveryStatus.DELIVERED
+            try:
+                self._track_failing_spell(endpoint, delivered=delivered, at=started)
+            except Exception as error:  # the attempt is recorded and handed over: the message is done
+                self.telemetry.bookkeeping_failed(FAILING_SPELL_ERRORS, delivery.id, error)
         return report
 
     def _track_failing_spell(self, endpoint: Endpoint, *, delivered: bool, at: datetime) -> None:
         """Start the endpoint's failing spell on a failure while healthy, end it on a success while failing.
 
         The endpoint record changes only on those transitions, never on every attempt; both writes are
-        conditional, so racing workers agree on the spell's start.
+        conditional, so racing workers agree on the spell's start. A missed transition is caught up by the
+        next attempt's, so an error here is counted, not retried.
         """
         if delivered and endpoint.failing_since is not None:
             self.endpoints.mark_recovered(endpoint.tenant_id, endpoint.id)
@@ -113,7 +121,12 @@ class DeliveryService:
     ) -> AttemptReport:
         rule = rule_for(result.status_code, result.error)
         finished = self.clock()
-        decision = self._decide(rule, message.attempt, delivery.first_attempt_at or started, started, finished, result)
+        failed_hard = rule.outcome is Outcome.RETRY_LIMITED or any(
+            earlier.outcome is Outcome.RETRY_LIMITED for earlier in delivery.attempts
+        )
+        decision = self._decide(
+            rule, message.attempt, failed_hard, delivery.first_attempt_at or started, started, finished, result
+        )
         terminal = decision.status.is_terminal
         attempt = Attempt(
             number=message.attempt,
@@ -142,7 +155,7 @@ class DeliveryService:
             ended = delivery.model_copy(
                 update={"status": decision.status, "completed_at": finished, "attempts": [*delivery.attempts, attempt]}
             )
-            self.dead_letters.publish(ended)
+            self._dead_letter(ended)
         self._hand_over(delivery, message, decision.status, decision.next_attempt_at)
         return AttemptReport(
             delivery.id, decision.status, message.attempt, sent=True, next_attempt_at=decision.next_attempt_at
@@ -152,15 +165,20 @@ class DeliveryService:
         self,
         rule: ResponseRule,
         attempt_number: int,
+        failed_hard: bool,
         first_attempt_at: datetime,
         started: datetime,
         finished: datetime,
         result: SendResult,
     ) -> Decision:
-        """The response table and the schedule, applied to one attempt's result."""
+        """The response table and the schedule, applied to one attempt's result.
+
+        `failed_hard`: this attempt or an earlier one was a hard failure (3xx, most 4xx), after which the
+        delivery gets at most HARD_FAILURE_ATTEMPT_CAP attempts in all, whatever the later ones answer.
+        """
         if rule.outcome is Outcome.DELIVERED:
             return Decision(DeliveryStatus.DELIVERED)
-        if rule.outcome is Outcome.RETRY_LIMITED and attempt_number >= HARD_FAILURE_ATTEMPT_CAP:
+        if failed_hard and attempt_number >= HARD_FAILURE_ATTEMPT_CAP:
             return Decision(DeliveryStatus.DEAD)
         retry_after = parse_retry_after(result.retry_after, finished) if rule.honours_retry_after else None
         next_attempt_at = self.schedule.next_attempt_at(
@@ -180,6 +198,12 @@ class DeliveryService:
         if expires_at > event.expires_at:
             self.events.extend_expiry(event.id, expires_at)
 
+    def _dead_letter(self, dead: Delivery) -> None:
+        """Publish the dead delivery's dead-letter message, then note it: a redelivered message publishes only
+        what was never noted (a crash in between), and a message received again after the note publishes nothing."""
+        self.dead_letters.publish(dead)
+        self.deliveries.mark_dead_lettered(dead.id, self.clock())
+
     def _hand_over(
         self, delivery: Delivery, message: DeliveryMessage, status: DeliveryStatus, next_attempt_at: datetime | None
     ) -> None:
@@ -192,9 +216,22 @@ class DeliveryService:
             else None
         )
         if message.task_token:
-            self.workflow.report(message.task_token, status, ticket)
+            self._answer(message.task_token, status, ticket)
         elif ticket is not None:
             self.workflow.start(ticket)
+
+    def _answer(
+        self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None, *, may_resume: bool = True
+    ) -> None:
+        """Answer the execution that sent the attempt; if it no longer listens while the delivery is still
+        retrying, start a fresh execution for the next attempt, since nothing else ever would.
+
+        The token dies when its task times out: the execution then re-sends the attempt (a message that is
+        answered too, so for a while two executions may carry the delivery; an attempt is still made once),
+        or, after its last re-send, fails with AttemptLost.
+        """
+        if not self.workflow.report(task_token, status, ticket) and ticket is not None and may_resume:
+            self.workflow.resume(ticket)
 
     def _cancel(self, delivery: Delivery, message: DeliveryMessage, now: datetime) -> AttemptReport:
         self.deliveries.set_status(
@@ -202,7 +239,7 @@ class DeliveryService:
         )
         self.events.extend_expiry(delivery.event_id, retention_expiry(now))
         if message.task_token:
-            self.workflow.report(message.task_token, DeliveryStatus.CANCELLED, None)
+            self._answer(message.task_token, DeliveryStatus.CANCELLED, None)
         return AttemptReport(delivery.id, DeliveryStatus.CANCELLED, message.attempt, sent=False)
 
     def _not_claimed(self, message: DeliveryMessage) -> AttemptReport:
@@ -211,7 +248,8 @@ class DeliveryService:
         What the delivery is now still gets passed on, so that nothing is stranded: a re-sent workflow
         message is answered with the current state, and a first-attempt message that comes back after its
         attempt was recorded (the worker died before starting the workflow) starts it — a harmless no-op
-        when it is already running, since the execution is named after the delivery.
+        when it is already running, since the execution is named after the delivery. Likewise a message for
+        the attempt that killed the delivery publishes the dead letter if the worker died before it could.
         """
         current = self.deliveries.get(message.delivery_id)
         if current is None or current.tenant_id != message.tenant_id:
@@ -228,10 +266,14 @@ class DeliveryService:
                 current.attempt_count + 1,
                 current.next_attempt_at,
             )
+        latest = current.attempt_count == message.attempt  # a message for the attempt made last
+        if status is DeliveryStatus.DEAD and latest and current.dead_lettered_at is None:
+            self._dead_letter(current)
         if message.task_token:
             # While the attempt is in flight its worker answers; this token's task times out and re-sends.
+            # Only a message for the latest attempt may resume the workflow: whoever made a later one handed over.
             if status is not DeliveryStatus.ATTEMPTING:
-                self.workflow.report(message.task_token, status, ticket)
-        elif ticket is not None and current.attempt_count == message.attempt:
+                self._answer(message.task_token, status, ticket, may_resume=latest)
+        elif ticket is not None and latest:
             self.workflow.start(ticket)
         return AttemptReport(message.delivery_id, status, message.attempt, sent=False)

@@ -102,8 +102,19 @@ class DeliveryRepository(Protocol):
         """Append the attempt and move the status on; False if the claim was lost."""
 
     def set_status(
-        self, delivery_id: str, tenant_id: str, status: DeliveryStatus, now: datetime, expires_at: int | None
-    ) -> None: ...
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        status: DeliveryStatus,
+        now: datetime,
+        expires_at: int | None,
+        *,
+        expected: DeliveryStatus | None = None,
+    ) -> bool:
+        """Move the delivery to `status`; only if it is still `expected` when given. False if it was not."""
+
+    def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
+        """Note that the dead delivery's dead-letter message went out; False if it is not dead or was noted already."""
 
 
 @dataclass(frozen=True)
@@ -153,11 +164,23 @@ class RetryWorkflow(Protocol):
     def start(self, ticket: RetryTicket) -> None:
         """Start the retry execution for a delivery (idempotent per delivery)."""
 
-    def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> None:
-        """Tell a waiting execution how the attempt it asked for ended."""
+    def resume(self, ticket: RetryTicket) -> None:
+        """Start a fresh execution for the ticket's attempt, when the one that asked for the attempt before no
+        longer listens (idempotent per delivery and attempt)."""
+
+    def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
+        """Tell a waiting execution how the attempt it asked for ended; False if nothing waits on this token any
+        more (its task timed out: the execution re-sent the attempt, or has failed since)."""
 
     def fail(self, task_token: str, error: str, cause: str) -> None:
         """Tell a waiting execution its attempt cannot be made at all (the delivery is gone)."""
+
+
+class DeliveryTelemetry(Protocol):
+    """What operators see of the delivery path beside its records: logs and metrics."""
+
+    def bookkeeping_failed(self, metric: str, delivery_id: str, error: Exception) -> None:
+        """A secondary write failed after the attempt was recorded and handed over: log it, count it, carry on."""
 
 
 # --- The delivery log, replay and redrive ---

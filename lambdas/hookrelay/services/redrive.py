@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from hookrelay.domain import ids
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
 from hookrelay.domain.errors import Conflict, Gone, InvalidRequest, NotFound
+from hookrelay.domain.models import Delivery
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.deliveries import Replayer
 from hookrelay.services.delivery import retention_expiry
@@ -195,10 +196,11 @@ class DeadLetterDrain:
         if original is None:
             return f"delivery {delivery_id} no longer exists"
         now = utcnow()
-        if document.get("reason") == ATTEMPT_LOST and not original.status.is_terminal:
-            # Its retry workflow gave up on an unanswered attempt: the delivery will never be attempted
-            # again, so it is dead (and, like every ended delivery, expires after the redrive window).
-            self.deliveries.set_status(original.id, original.tenant_id, DeliveryStatus.DEAD, now, retention_expiry(now))
+        if document.get("reason") == ATTEMPT_LOST:
+            if original.status is DeliveryStatus.DELIVERED:
+                return None  # a late attempt got through after the workflow gave up: nothing to replay
+            if not original.status.is_terminal and not self._declare_dead(original, now):
+                return f"delivery {delivery_id} moved on from {original.status.value} while draining; drain again"
         try:
             endpoint = self.replayer.deliverable_endpoint(original.tenant_id, original.endpoint_id)
             # Derived from the message: a message received again (after a crash) replays once.
@@ -210,6 +212,17 @@ class DeadLetterDrain:
             return refusal.detail
         report.replayed += 1
         return None
+
+    def _declare_dead(self, delivery: Delivery, now: datetime) -> bool:
+        """Its retry workflow gave up on an unanswered attempt: the delivery will never be attempted again, so
+        it is dead (and, like every ended delivery, expires after the redrive window), its dead letter being
+        the one in hand. Only if it is still as read: a late attempt's record (delivered, say) stands."""
+        dead = self.deliveries.set_status(
+            delivery.id, delivery.tenant_id, DeliveryStatus.DEAD, now, retention_expiry(now), expected=delivery.status
+        )
+        if dead:
+            self.deliveries.mark_dead_lettered(delivery.id, now)
+        return dead
 
     def _resend_poison(self, message: QueuedMessage, report: DrainReport) -> str | None:
         if message.delivery is None:
