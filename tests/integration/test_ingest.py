@@ -187,3 +187,80 @@ def test_unknown_tenant_is_422(setup) -> None:
     platform, _, _, producer = setup
     response = platform.call("POST", "/v1/events", producer, {"tenant_id": "ten_nope", "type": "a", "data": {}})
     assert_problem(response, 422)
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        pytest.param(b"1e400", id="beyond-a-double"),
+        pytest.param(b"-1e400", id="beyond-a-negative-double"),
+        pytest.param(b"1" * 5000, id="5000-digit-integer"),  # past Python's integer conversion limit
+    ],
+)
+def test_numbers_that_cannot_be_carried_are_400(setup, number: bytes) -> None:
+    platform, tenant_id, _, producer = setup
+    body = b'{"tenant_id": "%s", "type": "a", "data": {"value": %s}}' % (tenant_id.encode(), number)
+    assert_problem(platform.call("POST", "/v1/events", producer, body), 400)
+
+
+def test_nesting_too_deep_to_read_is_400(setup) -> None:
+    platform, tenant_id, _, producer = setup
+    depth = 50_000
+    body = b'{"tenant_id": "%s", "type": "a", "data": {"x": %s}}' % (tenant_id.encode(), b"[" * depth + b"]" * depth)
+    assert_problem(platform.call("POST", "/v1/events", producer, body), 400)
+
+
+def test_a_body_that_grows_past_the_limit_when_written_out_is_413(setup) -> None:
+    # 1e15 is read as a double and written back as 1000000000000000.0: four bytes become eighteen.
+    platform, tenant_id, _, producer = setup
+    numbers = b",".join([b"1e15"] * 40_000)
+    body = b'{"tenant_id": "%s", "type": "a", "data": {"x": [%s]}}' % (tenant_id.encode(), numbers)
+    assert len(body) < 256 * 1024
+    assert_problem(platform.call("POST", "/v1/events", producer, body), 413)
+
+
+# --- The stored event: the signed body only, whatever `data` holds within the request limit ---
+
+
+def test_a_250_kib_payload_is_stored_once_and_delivered_byte_identical(setup, consumer: ScriptedConsumer) -> None:
+    platform, tenant_id, tenant_token, producer = setup
+    platform.new_endpoint(tenant_token, consumer.url)
+    data = {"blob": "a" * (250 * 1024)}
+    accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "blob", "data": data})
+    assert accepted.status == 202, accepted.body
+
+    item = (
+        boto3.resource("dynamodb").Table(os.environ["EVENTS_TABLE"]).get_item(Key={"id": accepted.json()["event_id"]})
+    )
+    assert "data" not in item["Item"]  # the payload is stored once, inside the signed body
+    assert platform.pump() == 1
+    [received] = consumer.received
+    assert received.body == item["Item"]["body"].encode()
+    assert json.loads(received.body)["data"] == data
+
+
+def nested(depth: int) -> dict:
+    document: dict = {"leaf": True}
+    for level in range(depth):
+        document = {f"level{level}": document}
+    return document
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        pytest.param(nested(40), id="40-levels"),  # DynamoDB maps stop at 32
+        pytest.param({"tiny": 1e-200, "huge": 1.5e300}, id="beyond-dynamodb-numbers"),
+        pytest.param({"digits": 123456789012345678901234567890123456789012345}, id="45-digit-integer"),
+    ],
+)
+def test_data_dynamodb_could_not_hold_as_a_map_round_trips_exactly(setup, data: dict) -> None:
+    platform, tenant_id, tenant_token, producer = setup
+    accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a", "data": data})
+    assert accepted.status == 202, accepted.body
+
+    fetched = platform.call("GET", f"/v1/events/{accepted.json()['event_id']}", tenant_token)
+    assert fetched.status == 200, fetched.body
+    assert fetched.json()["data"] == data
+    assert json.loads(fetched.json()["body"])["data"] == data
+    assert events_table().get(accepted.json()["event_id"]).data == data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -92,11 +93,16 @@ class Event(Record):
     tenant_id: str
     type: str
     timestamp: UtcDateTime
-    data: dict[str, Any]
     ordering_key: str | None = None
     sequence: int | None = None
     body: str  # the envelope exactly as signed and sent, on every attempt, replay and redrive
     expires_at: int  # epoch seconds, DynamoDB TTL
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The payload, read from the body: stored once, as the exact text signed (and never as a DynamoDB
+        map, whose nesting, number range and doubled size would refuse what the API accepts)."""
+        return json.loads(self.body)["data"]
 
 
 class Attempt(Record):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
-import re
+import math
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger
@@ -67,7 +67,7 @@ def require_tenant(app: APIGatewayHttpResolver) -> str:
 def parse_body(app: APIGatewayHttpResolver, model: type[M]) -> M:
     raw = _raw_body(app)
     if len(raw) > MAX_BODY_BYTES:
-        raise ProblemError(413, "Payload too large", f"the body must be at most {MAX_BODY_BYTES} bytes", "too-large")
+        raise _too_large(f"the body must be at most {MAX_BODY_BYTES} bytes")
     return model.model_validate(_strict_json(raw))
 
 
@@ -77,24 +77,32 @@ def _raw_body(app: APIGatewayHttpResolver) -> bytes:
     return base64.b64decode(body) if event.is_base64_encoded else body.encode()
 
 
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
 def _strict_json(raw: bytes) -> Any:
-    """JSON as any consumer can parse it back: UTF-8 text, finite numbers, no unpaired surrogates."""
+    """JSON that any consumer can read back once we have written it out again.
+
+    UTF-8 text, finite numbers, and no unpaired surrogate escapes. The document written out compactly
+    (as the event envelope writes `data`) must fit the body limit too: a double such as 1e15 is written
+    back as 1000000000000000.0. That bounds a stored event at the limit plus the envelope's few fields,
+    well within one DynamoDB item (400 KB).
+    """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as error:
         raise _malformed(f"the body is not valid UTF-8 (byte {error.start})") from None
     try:
-        document = json.loads(text, parse_constant=_refuse_constant)
+        document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
     except json.JSONDecodeError as error:
         raise _malformed(f"the body is not valid JSON: {error.msg}") from None
-    if _SURROGATE_ESCAPE.search(text):  # rare: only then pay for the check that every escape was paired
-        try:
-            json.dumps(document, ensure_ascii=False).encode()
-        except UnicodeEncodeError:
-            raise _malformed("the body escapes an unpaired UTF-16 surrogate, which is no Unicode text") from None
+    except ValueError:  # only Python's limit on integer digits raises a bare ValueError here
+        raise _malformed("the body holds an integer with too many digits") from None
+    except RecursionError:
+        raise _malformed("the body is nested too deeply") from None
+    try:
+        written = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise _malformed("the body escapes an unpaired UTF-16 surrogate, which is no Unicode text") from None
+    if len(written) > MAX_BODY_BYTES:
+        raise _too_large(f"the body, with its numbers written out as doubles, must be at most {MAX_BODY_BYTES} bytes")
     return document
 
 
@@ -102,8 +110,19 @@ def _refuse_constant(name: str) -> Any:
     raise _malformed(f"the body is not valid JSON: {name} is not a JSON number")
 
 
+def _finite_float(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise _malformed(f"the number {literal} is out of the range of a double")
+    return value
+
+
 def _malformed(detail: str) -> ProblemError:
     return ProblemError(400, "Malformed JSON", detail, "malformed-json")
+
+
+def _too_large(detail: str) -> ProblemError:
+    return ProblemError(413, "Payload too large", detail, "too-large")
 
 
 def install_problem_handlers(app: APIGatewayHttpResolver) -> None:

@@ -206,7 +206,6 @@ class DeliveryLogService:
             tenant_id=tenant_id,
             type=TEST_EVENT_TYPE,
             timestamp=now,
-            data=data,
             body=envelope_body(event_id=event_id, event_type=TEST_EVENT_TYPE, timestamp=now, data=data),
             expires_at=epoch_seconds(now + timedelta(seconds=self.replayer.schedule.horizon, days=RETENTION_DAYS)),
         )

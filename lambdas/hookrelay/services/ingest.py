@@ -56,7 +56,6 @@ class IngestService:
             tenant_id=tenant_id,
             type=event_type,
             timestamp=now,
-            data=data,
             ordering_key=ordering_key,
             sequence=sequence,
             body=envelope_body(
