@@ -109,7 +109,8 @@ def unanswered_section() -> list[str]:
         f"up to {resends} times; a message for an attempt already made is answered with the delivery's "
         "current state and never sent twice. If all of them go unanswered, a message with "
         '`"reason": "attempt_lost"` goes to the dead-letter queue and the execution fails with '
-        "`hookrelay.AttemptLost`; both are alarmed.",
+        "`hookrelay.AttemptLost`; both are alarmed. Should one of those messages turn up later after all, its "
+        "attempt is still made (once), and a fresh execution carries the delivery on along its schedule.",
     ]
 
 

@@ -3,12 +3,16 @@ the retry workflow (started only on a first retryable failure, answered on every
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
 
 from hookrelay.adapters import schema
+from hookrelay.adapters.stepfunctions import EXECUTION_NAME_MAX, execution_name
+from hookrelay.adapters.telemetry import PowertoolsTelemetry
 from hookrelay.domain.classification import FailureKind
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, SigningSecret
@@ -457,3 +461,27 @@ def test_the_delivery_queue_keeps_a_first_attempt_until_auto_disable_and_beyond(
     # A first attempt queued behind a hanging endpoint's backlog must outlive the 5 days before it is disabled.
     assert schema.DELIVERY_QUEUE.retention_seconds == 14 * 24 * 3600  # SQS's maximum
     assert schema.DELIVERY_QUEUE.retention_seconds > DEFAULT_DISABLE_AFTER_DAYS * 24 * 3600
+
+
+def test_the_powertools_telemetry_logs_the_delivery_and_counts_the_metric(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Hookrelay")
+    telemetry = PowertoolsTelemetry(service="delivery")
+    try:
+        telemetry.bookkeeping_failed(FAILING_SPELL_ERRORS, "dlv_1", RuntimeError("throttled"))
+        assert telemetry.metrics.metric_set[FAILING_SPELL_ERRORS]["Value"] == [1.0]
+    finally:
+        telemetry.metrics.clear_metrics()
+    [line] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "dlv_1" in line]
+    assert line["delivery_id"] == "dlv_1" and line["level"] == "ERROR" and "throttled" in line["exception"]
+
+
+@pytest.mark.parametrize("delivery_id", ["dlv_01JNRZ7F0E9A4Y5M3K8Q2W6T1B", "d" * 100, "odd id/with:chars"])
+def test_fresh_executions_are_named_after_the_delivery_and_attempt_within_step_functions_rules(
+    delivery_id: str,
+) -> None:
+    name = execution_name(delivery_id, 11)
+    assert name.endswith("-11") and len(name) <= EXECUTION_NAME_MAX
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", name) and execution_name(delivery_id) != name
+    assert execution_name(delivery_id, 11) == name  # the same every time: a second start is refused
