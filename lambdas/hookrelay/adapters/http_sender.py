@@ -230,9 +230,10 @@ class RequestsSender:
                     return self._past_deadline(status_code, elapsed_ms())
                 detail = str(error) if isinstance(error, BlockedDestination) else type(error).__name__
                 return SendResult(status_code, elapsed_ms(), _failure_kind(error), detail)
-        if deadline.expired:  # the last bytes raced the watchdog: late all the same
-            return self._past_deadline(status_code, elapsed_ms(), excerpt)
-        return SendResult(status_code, elapsed_ms(), None, None, excerpt, retry_after)
+        latency = elapsed_ms()
+        if deadline.expired or latency > self.timeout * 1000:  # the last bytes raced the watchdog: late all the same
+            return self._past_deadline(status_code, latency, excerpt)
+        return SendResult(status_code, latency, None, None, excerpt, retry_after)
 
     def _past_deadline(self, status_code: int | None, latency_ms: int, excerpt: str | None = None) -> SendResult:
         # A failure even when a status line arrived: delivered means a whole 2xx response within the timeout.
