@@ -3,7 +3,9 @@ the retry workflow (started only on a first retryable failure, answered on every
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import re
 from dataclasses import dataclass
 from datetime import timedelta
@@ -464,16 +466,23 @@ def test_the_delivery_queue_keeps_a_first_attempt_until_auto_disable_and_beyond(
 
 
 def test_the_powertools_telemetry_logs_the_delivery_and_counts_the_metric(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Hookrelay")
     telemetry = PowertoolsTelemetry(service="delivery")
+    # The service's logger is shared with the handler's, whose stream was bound when it was first imported;
+    # read what it formats through a stream of our own instead of whatever stdout was then.
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(telemetry.logger.registered_formatter)
+    telemetry.logger.addHandler(handler)
     try:
         telemetry.bookkeeping_failed(FAILING_SPELL_ERRORS, "dlv_1", RuntimeError("throttled"))
         assert telemetry.metrics.metric_set[FAILING_SPELL_ERRORS]["Value"] == [1.0]
     finally:
         telemetry.metrics.clear_metrics()
-    [line] = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "dlv_1" in line]
+        telemetry.logger.removeHandler(handler)
+    [line] = [json.loads(line) for line in stream.getvalue().splitlines() if "dlv_1" in line]
     assert line["delivery_id"] == "dlv_1" and line["level"] == "ERROR" and "throttled" in line["exception"]
 
 
