@@ -63,14 +63,15 @@ ACCESS: dict[str, Access] = {
         sends_to=(schema.DELIVERY_QUEUE,),
     ),
     "api": Access(
+        # Records are created and changed, never deleted (keys are revoked, endpoints soft-deleted).
         tables={
-            schema.TENANTS: TableAccess.READ_WRITE,
-            schema.API_KEYS: TableAccess.READ_WRITE,
-            schema.ENDPOINTS: TableAccess.READ_WRITE,
-            schema.DELIVERIES: TableAccess.READ_WRITE,  # the delivery log, and replays' new deliveries
-            schema.EVENTS: TableAccess.READ_WRITE,  # test events are written; replays extend expiry
-            schema.REDRIVES: TableAccess.READ_WRITE,
-            schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Idempotency-Key on POST .../redrive
+            schema.TENANTS: TableAccess.READ_REWRITE,
+            schema.API_KEYS: TableAccess.READ_REWRITE,
+            schema.ENDPOINTS: TableAccess.READ_REWRITE,
+            schema.DELIVERIES: TableAccess.READ_REWRITE,  # the delivery log, and replays' new deliveries
+            schema.EVENTS: TableAccess.READ_REWRITE,  # test events are written; replays extend expiry
+            schema.REDRIVES: TableAccess.READ_REWRITE,
+            schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency deletes a failed request's record
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
     ),
@@ -78,7 +79,7 @@ ACCESS: dict[str, Access] = {
         tables={
             schema.ENDPOINTS: TableAccess.READ_UPDATE,  # the failing spell (mark_failing / mark_recovered)
             schema.EVENTS: TableAccess.READ_UPDATE,  # extend_expiry when a delivery ends
-            schema.DELIVERIES: TableAccess.READ_WRITE,
+            schema.DELIVERIES: TableAccess.READ_UPDATE,  # claims, attempts and status changes are conditional updates
         },
         sends_to=(schema.DEAD_LETTER_QUEUE,),
         consumes=schema.DELIVERY_QUEUE,
@@ -89,8 +90,8 @@ ACCESS: dict[str, Access] = {
         tables={
             schema.ENDPOINTS: TableAccess.READ,
             schema.EVENTS: TableAccess.READ_UPDATE,
-            schema.DELIVERIES: TableAccess.READ_WRITE,
-            schema.REDRIVES: TableAccess.READ_WRITE,
+            schema.DELIVERIES: TableAccess.READ_REWRITE,  # replays' new deliveries; the drain's dead mark
+            schema.REDRIVES: TableAccess.READ_REWRITE,
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; the next page of a redrive
         consumes=schema.REDRIVE_JOBS_QUEUE,

@@ -140,3 +140,16 @@ def _table_of(resource: Any) -> str | None:
             if isinstance(part, dict) and "Fn::GetAtt" in part:
                 return part["Fn::GetAtt"][0]
     return None
+
+
+def test_only_idempotency_records_are_deleted(synthesized: Synthesized) -> None:
+    """Records are revoked, soft-deleted or expired by TTL, never deleted; Powertools idempotency deletes the
+    record of a request that failed, and ingest's batch writes carry the write grant as a whole."""
+    idempotency = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Idempotency")
+    for name in ACCESS:
+        if name == "ingest":
+            continue
+        statements = _role_statements(synthesized, _function_role(synthesized, name))
+        for statement in statements:
+            if "dynamodb:DeleteItem" in _as_list(statement["Action"]):
+                assert {_table_of(r) for r in _as_list(statement["Resource"])} == {idempotency}, name
