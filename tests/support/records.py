@@ -66,7 +66,6 @@ def make(
             tenant_id=tenant_id,
             type="order.updated",
             timestamp=created_at,
-            data=data,
             body=envelope_body(event_id=event_id, event_type="order.updated", timestamp=created_at, data=data),
             expires_at=epoch_seconds(utcnow() + timedelta(days=30)),
         )

@@ -84,8 +84,7 @@ def world() -> World:
         tenant_id="tn_1",
         type="order.updated",
         timestamp=now,
-        data={"id": 1},
-        body='{"id":"evt_1"}',
+        body='{"id":"evt_1","type":"order.updated","data":{"id":1}}',
         expires_at=epoch_seconds(now + timedelta(seconds=SCHEDULE.horizon, days=RETENTION_DAYS)),
     )
     delivery = Delivery(

@@ -28,7 +28,6 @@ class FailureKind(StrEnum):
     DNS = "dns_error"
     TLS = "tls_error"
     BLOCKED = "blocked_address"  # the endpoint resolved to a private/metadata address
-    TOO_SLOW = "timeout_total"  # a status arrived, but after the whole-request timeout
 
 
 @dataclass(frozen=True)
@@ -60,9 +59,7 @@ RESPONSE_RULES: tuple[ResponseRule, ...] = (
     ResponseRule(
         "timeout, connection, DNS or TLS error",
         Outcome.RETRY,
-        failures=frozenset(
-            {FailureKind.TIMEOUT, FailureKind.TOO_SLOW, FailureKind.CONNECTION, FailureKind.DNS, FailureKind.TLS}
-        ),
+        failures=frozenset({FailureKind.TIMEOUT, FailureKind.CONNECTION, FailureKind.DNS, FailureKind.TLS}),
     ),
     ResponseRule("3xx (redirects are never followed)", Outcome.RETRY_LIMITED, code_range=(300, 399)),
     ResponseRule("400, 401, 403, 404, 410 and other 4xx", Outcome.RETRY_LIMITED, code_range=(400, 499)),
