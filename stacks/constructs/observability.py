@@ -18,6 +18,7 @@ from constructs import Construct
 
 from hookrelay.adapters import schema
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.delivery import FAILING_SPELL_ERRORS
 
 PERIOD = Duration.minutes(5)
 
@@ -71,6 +72,18 @@ class Observability(Construct):
                 ].metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
                 threshold=0,
                 description="A redrive job failed repeatedly: its redrive stays 'running' until it is looked at.",
+            ),
+            self._alarm(
+                "FailingSpellBookkeeping",
+                cloudwatch.Metric(
+                    namespace=self.METRICS_NAMESPACE,
+                    metric_name=FAILING_SPELL_ERRORS,
+                    dimensions_map={"service": "delivery"},
+                    period=PERIOD,
+                    statistic="Sum",
+                ),
+                threshold=0,
+                description="The delivery path could not record an endpoint's failing spell: auto-disable may lag.",
             ),
             self._alarm(
                 "PoisonMessages",

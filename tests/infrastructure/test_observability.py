@@ -75,3 +75,10 @@ def test_the_outputs_name_the_api_the_key_table_and_the_queues(synthesized: Synt
     for spec in schema.ALL_QUEUES:
         queue = logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}")
         assert outputs[f"{spec.logical_name}Url"]["Value"] == {"Ref": queue}
+
+
+def test_failing_spell_bookkeeping_errors_are_alarmed(synthesized: Synthesized) -> None:
+    alarms = [a for a in _alarms(synthesized) if a["MetricName"] == "FailingSpellErrors"]
+    assert [(a["Namespace"], a["Dimensions"]) for a in alarms] == [
+        ("Hookrelay", [{"Name": "service", "Value": "delivery"}])
+    ]
