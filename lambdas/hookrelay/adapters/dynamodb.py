@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -32,8 +32,18 @@ def from_item(model: type[M], item: dict[str, Any] | None) -> M | None:
     return None if item is None else model.model_validate(item)
 
 
-def _conditional_failed(error: ClientError) -> bool:
-    return error.response["Error"]["Code"] == "ConditionalCheckFailedException"
+def conditional_write(write: Callable[..., dict[str, Any]], **request: Any) -> dict[str, Any] | None:
+    """Run a conditional write: its response, or None when its condition did not hold (other errors raise)."""
+    try:
+        return write(**request)
+    except ClientError as error:
+        if error.response["Error"]["Code"] == "ConditionalCheckFailedException":
+            return None
+        raise
+
+
+def applied(write: Callable[..., dict[str, Any]], **request: Any) -> bool:
+    return conditional_write(write, **request) is not None
 
 
 class TenantTable:
@@ -58,18 +68,13 @@ class ApiKeyTable:
         return from_item(ApiKey, self.table.get_item(Key={"key_id": key_id}).get("Item"))
 
     def revoke(self, key_id: str, at: datetime) -> bool:
-        try:
-            self.table.update_item(
-                Key={"key_id": key_id},
-                UpdateExpression="SET revoked_at = if_not_exists(revoked_at, :at)",
-                ConditionExpression="attribute_exists(key_id)",
-                ExpressionAttributeValues={":at": to_rfc3339(at)},
-            )
-        except ClientError as error:
-            if _conditional_failed(error):
-                return False
-            raise
-        return True
+        return applied(
+            self.table.update_item,
+            Key={"key_id": key_id},
+            UpdateExpression="SET revoked_at = if_not_exists(revoked_at, :at)",
+            ConditionExpression="attribute_exists(key_id)",
+            ExpressionAttributeValues={":at": to_rfc3339(at)},
+        )
 
 
 _FAILING = schema.FAILING_ENDPOINTS_INDEX
@@ -108,7 +113,7 @@ class EndpointTable:
             _as_read("failing_since", read.failing_since and to_rfc3339(read.failing_since), values),
             _as_read("failure_notice", read.failure_notice and read.failure_notice.value, values),
         ]
-        return self._conditional(
+        return applied(
             self.table.put_item,
             Item=_endpoint_item(endpoint),
             ConditionExpression=" AND ".join(["updated_at = :read", *spell]),
@@ -128,7 +133,7 @@ class EndpointTable:
     # --- The failing spell: written on transitions only (first failure after a success, first success after) ---
 
     def mark_failing(self, tenant_id: str, endpoint_id: str, since: datetime) -> bool:
-        return self._conditional(
+        return applied(
             self.table.update_item,
             Key={"tenant_id": tenant_id, "id": endpoint_id},
             UpdateExpression="SET failing_since = :since, #failing = :mark REMOVE failure_notice",
@@ -142,7 +147,7 @@ class EndpointTable:
         )
 
     def mark_recovered(self, tenant_id: str, endpoint_id: str) -> bool:
-        return self._conditional(
+        return applied(
             self.table.update_item,
             Key={"tenant_id": tenant_id, "id": endpoint_id},
             UpdateExpression="REMOVE failing_since, #failing, failure_notice",
@@ -186,7 +191,7 @@ class EndpointTable:
         else:
             update = "SET failure_notice = :notice"
             values[":notice"] = notice.value
-        return self._conditional(
+        return applied(
             self.table.update_item,
             Key={"tenant_id": endpoint.tenant_id, "id": endpoint.id},
             UpdateExpression=update,
@@ -194,16 +199,6 @@ class EndpointTable:
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
         )
-
-    @staticmethod
-    def _conditional(write: Any, **kwargs: Any) -> bool:
-        try:
-            write(**kwargs)
-        except ClientError as error:
-            if _conditional_failed(error):
-                return False
-            raise
-        return True
 
 
 class EventTable:
@@ -229,16 +224,13 @@ class EventTable:
 
     def extend_expiry(self, event_id: str, expires_at: int) -> None:
         """Keep the event at least as long as its latest-ending delivery (never shorten it)."""
-        try:
-            self.table.update_item(
-                Key={"id": event_id},
-                UpdateExpression="SET expires_at = :e",
-                ConditionExpression="attribute_exists(id) AND expires_at < :e",
-                ExpressionAttributeValues={":e": expires_at},
-            )
-        except ClientError as error:
-            if not _conditional_failed(error):
-                raise
+        conditional_write(
+            self.table.update_item,
+            Key={"id": event_id},
+            UpdateExpression="SET expires_at = :e",
+            ConditionExpression="attribute_exists(id) AND expires_at < :e",
+            ExpressionAttributeValues={":e": expires_at},
+        )
 
 
 def _tenant_status(tenant_id: str, status: DeliveryStatus) -> str:
@@ -265,37 +257,33 @@ class DeliveryTable:
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
     ) -> Delivery | None:
         claimable = sorted(s.value for s in CLAIMABLE_STATUSES)
-        try:
-            result = self.table.update_item(
-                Key={"id": delivery_id},
-                UpdateExpression=(
-                    "SET #s = :attempting, tenant_status = :ts, attempt_count = :n, claimed_at = :now, "
-                    "updated_at = :now, first_attempt_at = if_not_exists(first_attempt_at, :now)"
-                ),
-                ConditionExpression=(
-                    "tenant_id = :tenant AND ("
-                    "(#s IN (:c0, :c1) AND attempt_count = :prev) "
-                    "OR (#s = :attempting AND attempt_count = :n AND claimed_at < :stale))"
-                ),
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":attempting": DeliveryStatus.ATTEMPTING.value,
-                    ":ts": _tenant_status(tenant_id, DeliveryStatus.ATTEMPTING),
-                    ":tenant": tenant_id,
-                    ":c0": claimable[0],
-                    ":c1": claimable[1],
-                    ":n": attempt_number,
-                    ":prev": attempt_number - 1,
-                    ":now": to_rfc3339(now),
-                    ":stale": to_rfc3339(stale_before),
-                },
-                ReturnValues="ALL_NEW",
-            )
-        except ClientError as error:
-            if _conditional_failed(error):
-                return None
-            raise
-        return Delivery.model_validate(result["Attributes"])
+        result = conditional_write(
+            self.table.update_item,
+            Key={"id": delivery_id},
+            UpdateExpression=(
+                "SET #s = :attempting, tenant_status = :ts, attempt_count = :n, claimed_at = :now, "
+                "updated_at = :now, first_attempt_at = if_not_exists(first_attempt_at, :now)"
+            ),
+            ConditionExpression=(
+                "tenant_id = :tenant AND ("
+                "(#s IN (:c0, :c1) AND attempt_count = :prev) "
+                "OR (#s = :attempting AND attempt_count = :n AND claimed_at < :stale))"
+            ),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":attempting": DeliveryStatus.ATTEMPTING.value,
+                ":ts": _tenant_status(tenant_id, DeliveryStatus.ATTEMPTING),
+                ":tenant": tenant_id,
+                ":c0": claimable[0],
+                ":c1": claimable[1],
+                ":n": attempt_number,
+                ":prev": attempt_number - 1,
+                ":now": to_rfc3339(now),
+                ":stale": to_rfc3339(stale_before),
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return None if result is None else Delivery.model_validate(result["Attributes"])
 
     def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
         now = to_rfc3339(record.attempt.started_at if record.completed_at is None else record.completed_at)
@@ -325,19 +313,14 @@ class DeliveryTable:
             else:
                 sets.append(f"{name} = :{name}")
                 values[f":{name}"] = value
-        try:
-            self.table.update_item(
-                Key={"id": delivery_id},
-                UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
-                ConditionExpression="#s = :attempting AND attempt_count = :n",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as error:
-            if _conditional_failed(error):
-                return False
-            raise
-        return True
+        return applied(
+            self.table.update_item,
+            Key={"id": delivery_id},
+            UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            ConditionExpression="#s = :attempting AND attempt_count = :n",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=values,
+        )
 
     def set_status(
         self,
@@ -364,7 +347,8 @@ class DeliveryTable:
         if expected is not None:
             condition["ConditionExpression"] = "#s = :expected"
             values[":expected"] = expected.value
-        return self._conditional(
+        return applied(
+            self.table.update_item,
             Key={"id": delivery_id},
             UpdateExpression=f"SET {sets} REMOVE claimed_at, next_attempt_at",
             ExpressionAttributeNames={"#s": "status"},
@@ -373,22 +357,14 @@ class DeliveryTable:
         )
 
     def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
-        return self._conditional(
+        return applied(
+            self.table.update_item,
             Key={"id": delivery_id},
             UpdateExpression="SET dead_lettered_at = :at",
             ConditionExpression="#s = :dead AND attribute_not_exists(dead_lettered_at)",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={":at": to_rfc3339(at), ":dead": DeliveryStatus.DEAD.value},
         )
-
-    def _conditional(self, **update: Any) -> bool:
-        try:
-            self.table.update_item(**update)
-        except ClientError as error:
-            if _conditional_failed(error):
-                return False
-            raise
-        return True
 
 
 # --- The delivery log (reads by index), idempotent creation, and redrive records ---
@@ -512,13 +488,9 @@ class DeliveryLogTable(DeliveryTable):
         return True
 
     def put_new(self, delivery: Delivery) -> bool:
-        try:
-            self.table.put_item(Item=_delivery_item(delivery), ConditionExpression="attribute_not_exists(id)")
-        except ClientError as error:
-            if _conditional_failed(error):
-                return False
-            raise
-        return True
+        return applied(
+            self.table.put_item, Item=_delivery_item(delivery), ConditionExpression="attribute_not_exists(id)"
+        )
 
 
 class RedriveTable:
@@ -546,19 +518,14 @@ class RedriveTable:
         else:
             sets += ", #position = :position"
             values[":position"] = done.position
-        try:
-            self.table.update_item(
-                Key={"id": redrive_id},
-                UpdateExpression=f"SET {sets}",
-                ConditionExpression="page = :page AND #state = :running",
-                ExpressionAttributeNames={"#state": "state", "#position": "position"},
-                ExpressionAttributeValues=values,
-            )
-        except ClientError as error:
-            if _conditional_failed(error):
-                return False
-            raise
-        return True
+        return applied(
+            self.table.update_item,
+            Key={"id": redrive_id},
+            UpdateExpression=f"SET {sets}",
+            ConditionExpression="page = :page AND #state = :running",
+            ExpressionAttributeNames={"#state": "state", "#position": "position"},
+            ExpressionAttributeValues=values,
+        )
 
     def fail(self, redrive_id: str, reason: str, now: datetime) -> None:
         self.table.update_item(
