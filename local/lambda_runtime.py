@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import uuid
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,5 +34,13 @@ def load_handler(function: str) -> Callable[[dict[str, Any], Any], Any]:
     return getattr(importlib.import_module(module_name), attribute)
 
 
+# The function whose invocation is running in this thread (None outside one): lets tests attribute AWS calls.
+RUNNING: ContextVar[str | None] = ContextVar("running_function", default=None)
+
+
 def invoke(function: str, event: dict[str, Any]) -> Any:
-    return load_handler(function)(event, LocalContext(function_name=f"hookrelay-{function}"))
+    token = RUNNING.set(function)
+    try:
+        return load_handler(function)(event, LocalContext(function_name=f"hookrelay-{function}"))
+    finally:
+        RUNNING.reset(token)
