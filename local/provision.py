@@ -69,6 +69,9 @@ def create_queue(sqs: Any, spec: schema.QueueSpec, prefix: str, arns: dict[str, 
     if spec.fifo:
         attributes["FifoQueue"] = "true"
         attributes["ContentBasedDeduplication"] = str(spec.content_based_deduplication).lower()
+        if spec.high_throughput:
+            attributes["FifoThroughputLimit"] = "perMessageGroupId"
+            attributes["DeduplicationScope"] = "messageGroup"
     if spec.dead_letter:
         attributes["RedrivePolicy"] = json.dumps(
             {"deadLetterTargetArn": arns[spec.dead_letter], "maxReceiveCount": spec.max_receive_count}

@@ -50,6 +50,8 @@ class Queues(Construct):
             spec.logical_name,
             fifo=spec.fifo or None,
             content_based_deduplication=spec.content_based_deduplication if spec.fifo else None,
+            fifo_throughput_limit=sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID if spec.high_throughput else None,
+            deduplication_scope=sqs.DeduplicationScope.MESSAGE_GROUP if spec.high_throughput else None,
             visibility_timeout=Duration.seconds(spec.visibility_timeout_seconds),
             retention_period=Duration.seconds(spec.retention_seconds),
             dead_letter_queue=dead_letter,

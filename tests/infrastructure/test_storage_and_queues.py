@@ -68,6 +68,8 @@ def test_the_delivery_queue_is_fifo_with_a_fifo_poison_queue(synthesized: Synthe
         "maxReceiveCount": schema.DELIVERY_QUEUE.max_receive_count,
     }
     assert delivery["VisibilityTimeout"] == schema.DELIVERY_QUEUE.visibility_timeout_seconds
+    # High-throughput FIFO: limits per message group (per endpoint slot), not 300 calls/s for the queue.
+    assert (delivery["FifoThroughputLimit"], delivery["DeduplicationScope"]) == ("perMessageGroupId", "messageGroup")
 
 
 def test_the_dead_letter_queue_is_a_standard_queue(synthesized: Synthesized) -> None:

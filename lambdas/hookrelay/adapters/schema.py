@@ -90,6 +90,9 @@ class QueueSpec:
     content_based_deduplication: bool = False
     dead_letter: str | None = None  # logical name of the queue poison messages move to
     max_receive_count: int | None = None
+    # FIFO high throughput: limits per message group instead of per queue (300 calls/s per action otherwise);
+    # deduplication is then per group too, which holds since every id we deduplicate on stays in one group.
+    high_throughput: bool = False
 
 
 DELIVERY_FUNCTION_TIMEOUT_SECONDS = 60
@@ -111,6 +114,7 @@ DELIVERY_QUEUE = QueueSpec(
     retention_seconds=14 * 24 * 3600,
     dead_letter=POISON_QUEUE.logical_name,
     max_receive_count=5,
+    high_throughput=True,
 )
 # One message per dead delivery: what operators watch and alarm on.
 DEAD_LETTER_QUEUE = QueueSpec("DeadLetterQueue", fifo=False)
