@@ -49,6 +49,17 @@ def test_invalid_role_is_422(platform: Platform) -> None:
     assert response.status == 422
 
 
+def test_a_tenant_key_needs_an_existing_tenant(platform: Platform) -> None:
+    unknown = platform.call(
+        "POST", "/v1/api-keys", platform.admin_token, {"role": "tenant:ten_01JDZ3B8Q9XH7K2M4N6P8R0S1T"}
+    )
+    assert unknown.status == 422 and "no tenant" in unknown.json()["detail"]
+    tenant_id, _ = platform.new_tenant()
+    second = platform.call("POST", "/v1/api-keys", platform.admin_token, {"role": f"tenant:{tenant_id}"})
+    assert second.status == 201
+    assert platform.call("GET", "/v1/endpoints", second.json()["token"]).status == 200
+
+
 def test_endpoint_secret_is_shown_only_at_creation(platform: Platform, consumer: ScriptedConsumer) -> None:
     _, token = platform.new_tenant()
     created = platform.new_endpoint(token, consumer.url, ["order.*"])

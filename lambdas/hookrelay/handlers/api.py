@@ -64,7 +64,7 @@ def create_tenant() -> Response:
 def create_api_key() -> Response:
     require(app, admin=True)
     body = parse_body(app, CreateApiKey)
-    issued = wiring.key_service().issue(body.role, body.description)
+    issued = wiring.tenant_service().issue_key(body.role, body.description)
     return json_response(201, {"key_id": issued.key.key_id, "role": issued.key.role, "token": issued.token})
 
 

@@ -82,6 +82,13 @@ class TenantService:
         self.tenants.put(tenant)
         return tenant, self.keys.issue(api_keys.tenant_role(tenant.id), description=f"first key of {name}")
 
+    def issue_key(self, role: str, description: str | None = None) -> IssuedKey:
+        """A key for any role; a tenant key only for a tenant that exists (a typo must not mint a dead key)."""
+        tenant_id = Principal(key_id="", role=role).tenant_id
+        if tenant_id is not None and api_keys.is_valid_role(role) and self.tenants.get(tenant_id) is None:
+            raise InvalidRequest(f"no tenant {tenant_id!r}")
+        return self.keys.issue(role, description)
+
 
 def validate_endpoint_url(url: str, *, allow_private: bool) -> str:
     """HTTPS to a public host; plain HTTP and loopback only where private destinations are allowed (local mode).
