@@ -167,10 +167,21 @@ def endpoint_health_sweeper() -> EndpointHealthSweeper:
     )
 
 
+_FACTORIES = (
+    retry_schedule,
+    key_service,
+    tenant_service,
+    endpoint_service,
+    ingest_service,
+    delivery_service,
+    delivery_log_service,
+    redrive_service,
+    endpoint_health_sweeper,
+)
+
+
 def reset() -> None:
     """Forget every service and client: tests and the local stack call this when the environment changes."""
-    for factory in (retry_schedule, key_service, tenant_service, endpoint_service, ingest_service, delivery_service):
-        factory.cache_clear()
-    for factory in (delivery_log_service, redrive_service, endpoint_health_sweeper):
+    for factory in _FACTORIES:
         factory.cache_clear()
     aws.reset()
