@@ -7,6 +7,7 @@ from functools import cache
 from typing import Any
 
 from hookrelay.adapters import aws, schema
+from hookrelay.adapters.circuit import DynamoCircuits, DynamoParkingLot
 from hookrelay.adapters.dynamodb import (
     ApiKeyTable,
     DeliveryLogTable,
@@ -23,6 +24,7 @@ from hookrelay.adapters.sqs import SqsDeadLetters, SqsDeliveryQueue
 from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
 from hookrelay.adapters.telemetry import PowertoolsTelemetry
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
+from hookrelay.services.circuit import CircuitService
 from hookrelay.services.deliveries import DeliveryLogService, Replayer
 from hookrelay.services.delivery import DeliveryService
 from hookrelay.services.endpoint_health import AutoDisablePolicy, EndpointHealthSweeper, policy_from_config
@@ -76,6 +78,32 @@ def ingest_service() -> IngestService:
     )
 
 
+def _parking_lot() -> DynamoParkingLot:
+    return DynamoParkingLot(_table(schema.DELIVERIES), _table(schema.ENDPOINTS))
+
+
+def _retry_workflow() -> StepFunctionsRetryWorkflow:
+    return StepFunctionsRetryWorkflow(aws.client("stepfunctions"), os.environ[schema.RETRY_STATE_MACHINE_ARN])
+
+
+@cache
+def circuit_service() -> CircuitService:
+    """The probe workflow's commands (delivery function) and the circuit sweep (sweeper function)."""
+    return CircuitService(
+        endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
+        parking=_parking_lot(),
+        deliveries=DeliveryTable(_table(schema.DELIVERIES)),
+        events=EventTable(_table(schema.EVENTS)),
+        queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE_URL]),
+        workflow=_retry_workflow(),
+        dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE_URL]),
+        schedule=retry_schedule(),
+        telemetry=PowertoolsTelemetry(service="delivery"),
+        attempts=delivery_service(),
+    )
+
+
 @cache
 def delivery_service() -> DeliveryService:
     return DeliveryService(
@@ -86,10 +114,12 @@ def delivery_service() -> DeliveryService:
             timeout_seconds=float(os.environ.get(schema.ATTEMPT_TIMEOUT_SECONDS, "8")),
             allow_private_destinations=allow_private_destinations(),
         ),
-        workflow=StepFunctionsRetryWorkflow(aws.client("stepfunctions"), os.environ[schema.RETRY_STATE_MACHINE_ARN]),
+        workflow=_retry_workflow(),
         dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE_URL]),
         schedule=retry_schedule(),
         telemetry=PowertoolsTelemetry(service="delivery"),
+        circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
+        parking=_parking_lot(),
     )
 
 
@@ -174,6 +204,7 @@ _FACTORIES = (
     endpoint_service,
     ingest_service,
     delivery_service,
+    circuit_service,
     delivery_log_service,
     redrive_service,
     endpoint_health_sweeper,

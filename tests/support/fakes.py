@@ -7,9 +7,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, FailureNotice
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
-from hookrelay.services.ports import AttemptRecord, RetryTicket, SendResult
+from hookrelay.services.ports import (
+    AttemptRecord,
+    CircuitCommand,
+    ParkedDelivery,
+    ParkOutcome,
+    RetryTicket,
+    SendResult,
+)
 
 
 @dataclass
@@ -45,7 +53,7 @@ class FakeDeliveries:
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
     ) -> Delivery | None:
         current = self.items.get(delivery_id)
-        if current is None or current.tenant_id != tenant_id:
+        if current is None or current.tenant_id != tenant_id or current.parked_at is not None:
             return None
         fresh = current.status in CLAIMABLE_STATUSES and current.attempt_count == attempt_number - 1
         abandoned = (
@@ -228,20 +236,46 @@ class RecordingWorkflow:
         if all((t.delivery_id, t.attempt) != (ticket.delivery_id, ticket.attempt) for t in self.resumed):
             self.resumed.append(ticket)
 
-    def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
-        self.reports.append((task_token, status, ticket))
-        return task_token not in self.dead_tokens
+    parked_tokens: list[str] = field(default_factory=list)
+    probes: list[CircuitCommand] = field(default_factory=list)
+    answers: list[tuple[str, CircuitCommand]] = field(default_factory=list)
+    running: set[tuple[str, int]] = field(default_factory=set)
 
-    def fail(self, task_token: str, error: str, cause: str) -> None:
-        self.failures.append((task_token, error))
+    def report(self, reply_to: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
+        self.reports.append((reply_to, status, ticket))
+        return reply_to not in self.dead_tokens
+
+    def parked(self, reply_to: str) -> bool:
+        self.parked_tokens.append(reply_to)
+        return reply_to not in self.dead_tokens
+
+    def delivery_missing(self, reply_to: str, delivery_id: str) -> None:
+        self.failures.append((reply_to, delivery_id))
+
+    def start_probe(self, command: CircuitCommand) -> None:
+        if (command.endpoint_id, command.step) not in self.running:
+            self.running.add((command.endpoint_id, command.step))
+            self.probes.append(command)
+
+    def probe_running(self, endpoint_id: str, step: int) -> bool:
+        return (endpoint_id, step) in self.running
+
+    def answer(self, reply_to: str, command: CircuitCommand) -> bool:
+        self.answers.append((reply_to, command))
+        return reply_to not in self.dead_tokens
 
 
 @dataclass
 class RecordingTelemetry:
     errors: list[tuple[str, str, Exception]] = field(default_factory=list)  # (metric, delivery id, error)
 
+    counts: dict[str, int] = field(default_factory=dict)
+
     def bookkeeping_failed(self, metric: str, delivery_id: str, error: Exception) -> None:
         self.errors.append((metric, delivery_id, error))
+
+    def count(self, metric: str, value: int = 1) -> None:
+        self.counts[metric] = self.counts.get(metric, 0) + value
 
 
 @dataclass
@@ -250,3 +284,198 @@ class RecordingDeadLetters:
 
     def publish(self, delivery: Delivery) -> None:
         self.published.append(delivery)
+
+
+class FakeCircuits:
+    """The circuit's conditional updates, on FakeEndpoints' records."""
+
+    def __init__(self, endpoints: FakeEndpoints) -> None:
+        self.endpoints = endpoints
+
+    def _change(self, endpoint: Endpoint, when: bool, **changes: object) -> bool:
+        if when:
+            self.endpoints._update(self.endpoints.items[(endpoint.tenant_id, endpoint.id)], **changes)
+        return when
+
+    def _now(self, endpoint: Endpoint) -> Endpoint:
+        return self.endpoints.items[(endpoint.tenant_id, endpoint.id)]
+
+    def count_failure(self, tenant_id: str, endpoint_id: str) -> Endpoint | None:
+        current = self.endpoints.get(tenant_id, endpoint_id)
+        if current is None or current.state is not EndpointState.ENABLED or current.circuit is not CircuitState.CLOSED:
+            return None
+        self.endpoints._update(current, circuit_failures=current.circuit_failures + 1)
+        return self.endpoints.get(tenant_id, endpoint_id)
+
+    def reset_failures(self, tenant_id: str, endpoint_id: str) -> None:
+        current = self.endpoints.get(tenant_id, endpoint_id)
+        if current is not None:
+            self.endpoints._update(current, circuit_failures=0)
+
+    def open(self, endpoint: Endpoint, at: datetime, due_at: datetime, threshold: int) -> bool:
+        now = self._now(endpoint)
+        ok = now.state is EndpointState.ENABLED and now.circuit is CircuitState.CLOSED
+        return self._change(
+            endpoint,
+            ok and now.circuit_failures >= threshold,
+            circuit=CircuitState.OPEN,
+            circuit_opened_at=at,
+            next_probe_at=due_at,
+            probes_made=0,
+            circuit_step=now.circuit_step + 1,
+            circuit_failures=0,
+            drained_count=0,
+            drain_paused_until=None,
+        )
+
+    def reopen(self, endpoint: Endpoint, at: datetime, due_at: datetime) -> bool:
+        ok = self._now(endpoint).circuit is CircuitState.DRAINING
+        return self._change(
+            endpoint,
+            ok,
+            circuit=CircuitState.OPEN,
+            circuit_opened_at=at,
+            next_probe_at=due_at,
+            probes_made=0,
+            drain_paused_until=None,
+        )
+
+    def probed(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
+        now = self._now(endpoint)
+        ok = now.circuit is CircuitState.OPEN and now.circuit_step == step
+        return self._change(endpoint, ok, next_probe_at=due_at, probes_made=now.probes_made + 1)
+
+    def start_drain(self, endpoint: Endpoint, step: int) -> bool:
+        now = self._now(endpoint)
+        ok = now.circuit is CircuitState.OPEN and now.circuit_step == step
+        return self._change(endpoint, ok, circuit=CircuitState.DRAINING, drained_count=0, drain_paused_until=None)
+
+    def drained(self, endpoint: Endpoint, step: int, released: int, due_at: datetime) -> bool:
+        now = self._now(endpoint)
+        ok = now.circuit is CircuitState.DRAINING and now.circuit_step == step
+        return self._change(endpoint, ok, next_probe_at=due_at, drained_count=now.drained_count + released)
+
+    def pause_drain(self, tenant_id: str, endpoint_id: str, until: datetime) -> bool:
+        current = self.endpoints.get(tenant_id, endpoint_id)
+        ok = current is not None and current.circuit is CircuitState.DRAINING
+        return ok and self._change(current, ok, drain_paused_until=until)  # type: ignore[arg-type]
+
+    def close(self, endpoint: Endpoint, step: int) -> bool:
+        now = self._now(endpoint)
+        ok = now.circuit is CircuitState.DRAINING and now.circuit_step == step and now.parked_count == 0
+        return self._change(endpoint, ok, circuit=CircuitState.CLOSED, next_probe_at=None, drain_paused_until=None)
+
+    def take_over(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
+        now = self._now(endpoint)
+        ok = now.circuit_step == step and now.circuit is not CircuitState.CLOSED
+        return self._change(endpoint, ok, circuit_step=step + 1, next_probe_at=due_at)
+
+    def reset(self, endpoint: Endpoint) -> bool:
+        now = self._now(endpoint)
+        ok = now.state is not EndpointState.ENABLED and now.parked_count == 0
+        return self._change(endpoint, ok, circuit=CircuitState.CLOSED, next_probe_at=None)
+
+    def open_circuits(self) -> Iterator[Endpoint]:
+        yield from [e for e in self.endpoints.items.values() if e.circuit is not CircuitState.CLOSED]
+
+
+class FakeParkingLot:
+    """Parked deliveries and the endpoint's count, kept in step as the adapter's transactions keep them."""
+
+    def __init__(self, deliveries: FakeDeliveries, endpoints: FakeEndpoints) -> None:
+        self.deliveries = deliveries
+        self.endpoints = endpoints
+        self.parked_by: dict[str, str] = {}  # delivery id -> endpoint id
+
+    def _count(self, tenant_id: str, endpoint_id: str, delta: int) -> None:
+        current = self.endpoints.get(tenant_id, endpoint_id)
+        if current is not None:
+            self.endpoints._update(current, parked_count=current.parked_count + delta)
+
+    def park(
+        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, at: datetime
+    ) -> ParkOutcome:
+        current = self.deliveries.get(delivery_id)
+        if (
+            current is None
+            or current.tenant_id != tenant_id
+            or current.endpoint_id != endpoint_id
+            or current.parked_at is not None
+            or current.status not in CLAIMABLE_STATUSES
+            or current.attempt_count != attempt_number - 1
+        ):
+            parked = current is not None and self.parked_by.get(delivery_id) == endpoint_id
+            return ParkOutcome.ALREADY_PARKED if parked else ParkOutcome.NOT_PARKABLE
+        endpoint = self.endpoints.get(tenant_id, endpoint_id)
+        if endpoint is None or endpoint.state is not EndpointState.ENABLED or endpoint.circuit is CircuitState.CLOSED:
+            return ParkOutcome.CIRCUIT_CLOSED
+        order = current.event_order or f"{at.isoformat()}#{delivery_id}"
+        self.deliveries.items[delivery_id] = current.model_copy(update={"parked_at": at, "event_order": order})
+        self.parked_by[delivery_id] = endpoint_id
+        self._count(tenant_id, endpoint_id, 1)
+        return ParkOutcome.PARKED
+
+    def parked(self, endpoint_id: str, limit: int) -> list[ParkedDelivery]:
+        mine = [self.deliveries.items[i] for i, e in self.parked_by.items() if e == endpoint_id]
+        mine.sort(key=lambda d: d.event_order or "")
+        return [
+            ParkedDelivery(
+                d.id,
+                d.tenant_id,
+                d.status,
+                d.attempt_count,
+                d.created_at,
+                d.first_attempt_at,
+                d.event_order or "",
+                d.message_group_id,
+            )
+            for d in mine[:limit]
+        ]
+
+    def _unpark(self, delivery: Delivery, endpoint_id: str, **changes: object) -> Delivery:
+        del self.parked_by[delivery.id]
+        self._count(delivery.tenant_id, endpoint_id, -1)
+        updated = delivery.model_copy(update={"parked_at": None, **changes})
+        self.deliveries.items[delivery.id] = updated
+        return updated
+
+    def claim(
+        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, now: datetime
+    ) -> Delivery | None:
+        current = self.deliveries.get(delivery_id)
+        if (
+            current is None
+            or self.parked_by.get(delivery_id) != endpoint_id
+            or current.tenant_id != tenant_id
+            or current.status not in CLAIMABLE_STATUSES
+            or current.attempt_count != attempt_number - 1
+        ):
+            return None
+        return self._unpark(
+            current,
+            endpoint_id,
+            status=DeliveryStatus.ATTEMPTING,
+            attempt_count=attempt_number,
+            claimed_at=now,
+            updated_at=now,
+            first_attempt_at=current.first_attempt_at or now,
+        )
+
+    def end(
+        self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
+    ) -> Delivery | None:
+        current = self.deliveries.get(parked.id)
+        if current is None or self.parked_by.get(parked.id) != endpoint_id or current.status is not parked.status:
+            return None
+        return self._unpark(
+            current,
+            endpoint_id,
+            status=status,
+            completed_at=now,
+            updated_at=now,
+            expires_at=expires_at,
+            next_attempt_at=None,
+        )
+
+    def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
+        return [self.deliveries.items[i] for i in dict.fromkeys(delivery_ids) if i in self.deliveries.items]

@@ -17,18 +17,21 @@ from hookrelay.adapters.stepfunctions import EXECUTION_NAME_MAX, execution_name
 from hookrelay.adapters.telemetry import PowertoolsTelemetry
 from hookrelay.domain.classification import FailureKind
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
+from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, SigningSecret
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.signing import generate_secret
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.delivery import DELIVERY_MISSING, EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS, DeliveryService
+from hookrelay.services.delivery import EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS, DeliveryService
 from hookrelay.services.endpoint_health import DEFAULT_DISABLE_AFTER_DAYS
 from hookrelay.services.ports import DeliveryMessage, SendResult
 from tests.support.fakes import (
+    FakeCircuits,
     FakeClock,
     FakeDeliveries,
     FakeEndpoints,
     FakeEvents,
+    FakeParkingLot,
     RecordingDeadLetters,
     RecordingTelemetry,
     RecordingWorkflow,
@@ -110,6 +113,8 @@ def world() -> World:
         dead_letters,
         SCHEDULE,
         telemetry,
+        FakeCircuits(endpoints),
+        FakeParkingLot(deliveries, endpoints),
         clock=clock,
         sleep=clock.sleep,
     )
@@ -143,7 +148,8 @@ def test_a_first_retryable_failure_starts_the_workflow_for_the_next_attempt(worl
     [ticket] = world.workflow.started
     delivery = world.current()
     assert delivery.status is DeliveryStatus.RETRYING
-    assert (ticket.delivery_id, ticket.attempt, ticket.group_id) == ("dlv_1", 2, "grp")
+    # Its own message group: a retry is due at its time, never behind the endpoint's backlog of first attempts.
+    assert (ticket.delivery_id, ticket.attempt, ticket.group_id) == ("dlv_1", 2, retry_group_id("dlv_1"))
     assert ticket.next_attempt_at == delivery.next_attempt_at
     offset = (ticket.next_attempt_at - delivery.first_attempt_at).total_seconds()
     assert 9 <= offset <= 11  # attempt 2 is planned 10 s ± 10% after the first
@@ -304,7 +310,7 @@ def test_a_stale_first_attempt_message_starts_nothing(world: World) -> None:
 def test_a_message_for_a_missing_delivery_fails_its_task(world: World) -> None:
     del world.deliveries.items["dlv_1"]
     report = world.service.attempt(world.message(2, token="token-2"))
-    assert report.status is None and world.workflow.failures == [("token-2", DELIVERY_MISSING)]
+    assert report.status is None and world.workflow.failures == [("token-2", report.delivery_id)]
 
 
 def test_a_disabled_endpoint_cancels_and_ends_the_workflow(world: World) -> None:

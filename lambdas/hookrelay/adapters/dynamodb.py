@@ -15,7 +15,16 @@ from pydantic import BaseModel
 from hookrelay.adapters import schema
 from hookrelay.adapters.schema import IndexSpec
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339
-from hookrelay.domain.models import ApiKey, Delivery, Endpoint, EndpointState, Event, FailureNotice, Tenant
+from hookrelay.domain.models import (
+    CIRCUIT_FIELDS,
+    ApiKey,
+    Delivery,
+    Endpoint,
+    EndpointState,
+    Event,
+    FailureNotice,
+    Tenant,
+)
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
 from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, Redrive, RedriveState
 
@@ -107,16 +116,27 @@ class EndpointTable:
         return from_item(Endpoint, item)
 
     def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        """An update of every attribute the endpoint service owns: the circuit's (CIRCUIT_FIELDS) are left as
+        they are, since the delivery path changes them between this read and this write."""
         values: dict[str, Any] = {":read": to_rfc3339(expected_updated_at)}
         read = read or endpoint
         spell = [
             _as_read("failing_since", read.failing_since and to_rfc3339(read.failing_since), values),
             _as_read("failure_notice", read.failure_notice and read.failure_notice.value, values),
         ]
+        item = _endpoint_item(endpoint)
+        owned = (set(Endpoint.model_fields) | {_FAILING.partition_key}) - CIRCUIT_FIELDS - {"tenant_id", "id"}
+        names = {f"#a{i}": name for i, name in enumerate(sorted(owned))}
+        sets = [f"{alias} = :a{alias[2:]}" for alias, name in names.items() if name in item]
+        removes = [alias for alias, name in names.items() if name not in item]
+        values |= {f":a{alias[2:]}": item[name] for alias, name in names.items() if name in item}
+        update = f"SET {', '.join(sets)}" + (f" REMOVE {', '.join(removes)}" if removes else "")
         return applied(
-            self.table.put_item,
-            Item=_endpoint_item(endpoint),
-            ConditionExpression=" AND ".join(["updated_at = :read", *spell]),
+            self.table.update_item,
+            Key={"tenant_id": endpoint.tenant_id, "id": endpoint.id},
+            UpdateExpression=update,
+            ConditionExpression=" AND ".join(["attribute_exists(id)", "updated_at = :read", *spell]),
+            ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
         )
 
@@ -265,7 +285,7 @@ class DeliveryTable:
                 "updated_at = :now, first_attempt_at = if_not_exists(first_attempt_at, :now)"
             ),
             ConditionExpression=(
-                "tenant_id = :tenant AND ("
+                "tenant_id = :tenant AND attribute_not_exists(parked_endpoint) AND ("
                 "(#s IN (:c0, :c1) AND attempt_count = :prev) "
                 "OR (#s = :attempting AND attempt_count = :n AND claimed_at < :stale))"
             ),

@@ -27,11 +27,21 @@ API_KEYS = TableSpec("ApiKeys", "API_KEYS_TABLE", partition_key="key_id")
 # `failing` is set ("1") only while an enabled endpoint is failing, so the index is sparse: the health
 # sweeper reads exactly the failing endpoints, longest failing first, and never scans the table.
 FAILING_ENDPOINTS_INDEX = IndexSpec("failing", "failing", "failing_since")
+# `circuit_mark` is set ("1") only while an endpoint's circuit is open or draining: the sweeper reads exactly
+# those (to end parked deliveries past their horizon and restart a lost probe workflow), never a scan.
+OPEN_CIRCUITS_INDEX = IndexSpec("open_circuits", "circuit_mark", "circuit_opened_at")
 ENDPOINTS = TableSpec(
-    "Endpoints", "ENDPOINTS_TABLE", partition_key="tenant_id", sort_key="id", indexes=(FAILING_ENDPOINTS_INDEX,)
+    "Endpoints",
+    "ENDPOINTS_TABLE",
+    partition_key="tenant_id",
+    sort_key="id",
+    indexes=(FAILING_ENDPOINTS_INDEX, OPEN_CIRCUITS_INDEX),
 )
 # Events also hold the per-(tenant, ordering key) sequence counters, under `seq#` keys with no TTL.
 EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="expires_at")
+# `parked_endpoint` is set only while a delivery is parked behind its endpoint's circuit: the index holds
+# exactly the parked deliveries of each endpoint, in event order (domain.circuit.park_order).
+PARKED_INDEX = IndexSpec("parked", "parked_endpoint", "event_order")
 DELIVERIES = TableSpec(
     "Deliveries",
     "DELIVERIES_TABLE",
@@ -42,6 +52,7 @@ DELIVERIES = TableSpec(
         IndexSpec("by_tenant_status", "tenant_status", "created_at"),
         IndexSpec("by_endpoint", "endpoint_id", "created_at"),
         IndexSpec("by_event", "event_id", "created_at"),
+        PARKED_INDEX,
     ),
 )
 # Redrive jobs: one record per redrive (progress and the resume cursor), kept for the retention window.

@@ -6,9 +6,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from hookrelay.adapters.stepfunctions import parse_command
+from hookrelay.domain.circuit import Via
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.models import Delivery
-from hookrelay.services.ports import DeliveryMessage
+from hookrelay.services.ports import CircuitCommand, DeliveryMessage
 
 SQS_BATCH = 10
 
@@ -19,8 +21,12 @@ def message_body(message: DeliveryMessage) -> str:
         "tenant_id": message.tenant_id,
         "attempt": message.attempt,
     }
-    if message.task_token:
-        body["task_token"] = message.task_token
+    if message.endpoint_id:
+        body["endpoint_id"] = message.endpoint_id
+    if message.via is not Via.QUEUE:
+        body["via"] = message.via.value
+    if message.reply_to:
+        body["task_token"] = message.reply_to  # the name the ASL gives it (retry workflow's SendAttempt)
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -32,8 +38,18 @@ def parse_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMe
         attempt=int(data["attempt"]),
         group_id=group_id,
         deduplication_id=deduplication_id,
-        task_token=data.get("task_token"),
+        reply_to=data.get("task_token"),
+        endpoint_id=data.get("endpoint_id"),
+        via=Via(data.get("via", Via.QUEUE.value)),
     )
+
+
+def parse_queue_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMessage | CircuitCommand:
+    """A delivery message, or a command of an endpoint's probe workflow (sent by the ASL, under `circuit`)."""
+    data = json.loads(body)
+    if isinstance(data, dict) and "circuit" in data:
+        return parse_command(data["circuit"], data.get("task_token"))
+    return parse_message(body, group_id, deduplication_id)
 
 
 class SqsDeliveryQueue:

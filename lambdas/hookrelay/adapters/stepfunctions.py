@@ -1,4 +1,5 @@
-"""Step Functions: start the retry execution after a first failure, answer its task tokens."""
+"""Step Functions: the retry protocol. Retry executions after a first failure, the probe execution of an open
+circuit, and the answers to their task tokens; execution names and error names live here and in the ASL only."""
 
 from __future__ import annotations
 
@@ -6,9 +7,12 @@ import json
 import re
 from typing import Any
 
-from hookrelay.domain.clock import to_rfc3339
+from hookrelay.domain.clock import from_rfc3339, to_rfc3339
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.ports import RetryTicket
+from hookrelay.services.ports import CircuitCommand, CircuitCommandKind, RetryTicket
+
+DELIVERY_MISSING = "hookrelay.DeliveryMissing"  # the ASL routes this task failure to a Fail state
+PARKED = "parked"  # the answer that ends a retry execution: its delivery is parked behind the circuit
 
 
 def ticket_document(ticket: RetryTicket) -> dict[str, Any]:
@@ -19,6 +23,7 @@ def ticket_document(ticket: RetryTicket) -> dict[str, Any]:
         "group_id": ticket.group_id,
         "attempt": ticket.attempt,
         "next_attempt_at": to_rfc3339(ticket.next_attempt_at),
+        "endpoint_id": ticket.endpoint_id,
     }
 
 
@@ -31,6 +36,38 @@ def execution_name(delivery_id: str, attempt: int | None = None) -> str:
     """The delivery's first execution is named after it; a fresh one (see `resume`) after it and its attempt."""
     suffix = "" if attempt is None else f"-{attempt}"
     return _NOT_IN_NAMES.sub("_", delivery_id)[: EXECUTION_NAME_MAX - len(suffix)] + suffix
+
+
+def probe_execution_name(endpoint_id: str, step: int) -> str:
+    """One probe execution per endpoint and circuit step: a duplicate start is refused, not doubled."""
+    suffix = f"-{step}"
+    return "circuit-" + _NOT_IN_NAMES.sub("_", endpoint_id)[: EXECUTION_NAME_MAX - len(suffix) - 8] + suffix
+
+
+def command_document(command: CircuitCommand) -> dict[str, Any]:
+    """What the probe workflow carries under `$.circuit`: the ASL waits until `due_at`, sends it, routes on `kind`."""
+    return {
+        "tenant_id": command.tenant_id,
+        "endpoint_id": command.endpoint_id,
+        "step": command.step,
+        "kind": command.kind.value,
+        "due_at": to_rfc3339(command.due_at),
+        "released": list(command.released),
+        "commands": command.commands,
+    }
+
+
+def parse_command(document: dict[str, Any], reply_to: str | None) -> CircuitCommand:
+    return CircuitCommand(
+        tenant_id=str(document["tenant_id"]),
+        endpoint_id=str(document["endpoint_id"]),
+        step=int(document["step"]),
+        kind=CircuitCommandKind(document["kind"]),
+        due_at=from_rfc3339(str(document["due_at"])),
+        released=tuple(str(i) for i in document.get("released", [])),
+        commands=int(document.get("commands", 0)),
+        reply_to=reply_to,
+    )
 
 
 class StepFunctionsRetryWorkflow:
@@ -52,13 +89,45 @@ class StepFunctionsRetryWorkflow:
         except self.sfn.exceptions.ExecutionAlreadyExists:
             pass
 
-    def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
+    def report(self, reply_to: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
         document: dict[str, Any] = ticket_document(ticket) if ticket else {}
         document["status"] = status.value
-        return self._answer(self.sfn.send_task_success, taskToken=task_token, output=json.dumps(document))
+        return self._answer(self.sfn.send_task_success, taskToken=reply_to, output=json.dumps(document))
 
-    def fail(self, task_token: str, error: str, cause: str) -> None:
-        self._answer(self.sfn.send_task_failure, taskToken=task_token, error=error, cause=cause[:256])
+    def parked(self, reply_to: str) -> bool:
+        return self._answer(self.sfn.send_task_success, taskToken=reply_to, output=json.dumps({"status": PARKED}))
+
+    def delivery_missing(self, reply_to: str, delivery_id: str) -> None:
+        cause = f"no delivery {delivery_id}"
+        self._answer(self.sfn.send_task_failure, taskToken=reply_to, error=DELIVERY_MISSING, cause=cause[:256])
+
+    def start_probe(self, command: CircuitCommand) -> None:
+        name = probe_execution_name(command.endpoint_id, command.step)
+        try:
+            self.sfn.start_execution(
+                stateMachineArn=self.state_machine_arn,
+                name=name,
+                input=json.dumps({"circuit": command_document(command)}),
+            )
+        except self.sfn.exceptions.ExecutionAlreadyExists:
+            pass
+
+    def probe_running(self, endpoint_id: str, step: int) -> bool:
+        arn = (
+            self.state_machine_arn.replace(":stateMachine:", ":execution:")
+            + ":"
+            + probe_execution_name(endpoint_id, step)
+        )
+        try:
+            status = self.sfn.describe_execution(executionArn=arn)["status"]
+        except self.sfn.exceptions.ExecutionDoesNotExist:
+            return False
+        return bool(status == "RUNNING")
+
+    def answer(self, reply_to: str, command: CircuitCommand) -> bool:
+        return self._answer(
+            self.sfn.send_task_success, taskToken=reply_to, output=json.dumps(command_document(command))
+        )
 
     def _answer(self, call: Any, **kwargs: Any) -> bool:
         """True if the execution took the answer; False if nothing waits on this token any more."""

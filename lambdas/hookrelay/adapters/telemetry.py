@@ -17,3 +17,6 @@ class PowertoolsTelemetry:
     def bookkeeping_failed(self, metric: str, delivery_id: str, error: Exception) -> None:
         self.logger.error(f"{metric}: carrying on", exc_info=error, extra={"delivery_id": delivery_id})
         self.metrics.add_metric(name=metric, unit=MetricUnit.Count, value=1)
+
+    def count(self, metric: str, value: int = 1) -> None:
+        self.metrics.add_metric(name=metric, unit=MetricUnit.Count, value=value)

@@ -34,3 +34,10 @@ def message_group_id(endpoint_id: str, max_in_flight: int, ordering_key: str | N
     """
     slot = zlib.crc32((ordering_key or event_id).encode()) % max(1, max_in_flight)
     return f"{endpoint_id}#{slot}"
+
+
+def retry_group_id(delivery_id: str) -> str:
+    """A retry's own FIFO group: a retry is due at its time, never behind its endpoint's backlog of first
+    attempts. (A failing endpoint's backlog is parked behind its circuit instead, so retries that bypass the
+    endpoint's concurrency bound are the few of a healthy endpoint that rejected some events.)"""
+    return f"retry~{delivery_id}"

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
+from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import FailureKind, Outcome
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.status import DeliveryStatus
@@ -83,9 +84,36 @@ class Endpoint(Record):
     failing_since: UtcDateTime | None = None
     failure_notice: FailureNotice | None = None  # the latest notice sent about this failing spell
     disabled_reason: str | None = None  # set when the platform disabled it, not the tenant
+    # The circuit (domain/circuit.py), written only by the delivery path and the sweeper, each change a
+    # conditional update; the endpoint service's writes never touch these (CIRCUIT_FIELDS).
+    circuit: CircuitState = CircuitState.CLOSED
+    circuit_failures: int = 0  # retriable failures in a row while closed
+    circuit_opened_at: UtcDateTime | None = None  # when the circuit last opened (or reopened)
+    circuit_step: int = 0  # which probe workflow owns the circuit: bumped when one is started
+    probes_made: int = 0  # probes since the circuit last opened
+    next_probe_at: UtcDateTime | None = None  # when the probe workflow's next command is due
+    parked_count: int = 0  # deliveries parked behind the circuit
+    drain_paused_until: UtcDateTime | None = None  # a Retry-After answered during the drain
+    drained_count: int = 0  # deliveries released by the current drain
 
     def active_secrets(self, now: datetime) -> list[str]:
         return [s.secret for s in self.secrets if s.active(now)]
+
+
+# The endpoint's attributes that the delivery path owns; the endpoint service's read-change-write leaves them be.
+CIRCUIT_FIELDS = frozenset(
+    {
+        "circuit",
+        "circuit_failures",
+        "circuit_opened_at",
+        "circuit_step",
+        "probes_made",
+        "next_probe_at",
+        "parked_count",
+        "drain_paused_until",
+        "drained_count",
+    }
+)
 
 
 class Event(Record):
@@ -136,3 +164,6 @@ class Delivery(Record):
     claimed_at: UtcDateTime | None = None
     expires_at: int | None = None  # set when the delivery ends: end + the redrive window
     dead_lettered_at: UtcDateTime | None = None  # when its dead-letter message went out (dead deliveries only)
+    # Where the delivery stands among its endpoint's deliveries when they are parked: domain.circuit.park_order.
+    event_order: str | None = None
+    parked_at: UtcDateTime | None = None  # set while the delivery waits on its endpoint's circuit

@@ -15,7 +15,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
-from hookrelay.adapters.sqs import parse_message
+from hookrelay.adapters.sqs import parse_queue_message
+from hookrelay.services.ports import CircuitCommand
 
 logger = Logger(service="delivery")
 tracer = Tracer(service="delivery")
@@ -24,7 +25,16 @@ metrics = Metrics(namespace="Hookrelay", service="delivery")
 
 def deliver(record: SQSRecord) -> None:
     attributes = record.attributes
-    message = parse_message(record.body, attributes.message_group_id or "", attributes.message_deduplication_id or "")
+    message = parse_queue_message(
+        record.body, attributes.message_group_id or "", attributes.message_deduplication_id or ""
+    )
+    if isinstance(message, CircuitCommand):
+        following = wiring.circuit_service().handle(message)
+        logger.info(
+            "circuit command",
+            extra={"endpoint_id": message.endpoint_id, "command": message.kind, "next": following.kind},
+        )
+        return
     report = wiring.delivery_service().attempt(message)
     logger.info(
         "attempt",
@@ -33,6 +43,7 @@ def deliver(record: SQSRecord) -> None:
             "attempt": report.attempt,
             "status": report.status,
             "sent": report.sent,
+            "parked": report.parked,
         },
     )
     if report.sent:

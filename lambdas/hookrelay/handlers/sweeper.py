@@ -19,6 +19,10 @@ metrics = Metrics(namespace="Hookrelay", service="sweeper")
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    circuits = wiring.circuit_service().sweep()
+    metrics.add_metric(name="OpenCircuits", unit=MetricUnit.Count, value=circuits.examined)
+    if circuits.restarted:
+        logger.warning("probe workflows restarted", extra={"endpoint_ids": circuits.restarted})
     report = wiring.endpoint_health_sweeper().sweep()
     metrics.add_metric(name="FailingEndpoints", unit=MetricUnit.Count, value=report.examined)
     metrics.add_metric(name="EndpointNoticesSent", unit=MetricUnit.Count, value=len(report.notices))

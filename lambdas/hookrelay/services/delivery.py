@@ -7,20 +7,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from hookrelay.domain import circuit
+from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
+from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import (
     AttemptRecord,
+    AttemptReport,
+    CircuitCommand,
+    CircuitCommandKind,
+    CircuitRepository,
     DeadLetters,
     DeliveryMessage,
     DeliveryRepository,
     DeliveryTelemetry,
     EndpointRepository,
     EventRepository,
+    ParkingLot,
+    ParkOutcome,
     RetryTicket,
     RetryWorkflow,
     SendResult,
@@ -30,17 +39,12 @@ from hookrelay.services.ports import (
 # Step Functions wakes a Wait in whole seconds (moto truncates twice, so up to 2 s early); the attempt
 # waits out that remainder itself so that no retry is ever made before its `next_attempt_at`.
 EARLY_WAKE_TOLERANCE = timedelta(seconds=3)
-DELIVERY_MISSING = "hookrelay.DeliveryMissing"  # the ASL routes this task failure to a Fail state
 FAILING_SPELL_ERRORS = "FailingSpellErrors"  # metric: the endpoint's failing-spell bookkeeping failed
-
-
-@dataclass(frozen=True)
-class AttemptReport:
-    delivery_id: str
-    status: DeliveryStatus | None  # None: the delivery record does not exist
-    attempt: int
-    sent: bool  # False when the message was a duplicate or the delivery was cancelled
-    next_attempt_at: datetime | None = None
+# Metrics of the circuit (Powertools EMF, namespace and service as the function's).
+CIRCUIT_OPENED = "CircuitOpened"
+CIRCUIT_REOPENED = "CircuitReopened"
+DRAIN_PAUSED = "DrainPaused"
+DELIVERIES_PARKED = "DeliveriesParked"
 
 
 def retention_expiry(ended_at: datetime) -> int:
@@ -64,6 +68,8 @@ class DeliveryService:
     dead_letters: DeadLetters
     schedule: RetrySchedule
     telemetry: DeliveryTelemetry
+    circuits: CircuitRepository
+    parking: ParkingLot
     # A claim older than this is presumed abandoned (the worker died mid-attempt); it must exceed the
     # longest an attempt can take, which the queue's visibility timeout already guarantees.
     claim_timeout: timedelta = timedelta(minutes=2)
@@ -71,13 +77,21 @@ class DeliveryService:
     sleep: Callable[[float], None] = field(default=time.sleep)
 
     def attempt(self, message: DeliveryMessage) -> AttemptReport:
+        """Make the attempt the message asks for, or park it behind the endpoint's open circuit."""
         now = self.clock()
-        delivery = self.deliveries.claim(
-            message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
-        )
+        endpoint = self._endpoint_of(message)
+        if endpoint is not None and endpoint.state is EndpointState.ENABLED:
+            paused = endpoint.drain_paused_until is not None and endpoint.drain_paused_until > now
+            if circuit.gate(endpoint.circuit, message.via, drain_paused=paused) is Gate.PARK:
+                parked = self._park_message(message, endpoint, now)
+                if parked is not None:
+                    return parked
+                endpoint = self.endpoints.get(endpoint.tenant_id, endpoint.id)  # it closed meanwhile: attempt
+        delivery = self._claim(message, now)
         if delivery is None:
             return self._not_claimed(message)
-        endpoint = self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
+        if endpoint is None or endpoint.id != delivery.endpoint_id:
+            endpoint = self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
         if endpoint is None or endpoint.state is not EndpointState.ENABLED:
             return self._cancel(delivery, message, now)
         event = self.events.get(delivery.event_id)
@@ -88,7 +102,7 @@ class DeliveryService:
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
         result = self.sender.send(endpoint.url, headers, event.body.encode())
-        report = self._record(delivery, event, message, started, result)
+        report = self._record(delivery, event, message, endpoint, started, result)
         if report.sent:
             delivered = report.status is DeliveryStatus.DELIVERED
             try:
@@ -96,6 +110,41 @@ class DeliveryService:
             except Exception as error:  # the attempt is recorded and handed over: the message is done
                 self.telemetry.bookkeeping_failed(FAILING_SPELL_ERRORS, delivery.id, error)
         return report
+
+    def _endpoint_of(self, message: DeliveryMessage) -> Endpoint | None:
+        """The endpoint the message's delivery goes to, read before any claim (the circuit decides first)."""
+        endpoint_id = message.endpoint_id
+        if endpoint_id is None:  # a message from before the circuit: one more read
+            delivery = self.deliveries.get(message.delivery_id)
+            if delivery is None or delivery.tenant_id != message.tenant_id:
+                return None
+            endpoint_id = delivery.endpoint_id
+        return self.endpoints.get(message.tenant_id, endpoint_id)
+
+    def _claim(self, message: DeliveryMessage, now: datetime) -> Delivery | None:
+        if message.via is Via.QUEUE or message.endpoint_id is None:
+            return self.deliveries.claim(
+                message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
+            )
+        # The drain's and the probe's: the delivery is parked, and leaves the parked index in the same write.
+        return self.parking.claim(message.delivery_id, message.tenant_id, message.endpoint_id, message.attempt, now)
+
+    def _park_message(self, message: DeliveryMessage, endpoint: Endpoint, now: datetime) -> AttemptReport | None:
+        """Park the delivery instead of attempting it; None if the circuit closed meanwhile (attempt it then)."""
+        status = DeliveryStatus.RETRYING if message.attempt > 1 else DeliveryStatus.QUEUED
+        held = AttemptReport(message.delivery_id, status, message.attempt, sent=False, parked=True)
+        if message.via is Via.DRAIN:
+            return held  # released but held back (a pause, or the circuit reopened): it never left the index
+        outcome = self.parking.park(message.delivery_id, message.tenant_id, endpoint.id, message.attempt, now)
+        if outcome is ParkOutcome.CIRCUIT_CLOSED:
+            return None
+        if outcome is ParkOutcome.NOT_PARKABLE:
+            return self._not_claimed(message)
+        if outcome is ParkOutcome.PARKED:
+            self.telemetry.count(DELIVERIES_PARKED)
+        if message.reply_to:
+            self.workflow.parked(message.reply_to)  # the retry execution ends: the probe workflow carries it
+        return held
 
     def _track_failing_spell(self, endpoint: Endpoint, *, delivered: bool, at: datetime) -> None:
         """Start the endpoint's failing spell on a failure while healthy, end it on a success while failing.
@@ -117,7 +166,13 @@ class DeliveryService:
         return self.clock()
 
     def _record(
-        self, delivery: Delivery, event: Event, message: DeliveryMessage, started: datetime, result: SendResult
+        self,
+        delivery: Delivery,
+        event: Event,
+        message: DeliveryMessage,
+        endpoint: Endpoint,
+        started: datetime,
+        result: SendResult,
     ) -> AttemptReport:
         rule = rule_for(result.status_code, result.error)
         finished = self.clock()
@@ -156,10 +211,80 @@ class DeliveryService:
                 update={"status": decision.status, "completed_at": finished, "attempts": [*delivery.attempts, attempt]}
             )
             self._dead_letter(ended)
-        self._hand_over(delivery, message, decision.status, decision.next_attempt_at)
+        parked = self._settle(delivery, message, endpoint, rule, decision, finished)
         return AttemptReport(
-            delivery.id, decision.status, message.attempt, sent=True, next_attempt_at=decision.next_attempt_at
+            delivery.id,
+            decision.status,
+            message.attempt,
+            sent=True,
+            next_attempt_at=decision.next_attempt_at,
+            parked=parked,
+            outcome=rule.outcome,
+            retry_after=decision.retry_after,
         )
+
+    def _settle(
+        self,
+        delivery: Delivery,
+        message: DeliveryMessage,
+        endpoint: Endpoint,
+        rule: ResponseRule,
+        decision: Decision,
+        now: datetime,
+    ) -> bool:
+        """The one exit after an attempt is recorded: the circuit learns the outcome, then the delivery is either
+        parked behind it or handed to its retry workflow. True if it was parked.
+
+        A crash after the record and before the park or the hand-over leaves the delivery `retrying` with nothing
+        carrying it: the message comes back (it was not deleted) and `_not_claimed` starts its retry workflow,
+        which parks it on waking if the circuit is open then.
+        """
+        if rule.outcome is Outcome.DELIVERED:
+            if endpoint.circuit_failures and message.via is Via.QUEUE:
+                self.circuits.reset_failures(endpoint.tenant_id, endpoint.id)
+        elif (
+            decision.status is DeliveryStatus.RETRYING
+            and circuit.counts_toward_opening(rule.outcome)
+            and self._circuit_failed(endpoint, message, decision, now)
+        ):
+            outcome = self.parking.park(delivery.id, delivery.tenant_id, endpoint.id, message.attempt + 1, now)
+            if outcome is not ParkOutcome.CIRCUIT_CLOSED:
+                if message.reply_to:
+                    self.workflow.parked(message.reply_to)
+                return True
+        self._hand_over(delivery, message, decision.status, decision.next_attempt_at)
+        return False
+
+    def _circuit_failed(self, endpoint: Endpoint, message: DeliveryMessage, decision: Decision, now: datetime) -> bool:
+        """A retriable failure: count it, open the circuit at the threshold, reopen or pause a drain. True when
+        the delivery should be parked (the circuit is open or draining now) rather than retried on its own."""
+        if message.via is Via.PROBE:
+            return True  # the probe workflow decides what the circuit does; the delivery goes back to the lot
+        if message.via is Via.DRAIN or endpoint.circuit is CircuitState.DRAINING:
+            if decision.retry_after is not None:
+                until = now + timedelta(seconds=min(decision.retry_after, self.schedule.effective_retry_after_cap))
+                if self.circuits.pause_drain(endpoint.tenant_id, endpoint.id, until):
+                    self.telemetry.count(DRAIN_PAUSED)
+                    return True
+            due = circuit.next_probe_at(self.schedule, opened_at=now, probes_made=0, now=now)
+            if self.circuits.reopen(endpoint, now, due):
+                self.telemetry.count(CIRCUIT_REOPENED)
+            return True
+        counted = self.circuits.count_failure(endpoint.tenant_id, endpoint.id)
+        if counted is None:  # not closed any more (a racing worker opened it) or not enabled: the park decides
+            return True
+        if counted.circuit_failures < circuit.OPEN_AFTER_FAILURES:
+            return False
+        due = circuit.next_probe_at(
+            self.schedule, opened_at=now, probes_made=0, now=now, retry_after=decision.retry_after
+        )
+        if self.circuits.open(counted, now, due, circuit.OPEN_AFTER_FAILURES):
+            # A crash before the start leaves the circuit open with no workflow: the sweeper restarts it.
+            step = counted.circuit_step + 1
+            command = CircuitCommand(counted.tenant_id, counted.id, step, CircuitCommandKind.PROBE, due)
+            self.workflow.start_probe(command)
+            self.telemetry.count(CIRCUIT_OPENED)
+        return True
 
     def _decide(
         self,
@@ -210,18 +335,23 @@ class DeliveryService:
         """Start the retry workflow after a first failure, or answer the execution that sent this attempt."""
         ticket = (
             RetryTicket(
-                delivery.id, delivery.tenant_id, delivery.message_group_id, message.attempt + 1, next_attempt_at
+                delivery.id,
+                delivery.tenant_id,
+                retry_group_id(delivery.id),
+                message.attempt + 1,
+                next_attempt_at,
+                delivery.endpoint_id,
             )
             if next_attempt_at is not None
             else None
         )
-        if message.task_token:
-            self._answer(message.task_token, status, ticket)
+        if message.reply_to:
+            self._answer(message.reply_to, status, ticket)
         elif ticket is not None:
             self.workflow.start(ticket)
 
     def _answer(
-        self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None, *, may_resume: bool = True
+        self, reply_to: str, status: DeliveryStatus, ticket: RetryTicket | None, *, may_resume: bool = True
     ) -> None:
         """Answer the execution that sent the attempt; if it no longer listens while the delivery is still
         retrying, start a fresh execution for the next attempt, since nothing else ever would.
@@ -230,7 +360,7 @@ class DeliveryService:
         answered too, so for a while two executions may carry the delivery; an attempt is still made once),
         or, after its last re-send, fails with AttemptLost.
         """
-        if not self.workflow.report(task_token, status, ticket) and ticket is not None and may_resume:
+        if not self.workflow.report(reply_to, status, ticket) and ticket is not None and may_resume:
             self.workflow.resume(ticket)
 
     def _cancel(self, delivery: Delivery, message: DeliveryMessage, now: datetime) -> AttemptReport:
@@ -238,8 +368,8 @@ class DeliveryService:
             delivery.id, delivery.tenant_id, DeliveryStatus.CANCELLED, now, retention_expiry(now)
         )
         self.events.extend_expiry(delivery.event_id, retention_expiry(now))
-        if message.task_token:
-            self._answer(message.task_token, DeliveryStatus.CANCELLED, None)
+        if message.reply_to:
+            self._answer(message.reply_to, DeliveryStatus.CANCELLED, None)
         return AttemptReport(delivery.id, DeliveryStatus.CANCELLED, message.attempt, sent=False)
 
     def _not_claimed(self, message: DeliveryMessage) -> AttemptReport:
@@ -253,27 +383,32 @@ class DeliveryService:
         """
         current = self.deliveries.get(message.delivery_id)
         if current is None or current.tenant_id != message.tenant_id:
-            if message.task_token:
-                self.workflow.fail(message.task_token, DELIVERY_MISSING, f"no delivery {message.delivery_id}")
+            if message.reply_to:
+                self.workflow.delivery_missing(message.reply_to, message.delivery_id)
             return AttemptReport(message.delivery_id, None, message.attempt, sent=False)
         status = current.status
+        if current.parked_at is not None:  # the probe workflow carries it; a retry execution ends here
+            if message.reply_to:
+                self.workflow.parked(message.reply_to)
+            return AttemptReport(message.delivery_id, status, message.attempt, sent=False, parked=True)
         ticket = None
         if status is DeliveryStatus.RETRYING and current.next_attempt_at is not None:
             ticket = RetryTicket(
                 current.id,
                 current.tenant_id,
-                current.message_group_id,
+                retry_group_id(current.id),
                 current.attempt_count + 1,
                 current.next_attempt_at,
+                current.endpoint_id,
             )
         latest = current.attempt_count == message.attempt  # a message for the attempt made last
         if status is DeliveryStatus.DEAD and latest and current.dead_lettered_at is None:
             self._dead_letter(current)
-        if message.task_token:
+        if message.reply_to:
             # While the attempt is in flight its worker answers; this token's task times out and re-sends.
             # Only a message for the latest attempt may resume the workflow: whoever made a later one handed over.
             if status is not DeliveryStatus.ATTEMPTING:
-                self._answer(message.task_token, status, ticket, may_resume=latest)
+                self._answer(message.reply_to, status, ticket, may_resume=latest)
         elif ticket is not None and latest:
             self.workflow.start(ticket)
         return AttemptReport(message.delivery_id, status, message.attempt, sent=False)

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hookrelay.domain import ids
+from hookrelay.domain.circuit import park_order
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
 from hookrelay.domain.envelope import envelope_body, message_group_id
 from hookrelay.domain.errors import InvalidRequest
@@ -95,6 +96,7 @@ def queued_delivery(
         created_at=now,
         updated_at=now,
         replay_of=replay_of,
+        event_order=park_order(event.timestamp, event.id),
     )
 
 

@@ -8,7 +8,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Protocol
 
-from hookrelay.domain.classification import FailureKind
+from hookrelay.domain.circuit import Via
+from hookrelay.domain.classification import FailureKind, Outcome
 from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, FailureNotice, Record, Tenant
 from hookrelay.domain.status import DeliveryStatus
 
@@ -40,6 +41,50 @@ class EndpointRepository(Protocol):
 
     def mark_recovered(self, tenant_id: str, endpoint_id: str) -> bool:
         """End the failing spell (a success came through), if there is one."""
+
+
+class CircuitRepository(Protocol):
+    """The endpoint's circuit (domain/circuit.py): every change a conditional update, so racing workers agree.
+
+    Each takes the endpoint as read and returns whether the change applied (or the endpoint after it).
+    """
+
+    def count_failure(self, tenant_id: str, endpoint_id: str) -> Endpoint | None:
+        """One more retriable failure in a row, while the circuit is closed and the endpoint enabled; the
+        endpoint after the count, or None when the circuit is not closed (or the endpoint not enabled)."""
+
+    def reset_failures(self, tenant_id: str, endpoint_id: str) -> None:
+        """A success while closed: the count starts again."""
+
+    def open(self, endpoint: Endpoint, at: datetime, due_at: datetime, threshold: int) -> bool:
+        """closed → open, if the failures counted reach `threshold`; a new probe workflow step."""
+
+    def reopen(self, endpoint: Endpoint, at: datetime, due_at: datetime) -> bool:
+        """draining → open (a released delivery failed); the running probe workflow carries on probing."""
+
+    def probed(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
+        """A probe failed: count it and note when the next is due (while open and still owned by `step`)."""
+
+    def start_drain(self, endpoint: Endpoint, step: int) -> bool:
+        """open → draining (a probe got through)."""
+
+    def drained(self, endpoint: Endpoint, step: int, released: int, due_at: datetime) -> bool:
+        """Count released deliveries and note when the drain looks again (while draining, owned by `step`)."""
+
+    def pause_drain(self, tenant_id: str, endpoint_id: str, until: datetime) -> bool:
+        """Hold the drain until then (a Retry-After answered during it), while draining."""
+
+    def close(self, endpoint: Endpoint, step: int) -> bool:
+        """draining → closed, only if nothing is parked any more (the count, not the eventually consistent index)."""
+
+    def take_over(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
+        """Hand the circuit to a fresh probe workflow (step + 1), if `step` still owns it."""
+
+    def reset(self, endpoint: Endpoint) -> bool:
+        """Back to closed for an endpoint no longer enabled, once nothing is parked behind it."""
+
+    def open_circuits(self) -> Iterator[Endpoint]:
+        """Endpoints whose circuit is not closed (a sparse index, never a scan)."""
 
 
 class FailingEndpoints(Protocol):
@@ -89,6 +134,27 @@ class AttemptRecord:
     expires_at: int | None
 
 
+class ParkOutcome(StrEnum):
+    PARKED = "parked"
+    ALREADY_PARKED = "already_parked"
+    CIRCUIT_CLOSED = "circuit_closed"  # the circuit closed (or the endpoint was disabled) since it was read
+    NOT_PARKABLE = "not_parkable"  # the delivery moved on: this message's attempt is taken or made
+
+
+@dataclass(frozen=True)
+class ParkedDelivery:
+    """A delivery as the parked index shows it (eventually consistent: the claim re-checks)."""
+
+    id: str
+    tenant_id: str
+    status: DeliveryStatus
+    attempt_count: int
+    created_at: datetime
+    first_attempt_at: datetime | None
+    event_order: str
+    message_group_id: str
+
+
 class DeliveryRepository(Protocol):
     def put_many(self, deliveries: Sequence[Delivery]) -> None: ...
     def get(self, delivery_id: str) -> Delivery | None: ...
@@ -96,7 +162,8 @@ class DeliveryRepository(Protocol):
     def claim(
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
     ) -> Delivery | None:
-        """Mark the delivery `attempting` for this attempt number; None if another holds or made it."""
+        """Mark the delivery `attempting` for this attempt number; None if another holds or made it, or if it is
+        parked behind its endpoint's circuit (only the drain and the probe take those, through the ParkingLot)."""
 
     def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
         """Append the attempt and move the status on; False if the claim was lost."""
@@ -117,6 +184,35 @@ class DeliveryRepository(Protocol):
         """Note that the dead delivery's dead-letter message went out; False if it is not dead or was noted already."""
 
 
+class ParkingLot(Protocol):
+    """Deliveries parked behind their endpoint's circuit, and the endpoint's parked count, kept in step:
+    every change to one is one transaction with the other, so the count says exactly what the index will."""
+
+    def park(
+        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, at: datetime
+    ) -> ParkOutcome:
+        """Park the delivery: only if the endpoint is enabled with its circuit open or draining, and the delivery
+        still waits for attempt `attempt_number` (claimable, with attempt_number - 1 made)."""
+
+    def parked(self, endpoint_id: str, limit: int) -> list[ParkedDelivery]:
+        """The endpoint's parked deliveries, oldest event first."""
+
+    def claim(
+        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, now: datetime
+    ) -> Delivery | None:
+        """Claim a parked delivery for the drain or the probe, taking it off the index; None if it is not parked
+        behind that endpoint waiting for attempt `attempt_number` (another message took it first)."""
+
+    def end(
+        self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
+    ) -> Delivery | None:
+        """Take a parked delivery off the index and end it (`dead` or `cancelled`); the ended delivery, or None
+        if it was no longer parked as read."""
+
+    def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
+        """Strongly consistent reads of those of `delivery_ids` that exist, in no particular order."""
+
+
 @dataclass(frozen=True)
 class DeliveryMessage:
     delivery_id: str
@@ -124,7 +220,28 @@ class DeliveryMessage:
     attempt: int
     group_id: str
     deduplication_id: str
-    task_token: str | None = None
+    reply_to: str | None = None  # opaque to services: where the workflow that sent this attempt waits
+    endpoint_id: str | None = None  # None in messages sent before the circuit existed: read from the delivery
+    via: Via = Via.QUEUE
+
+
+@dataclass(frozen=True)
+class AttemptReport:
+    """What came of one delivery message."""
+
+    delivery_id: str
+    status: DeliveryStatus | None  # None: the delivery record does not exist
+    attempt: int
+    sent: bool  # False when the message was a duplicate, the delivery was cancelled, or it was parked
+    next_attempt_at: datetime | None = None
+    parked: bool = False  # the delivery waits behind its endpoint's circuit (after this attempt, if one was made)
+    outcome: Outcome | None = None  # how the endpoint answered, when an attempt was made
+    retry_after: float | None = None  # seconds, from the answer's Retry-After (429 and 503 only)
+
+
+class Attempts(Protocol):
+    def attempt(self, message: DeliveryMessage) -> AttemptReport:
+        """Make the attempt the message asks for, or park it behind the endpoint's open circuit."""
 
 
 class DeliveryQueue(Protocol):
@@ -158,9 +275,35 @@ class RetryTicket:
     group_id: str
     attempt: int  # the number of the next attempt
     next_attempt_at: datetime
+    endpoint_id: str | None = None
+
+
+class CircuitCommandKind(StrEnum):
+    PROBE = "probe"  # attempt the oldest parked delivery
+    DRAIN = "drain"  # release the next window of parked deliveries, or close the circuit
+    DONE = "done"  # the workflow ends: the circuit closed, or another workflow owns it now
+
+
+@dataclass(frozen=True)
+class CircuitCommand:
+    """One step of an endpoint's probe workflow, and (as the answer) the next one and when it is due."""
+
+    tenant_id: str
+    endpoint_id: str
+    step: int  # the circuit_step of the workflow that sends it: a stale workflow's command does nothing
+    kind: CircuitCommandKind
+    due_at: datetime
+    released: tuple[str, ...] = ()  # deliveries the drain released that had not ended at the last look
+    commands: int = 0  # commands this workflow has run (it hands over to a fresh one past a limit)
+    reply_to: str | None = None
 
 
 class RetryWorkflow(Protocol):
+    """The retry protocol: per-delivery retry workflows and per-endpoint probe workflows (Step Functions in AWS).
+
+    How a workflow is named, started and answered is the adapter's business; services pass `reply_to` back.
+    """
+
     def start(self, ticket: RetryTicket) -> None:
         """Start the retry execution for a delivery (idempotent per delivery)."""
 
@@ -168,16 +311,32 @@ class RetryWorkflow(Protocol):
         """Start a fresh execution for the ticket's attempt, when the one that asked for the attempt before no
         longer listens (idempotent per delivery and attempt)."""
 
-    def report(self, task_token: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
+    def report(self, reply_to: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
         """Tell a waiting execution how the attempt it asked for ended; False if nothing waits on this token any
         more (its task timed out: the execution re-sent the attempt, or has failed since)."""
 
-    def fail(self, task_token: str, error: str, cause: str) -> None:
+    def parked(self, reply_to: str) -> bool:
+        """Tell a waiting retry execution that its delivery is parked behind the circuit: it ends, the probe
+        workflow carries the delivery from here."""
+
+    def delivery_missing(self, reply_to: str, delivery_id: str) -> None:
         """Tell a waiting execution its attempt cannot be made at all (the delivery is gone)."""
+
+    def start_probe(self, command: CircuitCommand) -> None:
+        """Start the probe workflow of an endpoint's circuit at `command` (idempotent per endpoint and step)."""
+
+    def probe_running(self, endpoint_id: str, step: int) -> bool:
+        """Whether the probe workflow of that endpoint and step is still running."""
+
+    def answer(self, reply_to: str, command: CircuitCommand) -> bool:
+        """Give the probe workflow its next command; False if it no longer waits on `reply_to`."""
 
 
 class DeliveryTelemetry(Protocol):
     """What operators see of the delivery path beside its records: logs and metrics."""
+
+    def count(self, metric: str, value: int = 1) -> None:
+        """Add to a count metric (the circuit's opens, closes, parked and drained deliveries)."""
 
     def bookkeeping_failed(self, metric: str, delivery_id: str, error: Exception) -> None:
         """A secondary write failed after the attempt was recorded and handed over: log it, count it, carry on."""
