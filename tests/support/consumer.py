@@ -33,6 +33,7 @@ class ScriptedConsumer:
     script: deque[Reply] = field(default_factory=deque)
     default: Reply = field(default_factory=Reply)
     received: list[Received] = field(default_factory=list)
+    answers: list[int] = field(default_factory=list)  # the status answered to each request received, in order
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -46,6 +47,7 @@ class ScriptedConsumer:
                         Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time())
                     )
                     reply = consumer.script.popleft() if consumer.script else consumer.default
+                    consumer.answers.append(reply.status)
                 if reply.delay:
                     time.sleep(reply.delay)
                 try:

@@ -1,0 +1,376 @@
+"""The circuit of an endpoint on moto: the real handlers, tables, queue and ASL (probe workflow executed by moto's
+interpreter), and a scripted consumer on 127.0.0.1. Every transition of domain/circuit.py, and the races.
+
+The schedule: a first retry after 3 s (so the failures that open the circuit are first attempts), then 1 s
+apart, then every 3 s, within a 120 s horizon; probes follow it from the opening.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from hookrelay import wiring
+from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
+from hookrelay.adapters.sqs import SqsDeliveryQueue
+from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState, Via
+from hookrelay.domain.clock import utcnow
+from hookrelay.domain.models import Delivery, Endpoint
+from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.ports import DeliveryMessage
+from scripts.create_admin_key import create_admin_key
+from tests.conftest import Platform
+from tests.integration.test_retry_workflow import QueuePump, wait_until
+from tests.support.aws import moto_stack
+from tests.support.consumer import Reply, ScriptedConsumer
+
+SCHEDULE = json.dumps({"name": "circuit-test", "gaps": [0, 3, 1, 1], "repeat_every": 3, "horizon": 120})
+HORIZON_SECONDS = 120
+FLAKY = Reply(503)
+
+
+@pytest.fixture
+def platform() -> Iterator[Platform]:
+    with moto_stack(retry_schedule=SCHEDULE) as env:
+        yield Platform(env=env, admin_token=create_admin_key(env["API_KEYS_TABLE"]).token)
+
+
+class Outage:
+    """One tenant, one endpoint on the consumer, a producer: publish events in order and watch the endpoint."""
+
+    def __init__(self, platform: Platform, consumer: ScriptedConsumer) -> None:
+        self.platform = platform
+        self.consumer = consumer
+        self.tenant_id, token = platform.new_tenant()
+        self.endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+        self.producer = platform.new_key("producer")
+        self.event_ids: list[str] = []
+        self.delivery_ids: list[str] = []
+
+    def publish(self, count: int, key: str | None = None) -> list[str]:
+        ids = []
+        for _ in range(count):
+            body: dict[str, Any] = {"tenant_id": self.tenant_id, "type": "a.b", "data": {"n": len(self.event_ids)}}
+            if key:
+                body["ordering_key"] = key
+            accepted = self.platform.call("POST", "/v1/events", self.producer, body)
+            assert accepted.status == 202, accepted.body
+            self.event_ids.append(accepted.json()["event_id"])
+            [delivery_id] = accepted.json()["delivery_ids"]
+            self.delivery_ids.append(delivery_id)
+            ids.append(delivery_id)
+        return ids
+
+    def endpoint(self) -> Endpoint:
+        endpoint = EndpointTable(table("ENDPOINTS_TABLE")).get(self.tenant_id, self.endpoint_id)
+        assert endpoint is not None
+        return endpoint
+
+    def delivery(self, delivery_id: str) -> Delivery:
+        delivery = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id)
+        assert delivery is not None
+        return delivery
+
+
+def table(env_var: str) -> Any:
+    return boto3.resource("dynamodb").Table(os.environ[env_var])
+
+
+def executions(platform: Platform) -> list[dict[str, Any]]:
+    arn = platform.env["RETRY_STATE_MACHINE_ARN"]
+    return boto3.client("stepfunctions").list_executions(stateMachineArn=arn)["executions"]
+
+
+def probe_executions(platform: Platform) -> list[dict[str, Any]]:
+    return [e for e in executions(platform) if e["name"].startswith("circuit-")]
+
+
+def open_circuit(outage: Outage) -> None:
+    """OPEN_AFTER_FAILURES first attempts fail in a row (the consumer answers 503 until told otherwise)."""
+    outage.consumer.default = FLAKY
+    outage.publish(OPEN_AFTER_FAILURES)
+    outage.platform.pump()
+    assert outage.endpoint().circuit is CircuitState.OPEN
+
+
+def recover_and_drain(outage: Outage, limit: float = 60.0) -> None:
+    outage.consumer.default = Reply(200)
+    with QueuePump(outage.platform.env["DELIVERY_QUEUE_URL"]):
+        wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close", limit)
+
+
+# --- Opening ---
+
+
+def test_a_stray_failure_does_not_open_the_circuit_and_a_success_starts_the_count_again(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    outage = Outage(platform, consumer)
+    consumer.queue([FLAKY] * (OPEN_AFTER_FAILURES - 1) + [Reply(200)] + [FLAKY] * (OPEN_AFTER_FAILURES - 1))
+    outage.publish(2 * OPEN_AFTER_FAILURES - 1)
+    platform.pump()
+
+    # Nine failures of ten first attempts, but never five in a row: the circuit stays closed. (The failed
+    # deliveries' own retries succeed meanwhile, each a success that starts the count again.)
+    assert consumer.answers[: 2 * OPEN_AFTER_FAILURES - 1].count(503) == 2 * OPEN_AFTER_FAILURES - 2
+    assert outage.endpoint().circuit is CircuitState.CLOSED
+    assert probe_executions(platform) == []
+
+
+def test_failures_in_a_row_open_the_circuit_and_start_one_probe_workflow(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+
+    endpoint = outage.endpoint()
+    assert endpoint.circuit_opened_at is not None and endpoint.next_probe_at is not None
+    assert endpoint.circuit_step == 1
+    [probe] = probe_executions(platform)
+    assert probe["status"] == "RUNNING"
+    # The delivery whose failure opened it is parked, not handed to a retry workflow of its own.
+    last = outage.delivery(outage.delivery_ids[-1])
+    assert last.status is DeliveryStatus.RETRYING and last.parked_at is not None
+    assert len(executions(platform)) == OPEN_AFTER_FAILURES  # four retry workflows, one probe workflow
+
+
+def test_parked_deliveries_make_no_attempts_and_start_no_executions(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    parked_before = outage.endpoint().parked_count
+
+    parked = outage.publish(20)
+    platform.pump()
+
+    events = {outage.delivery(d).event_id for d in parked}
+    assert not events & {r.headers["webhook-id"] for r in consumer.received}  # never sent
+    assert not set(parked) & {e["name"] for e in executions(platform)}  # no workflow of their own
+    for delivery_id in parked:
+        delivery = outage.delivery(delivery_id)
+        assert delivery.status is DeliveryStatus.QUEUED and delivery.parked_at is not None
+        assert delivery.attempts == []
+    assert outage.endpoint().parked_count >= parked_before + 20
+
+
+def test_a_waking_retry_is_parked_and_its_workflow_ends(platform: Platform, consumer: ScriptedConsumer) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    first = outage.delivery_ids[0]  # failed first, handed to its own retry workflow before the circuit opened
+
+    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+        wait_until(lambda: outage.delivery(first).parked_at is not None, "the first delivery's retry to park")
+        execution = wait_until(
+            lambda: next((e for e in executions(platform) if e["name"] == first and e["status"] != "RUNNING"), None),
+            "its retry workflow to end",
+        )
+    assert execution["status"] == "SUCCEEDED"
+    assert len(outage.delivery(first).attempts) == 1  # parked on waking: no second attempt
+
+
+# --- Probe and drain ---
+
+
+def test_probe_failures_wait_then_success_drains_every_parked_delivery_in_event_order(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    outage.publish(15)
+    platform.pump()
+    before = len(consumer.received)
+
+    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+        # Probes keep failing on the schedule: one request at a time, never a crowd.
+        wait_until(lambda: outage.endpoint().probes_made >= 2, "two failed probes")
+        assert len(consumer.received) - before <= outage.endpoint().probes_made + 1
+        consumer.default = Reply(200)
+        wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close")
+
+    assert _first_successes(consumer) == outage.event_ids  # oldest first, in the order the events happened
+    for delivery_id in outage.delivery_ids:
+        assert outage.delivery(delivery_id).status is DeliveryStatus.DELIVERED
+    endpoint = outage.endpoint()
+    assert endpoint.parked_count == 0 and endpoint.drained_count >= len(outage.event_ids) - 1
+    wait_until(lambda: probe_executions(platform)[0]["status"] == "SUCCEEDED", "the probe workflow to end")
+    assert len(probe_executions(platform)) == 1
+
+
+def test_events_published_during_the_drain_come_after_it(platform: Platform, consumer: ScriptedConsumer) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    outage.publish(10)
+    platform.pump()
+    consumer.default = Reply(200, delay=0.05)  # slow enough for the drain to still be going
+
+    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+        wait_until(lambda: outage.endpoint().circuit is CircuitState.DRAINING, "the drain to start")
+        outage.publish(5)
+        wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close")
+
+    successes = _first_successes(consumer)
+    assert successes == outage.event_ids
+
+
+def test_a_429_with_retry_after_during_the_drain_pauses_it(platform: Platform, consumer: ScriptedConsumer) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    outage.publish(6)
+    platform.pump()
+    # The probe gets through, the next (the first released) is told to come back in 2 s, then all is well.
+    consumer.script.clear()
+    consumer.default = Reply(200)
+    consumer.queue([Reply(200), Reply(429, headers=(("retry-after", "2"),))])
+
+    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+        wait_until(lambda: outage.endpoint().drain_paused_until is not None, "the drain to pause")
+        wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close")
+
+    told = consumer.answers.index(429)
+    assert consumer.received[told + 1].at - consumer.received[told].at >= 1.9  # nothing sent during the pause
+    assert _first_successes(consumer) == outage.event_ids
+
+
+def test_a_failure_during_the_drain_reopens_the_circuit_and_nothing_is_lost_or_sent_twice(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    outage.publish(8)
+    platform.pump()
+    consumer.script.clear()
+    consumer.default = Reply(200)
+    consumer.queue([Reply(200), Reply(200), Reply(500)])  # the probe, one released delivery, then a failure
+
+    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+        wait_until(lambda: 500 in consumer.answers, "a released delivery to fail")
+        wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close again", 90)
+
+    failed = next(d for d in map(outage.delivery, outage.delivery_ids) if 500 in [a.status_code for a in d.attempts])
+    assert [a.status_code for a in failed.attempts][-2:] == [500, 200]  # reopened, parked again, delivered later
+    assert _first_successes(consumer) == outage.event_ids
+    successes = [
+        r.headers["webhook-id"] for r, answer in zip(consumer.received, consumer.answers, strict=True) if answer == 200
+    ]
+    assert len(successes) == len(set(successes))  # delivered once each
+    assert len(probe_executions(platform)) == 1  # the same workflow probed again after the reopen
+
+
+# --- Each delivery keeps its own promise ---
+
+
+def test_a_parked_delivery_past_its_horizon_is_dead_with_its_dead_letter(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    parked = outage.publish(3)
+    platform.pump()
+    parked_before = outage.endpoint().parked_count
+
+    later = utcnow() + timedelta(seconds=HORIZON_SECONDS + 5)
+    report = replace(wiring.circuit_service(), clock=lambda: later).sweep()
+
+    assert report.expired == parked_before >= 1 + 3  # every one parked (their own horizons passed), in one sweep
+    for delivery_id in parked:
+        delivery = outage.delivery(delivery_id)
+        assert delivery.status is DeliveryStatus.DEAD and delivery.parked_at is None
+        assert delivery.dead_lettered_at is not None
+    letters = platform.sqs.receive_message(QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], MaxNumberOfMessages=10)
+    assert {json.loads(m["Body"])["delivery_id"] for m in letters["Messages"]} >= set(parked)
+    assert outage.endpoint().parked_count == 0
+
+
+def test_disabling_an_endpoint_with_an_open_circuit_cancels_what_is_parked(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    parked = outage.publish(4)
+    platform.pump()
+    parked_before = outage.endpoint().parked_count
+    wiring.endpoint_service().set_enabled(outage.tenant_id, outage.endpoint_id, False)
+
+    report = wiring.circuit_service().sweep()
+
+    assert report.cancelled == parked_before >= 1 + 4  # the one that opened the circuit, the four parked after it
+    for delivery_id in parked:
+        assert outage.delivery(delivery_id).status is DeliveryStatus.CANCELLED
+    endpoint = outage.endpoint()
+    assert endpoint.parked_count == 0 and endpoint.circuit is CircuitState.CLOSED
+
+
+def test_a_lost_probe_workflow_is_restarted_by_the_sweep(platform: Platform, consumer: ScriptedConsumer) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    sfn = boto3.client("stepfunctions")
+    [probe] = probe_executions(platform)
+    sfn.stop_execution(executionArn=probe["executionArn"])
+
+    later = utcnow() + timedelta(minutes=5)
+    report = replace(wiring.circuit_service(), clock=lambda: later).sweep()
+
+    assert report.restarted == [outage.endpoint_id]
+    assert outage.endpoint().circuit_step == 2
+    running = [e for e in probe_executions(platform) if e["status"] == "RUNNING"]
+    assert [e["name"] for e in running] == [f"circuit-{outage.endpoint_id}-2"]
+    # A running workflow is left alone.
+    assert replace(wiring.circuit_service(), clock=lambda: later).sweep().restarted == []
+
+
+# --- Duplicates ---
+
+
+def test_duplicate_messages_send_nothing_twice(platform: Platform, consumer: ScriptedConsumer) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    [parked] = outage.publish(1)
+    platform.pump()
+    parked_before = outage.endpoint().parked_count
+    queue = SqsDeliveryQueue(platform.sqs, platform.env["DELIVERY_QUEUE_URL"])
+    delivery = outage.delivery(parked)
+    # The first-attempt message again, and a drain release twice: the circuit is open, all are held.
+    queue.enqueue([_message(delivery, "again", Via.QUEUE), _message(delivery, "d1", Via.DRAIN)])
+    platform.pump()
+    assert outage.endpoint().parked_count == parked_before  # held, not parked twice
+    before = len(consumer.received)
+
+    recover_and_drain(outage)
+    queue.enqueue([_message(delivery, "late-1", Via.DRAIN), _message(delivery, "late-2", Via.QUEUE)])
+    platform.pump()
+
+    sent = [r.headers["webhook-id"] for r in consumer.received[before:]]
+    assert sent.count(delivery.event_id) == 1
+    assert outage.delivery(parked).status is DeliveryStatus.DELIVERED
+
+
+# --- helpers ---
+
+
+def _message(delivery: Delivery, tag: str, via: Via) -> DeliveryMessage:
+    return DeliveryMessage(
+        delivery_id=delivery.id,
+        tenant_id=delivery.tenant_id,
+        attempt=delivery.attempt_count + 1,
+        group_id=delivery.message_group_id,
+        deduplication_id=f"{delivery.id}-{tag}",
+        endpoint_id=delivery.endpoint_id,
+        via=via,
+    )
+
+
+def _first_successes(consumer: ScriptedConsumer) -> list[str]:
+    seen: list[str] = []
+    for index, request in enumerate(consumer.received):
+        event_id = request.headers["webhook-id"]
+        if consumer.answers[index] == 200 and event_id not in seen:
+            seen.append(event_id)
+    return seen
