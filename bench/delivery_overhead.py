@@ -31,6 +31,7 @@ from bench.metering import EVENT_SOURCE, Meter
 from hookrelay.adapters import schema
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.signing import signed_headers
+from hookrelay.functions import DELIVERY, queue_trigger
 from local.sqs_source import poll_once
 from tests.support.aws import moto_stack
 from tests.support.consumer import ScriptedConsumer
@@ -42,11 +43,11 @@ SIGNING_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 def deliver_all(driver: Driver, count: int) -> int:
     """Run the event source until `count` messages were handled; returns how many were."""
     handled = 0
-    url = driver.env[schema.DELIVERY_QUEUE_URL]
+    url = driver.env[schema.DELIVERY_QUEUE.env_var]
     idle_polls = 0
     while handled < count and idle_polls < 50:
         with driver.meter.origin(EVENT_SOURCE):
-            got = poll_once(driver.sqs, url, batch_size=schema.DELIVERY_BATCH_SIZE)
+            got = poll_once(driver.sqs, url, batch_size=queue_trigger(DELIVERY).batch_size)
         handled += got
         idle_polls = 0 if got else idle_polls + 1
     return handled

@@ -108,6 +108,7 @@ class EventSource:
         self.queue_url = queue_url
         self.function = function
         self.batch_size = batch_size
+        self.concurrency = concurrency
         # Short polls and a pause when the queue has nothing for us, rather than long polls: moto's long poll
         # spins at full CPU while messages wait in FIFO groups that are locked (a hanging endpoint's backlog),
         # starving everything else in the process. SQS itself does not, so this is a local-stack concern.

@@ -3,7 +3,7 @@
 moto does not enforce IAM, so a function that calls something its role lacks passes every other test and
 fails in AWS. This runs each function through its paths on moto, records the AWS calls made inside each
 invocation (attributed by `local.lambda_runtime.RUNNING`), and checks them against the function's entry in
-`stacks.constructs.functions.ACCESS`, the table the stack's grants are made from.
+`Access` in the table of functions (`hookrelay.functions`), which the stack's grants are made from.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ import pytest
 from hookrelay import wiring
 from hookrelay.adapters import schema
 from hookrelay.domain.clock import to_rfc3339, utcnow
+from hookrelay.functions import BY_NAME, Access, TableAccess
 from local.lambda_runtime import RUNNING, invoke
 from local.provision import queue_name
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
-from stacks.constructs.functions import ACCESS, Access, TableAccess
 from tests.conftest import Platform
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
@@ -142,7 +142,7 @@ def drive_every_function(platform: Platform, consumer: ScriptedConsumer) -> None
         "POST", f"/v1/endpoints/{endpoint['id']}/redrive", token, {"since": since}, {"idempotency-key": "r1"}
     )
     assert redrive.status == 202
-    while poll_once(platform.sqs, platform.env[schema.REDRIVE_JOBS_QUEUE_URL], function="redrive"):
+    while poll_once(platform.sqs, platform.env[schema.REDRIVE_JOBS_QUEUE.env_var], function="redrive"):
         pass
     platform.pump()
 
@@ -168,10 +168,10 @@ def test_every_aws_call_is_granted_to_the_function_that_makes_it(
     drive_every_function(platform, consumer)
 
     functions = {call.function for call in recorder.calls}
-    assert functions >= {"authorizer", "ingest", "api", "delivery", "redrive", "sweeper"}  # every path was run
+    assert functions == set(BY_NAME)  # every function's paths were run
     denied = sorted(
         (c.function, c.service, c.operation, c.resource)
         for c in recorder.calls
-        if not allowed(ACCESS[c.function], platform.env, c)
+        if not allowed(BY_NAME[c.function].access, platform.env, c)
     )
     assert denied == []

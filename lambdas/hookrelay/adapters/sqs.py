@@ -6,11 +6,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from hookrelay.adapters.schema import SQS_MAX_BATCH as SQS_BATCH
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.models import Delivery
 from hookrelay.services.ports import DeliveryMessage
-
-SQS_BATCH = 10
 
 
 def message_body(message: DeliveryMessage) -> str:
