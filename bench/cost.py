@@ -43,7 +43,7 @@ from bench.metering import BENCH, EVENT_SOURCE, UNATTRIBUTED, ApiCall, Meter
 from hookrelay.adapters import schema
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE
-from hookrelay.functions import BY_NAME, DELIVERY, queue_trigger
+from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, queue_trigger
 from local import gateway
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
@@ -87,7 +87,7 @@ PRICES: dict[str, Price] = {
 API_PAYLOAD_UNIT = 512 * 1024  # HTTP API requests are metered in 512 KB increments
 WARM_UP_EVENTS = 3
 DRAIN_LIMIT_SECONDS = 120.0
-FUNCTIONS = ("authorizer", "ingest", "delivery")
+FUNCTIONS = (AUTHORIZER.name, INGEST.name, DELIVERY.name)  # the functions every event goes through
 
 
 def deployed_settings() -> tuple[int, int]:
@@ -343,7 +343,7 @@ def report(run: Run, memory_mb: int, attempt_timeout: int) -> float:
     reasons = Counter(not_billed(c) for c in left_out)
     if reasons:
         print("\nCounted but not billed per event: " + "; ".join(f"{n} x {r}" for r, n in reasons.items()))
-    delivery_invocations = [i for i in run.meter.invocations if i.function == "delivery"]
+    delivery_invocations = [i for i in run.meter.invocations if i.function == DELIVERY.name]
     mean_ms = 1000 * sum(i.seconds for i in delivery_invocations) / max(1, len(delivery_invocations))
     print(
         f"\nDelivery function: {len(delivery_invocations)} invocations, mean {mean_ms:.1f} ms here (the consumer on"

@@ -96,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         signed_headers([SIGNING_SECRET], "evt_bench", utcnow(), body.decode())
     signing_seconds = time.perf_counter() - started
 
-    handler_seconds = sum(i.seconds for i in meter.invocations if i.function == "delivery")
-    aws_in_handler = meter.seconds_by(lambda c: f"{c.service} {c.operation}" if c.origin == "delivery" else "")
+    handler_seconds = sum(i.seconds for i in meter.invocations if i.function == DELIVERY.name)
+    aws_in_handler = meter.seconds_by(lambda c: f"{c.service} {c.operation}" if c.origin == DELIVERY.name else "")
     aws_in_source = sum(c.seconds for c in meter.calls if c.origin == EVENT_SOURCE)
     handler_aws = sum(s for k, s in aws_in_handler.items() if k)
 
@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         f" ({bare_rate / path_rate:.1f} x slower): {ms(path_seconds - bare_seconds, count)} ms overhead per delivery."
     )
     heading("Where a delivery's time goes (ms per delivery)")
-    handler_calls = Counter(f"{c.service} {c.operation}" for c in meter.calls if c.origin == "delivery")
+    handler_calls = Counter(f"{c.service} {c.operation}" for c in meter.calls if c.origin == DELIVERY.name)
     rows = [
         [f"moto: {name} ({handler_calls[name] / count:.0f} per delivery)", ms(seconds, count)]
         for name, seconds in sorted(aws_in_handler.items(), key=lambda item: -item[1])

@@ -98,7 +98,7 @@ def test_only_reported_failures_stay_on_the_queue(queue_url: str, monkeypatch: p
     monkeypatch.setattr(sqs_source, "invoke", stand_in)
     for group, body in (("g1", "good"), ("g2", "bad"), ("g3", "fine")):
         send(queue_url, group, body)
-    source = running(queue_url, batch_size=10)
+    source = running(queue_url, batch_size=schema.SQS_MAX_BATCH)
     try:
         eventually(lambda: {"good", "bad", "fine"} <= set(stand_in.finished), "every message is handled")
     finally:
@@ -112,7 +112,7 @@ def test_a_function_that_raises_keeps_its_whole_batch(queue_url: str, monkeypatc
     monkeypatch.setattr(sqs_source, "invoke", stand_in)
     send(queue_url, "g", "boom")
     send(queue_url, "g", "after")
-    source = running(queue_url, batch_size=10)
+    source = running(queue_url, batch_size=schema.SQS_MAX_BATCH)
     try:
         eventually(lambda: "boom" in stand_in.finished, "the batch is attempted")
     finally:

@@ -67,7 +67,8 @@ class NoticeInbox:
         sqs = boto3.client("sqs")
         notices = []
         while True:
-            batch = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            received = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=schema.SQS_MAX_BATCH)
+            batch = received.get("Messages", [])
             if not batch:
                 return notices
             for message in batch:

@@ -33,7 +33,9 @@ def publish_one(platform: Platform, consumer: ScriptedConsumer) -> str:
 def receive_all(platform: Platform) -> list[dict]:
     sqs = platform.sqs
     url = platform.env[schema.DELIVERY_QUEUE.env_var]
-    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"])
+    messages = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=schema.SQS_MAX_BATCH, MessageSystemAttributeNames=["All"]
+    )
     return messages.get("Messages", [])
 
 

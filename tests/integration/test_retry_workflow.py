@@ -111,7 +111,7 @@ def run_to_the_end(platform: Platform, consumer: ScriptedConsumer) -> tuple[str,
 
 def dead_letters(platform: Platform) -> list[dict[str, Any]]:
     url = platform.env[schema.DEAD_LETTER_QUEUE.env_var]
-    received = platform.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    received = platform.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=schema.SQS_MAX_BATCH).get("Messages", [])
     return [json.loads(message["Body"]) for message in received]
 
 

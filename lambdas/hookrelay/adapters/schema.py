@@ -1,4 +1,4 @@
-"""The tables, indexes and environment names: one definition for the CDK stack, the local stack and the tests."""
+"""The tables, queues, topics and environment names: one definition for the CDK stack, the local stack and the tests."""
 
 from __future__ import annotations
 
