@@ -2,7 +2,7 @@
 
     python bench/cold_start.py [--runs N]
 
-Each handler module (`hookrelay.handlers.routes.HANDLERS`) is imported in a fresh interpreter, N times,
+Each handler module (`hookrelay.functions.FUNCTIONS`) is imported in a fresh interpreter, N times,
 and the median is reported, twice: with this checkout's bytecode cache, and with no bytecode at all
 (an empty `-X pycache_prefix`, writes off), which is what a cold Lambda pays when its asset ships no
 `.pyc` files (its code directory is read-only, so nothing it compiles is kept). The imports run here, on
@@ -29,7 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import ROOT, heading, machine, median, table
-from hookrelay.handlers.routes import HANDLERS
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.functions import DELIVERY, FUNCTIONS
 
 ASSET = ROOT / "build" / "lambda-asset"
 # Lambda's limits for a function's deployment package (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
@@ -38,7 +39,7 @@ ZIPPED_UPLOAD_LIMIT_MB = 50
 LAMBDA_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "POWERTOOLS_SERVICE_NAME": "bench",
-    "POWERTOOLS_METRICS_NAMESPACE": "Hookrelay",
+    "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
     "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon here
 }
 TIMED_IMPORT = (
@@ -118,15 +119,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# Cold start ({machine()})")
     heading(f"Import time of each handler module, median of {args.runs} fresh interpreters")
     rows = []
-    for function, handler in HANDLERS.items():
-        module = handler.rpartition(".")[0]
+    for function in FUNCTIONS:
+        module = function.handler.rpartition(".")[0]
         cached = [import_seconds(module, cached=True) for _ in range(args.runs)]
         compiled = [import_seconds(module, cached=False) for _ in range(args.runs)]
-        rows.append([function, module, f"{1000 * median(cached):.0f}", f"{1000 * median(compiled):.0f}"])
+        rows.append([function.name, module, f"{1000 * median(cached):.0f}", f"{1000 * median(compiled):.0f}"])
     print(
         table(["function", "module", "ms, bytecode cached", "ms, no bytecode (compiled each time)"], rows, align="llrr")
     )
-    delivery = HANDLERS["delivery"].rpartition(".")[0]
+    delivery = DELIVERY.handler.rpartition(".")[0]
     print(f"\nWhere {delivery}'s import time goes (self time by top-level package, bytecode cached, one run):\n")
     print(table(["package", "ms"], [[name, f"{1000 * s:.0f}"] for name, s in heaviest_imports(delivery)]))
 

@@ -6,7 +6,6 @@ imports this module, which adds the Lambda code root and the client, as pytest's
 
 from __future__ import annotations
 
-import ast
 import os
 import platform
 import statistics
@@ -14,7 +13,6 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 for extra in (ROOT / "client", ROOT / "lambdas"):
@@ -62,21 +60,3 @@ def machine() -> str:
 
 def heading(title: str) -> None:
     print(f"\n## {title}\n", flush=True)
-
-
-def source_constant(path: Path, name: str, *, within: str | None = None) -> Any:
-    """A literal constant assigned in a module (or in one of its classes), read without importing it.
-
-    The CDK stack's settings live in modules that import aws_cdk (seconds to load, and a Node.js process);
-    reading the assignment itself keeps one source of truth at no such cost.
-    """
-    body = ast.parse(path.read_text()).body
-    if within is not None:
-        body = next(n for n in body if isinstance(n, ast.ClassDef) and n.name == within).body
-    for node in body:
-        targets = (
-            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
-        )
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and node.value is not None:
-            return ast.literal_eval(node.value)
-    raise LookupError(f"no literal {name} in {path}" + (f" class {within}" if within else ""))

@@ -38,10 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import boto3
 
-from bench.common import ROOT, heading, machine, source_constant, table
+from bench.common import heading, machine, table
 from bench.metering import BENCH, EVENT_SOURCE, UNATTRIBUTED, ApiCall, Meter
 from hookrelay.adapters import schema
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE
+from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, queue_trigger
 from local import gateway
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
@@ -85,15 +87,13 @@ PRICES: dict[str, Price] = {
 API_PAYLOAD_UNIT = 512 * 1024  # HTTP API requests are metered in 512 KB increments
 WARM_UP_EVENTS = 3
 DRAIN_LIMIT_SECONDS = 120.0
-FUNCTIONS = ("authorizer", "ingest", "delivery")
+FUNCTIONS = (AUTHORIZER.name, INGEST.name, DELIVERY.name)  # the functions every event goes through
 
 
 def deployed_settings() -> tuple[int, int]:
-    """The functions' memory and the attempt timeout: the CDK stack's own constants, read from its source."""
-    return (
-        source_constant(ROOT / "stacks" / "constructs" / "functions.py", "MEMORY_MB", within="Functions"),
-        source_constant(ROOT / "stacks" / "config.py", "ATTEMPT_TIMEOUT_SECONDS"),
-    )
+    """The billed functions' memory (one size, as the table of functions gives them) and the attempt timeout."""
+    (memory_mb,) = {BY_NAME[name].memory_mb for name in FUNCTIONS}
+    return memory_mb, ATTEMPT_TIMEOUT_SECONDS
 
 
 def compressed_schedule(attempts: int) -> str:
@@ -160,10 +160,10 @@ class Driver:
     def drain(self) -> None:
         """Feed the delivery function until the queue is empty and no retry workflow is running."""
         deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
-        url = self.env[schema.DELIVERY_QUEUE_URL]
+        url = self.env[schema.DELIVERY_QUEUE.env_var]
         while time.monotonic() < deadline:
             with self.meter.origin(EVENT_SOURCE):
-                handled = poll_once(self.sqs, url, batch_size=schema.DELIVERY_BATCH_SIZE)
+                handled = poll_once(self.sqs, url, batch_size=queue_trigger(DELIVERY).batch_size)
             if handled:
                 continue
             with self.meter.origin(BENCH):
@@ -343,7 +343,7 @@ def report(run: Run, memory_mb: int, attempt_timeout: int) -> float:
     reasons = Counter(not_billed(c) for c in left_out)
     if reasons:
         print("\nCounted but not billed per event: " + "; ".join(f"{n} x {r}" for r, n in reasons.items()))
-    delivery_invocations = [i for i in run.meter.invocations if i.function == "delivery"]
+    delivery_invocations = [i for i in run.meter.invocations if i.function == DELIVERY.name]
     mean_ms = 1000 * sum(i.seconds for i in delivery_invocations) / max(1, len(delivery_invocations))
     print(
         f"\nDelivery function: {len(delivery_invocations)} invocations, mean {mean_ms:.1f} ms here (the consumer on"
@@ -406,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# Cost per million events ({machine()})")
     print(
         f"\nPrices: {PRICES_REGION} list prices as published on {PRICES_DATE}, no free tier. Functions: {memory_mb} MB"
-        f" arm64 (stacks/constructs/functions.py). Each event carries {args.payload_bytes} bytes of data."
+        f" arm64 (lambdas/hookrelay/functions.py). Each event carries {args.payload_bytes} bytes of data."
     )
     totals = {}
     for name in args.scenario or ["happy", "down", "fanout"]:

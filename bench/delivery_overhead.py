@@ -31,6 +31,7 @@ from bench.metering import EVENT_SOURCE, Meter
 from hookrelay.adapters import schema
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.signing import signed_headers
+from hookrelay.functions import DELIVERY, queue_trigger
 from local.sqs_source import poll_once
 from tests.support.aws import moto_stack
 from tests.support.consumer import ScriptedConsumer
@@ -42,11 +43,11 @@ SIGNING_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 def deliver_all(driver: Driver, count: int) -> int:
     """Run the event source until `count` messages were handled; returns how many were."""
     handled = 0
-    url = driver.env[schema.DELIVERY_QUEUE_URL]
+    url = driver.env[schema.DELIVERY_QUEUE.env_var]
     idle_polls = 0
     while handled < count and idle_polls < 50:
         with driver.meter.origin(EVENT_SOURCE):
-            got = poll_once(driver.sqs, url, batch_size=schema.DELIVERY_BATCH_SIZE)
+            got = poll_once(driver.sqs, url, batch_size=queue_trigger(DELIVERY).batch_size)
         handled += got
         idle_polls = 0 if got else idle_polls + 1
     return handled
@@ -95,8 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         signed_headers([SIGNING_SECRET], "evt_bench", utcnow(), body.decode())
     signing_seconds = time.perf_counter() - started
 
-    handler_seconds = sum(i.seconds for i in meter.invocations if i.function == "delivery")
-    aws_in_handler = meter.seconds_by(lambda c: f"{c.service} {c.operation}" if c.origin == "delivery" else "")
+    handler_seconds = sum(i.seconds for i in meter.invocations if i.function == DELIVERY.name)
+    aws_in_handler = meter.seconds_by(lambda c: f"{c.service} {c.operation}" if c.origin == DELIVERY.name else "")
     aws_in_source = sum(c.seconds for c in meter.calls if c.origin == EVENT_SOURCE)
     handler_aws = sum(s for k, s in aws_in_handler.items() if k)
 
@@ -122,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         f" ({bare_rate / path_rate:.1f} x slower): {ms(path_seconds - bare_seconds, count)} ms overhead per delivery."
     )
     heading("Where a delivery's time goes (ms per delivery)")
-    handler_calls = Counter(f"{c.service} {c.operation}" for c in meter.calls if c.origin == "delivery")
+    handler_calls = Counter(f"{c.service} {c.operation}" for c in meter.calls if c.origin == DELIVERY.name)
     rows = [
         [f"moto: {name} ({handler_calls[name] / count:.0f} per delivery)", ms(seconds, count)]
         for name, seconds in sorted(aws_in_handler.items(), key=lambda item: -item[1])

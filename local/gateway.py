@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from hookrelay.handlers.routes import ROUTES, Route
+from hookrelay.functions import ROUTES, Function, Route, authorizer
 from local.lambda_runtime import invoke
 
 
@@ -33,14 +33,14 @@ def _pattern(route: Route) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(route.path)) + "$")
 
 
-_COMPILED = [(route, _pattern(route)) for route in ROUTES]
+_COMPILED = [(route, function, _pattern(route)) for route, function in ROUTES.items()]
 
 
-def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-    for route, pattern in _COMPILED:
+def match(method: str, path: str) -> tuple[Route, Function, dict[str, str]] | None:
+    for route, function, pattern in _COMPILED:
         found = pattern.match(path)
         if found and route.method == method.upper():
-            return route, found.groupdict()
+            return route, function, found.groupdict()
     return None
 
 
@@ -73,7 +73,7 @@ def handle(
     found = match(method, path)
     if found is None:
         return _refusal(404, "Not Found")
-    route, path_parameters = found
+    route, function, path_parameters = found
     context = _request_context(method.upper(), path, route.route_key)
     authorizer_event = {
         "version": "2.0",
@@ -90,7 +90,7 @@ def handle(
     # API Gateway refuses a request without the identity source before calling the authorizer.
     if not headers.get("authorization"):
         return _refusal(401, "Unauthorized")
-    decision = invoke("authorizer", authorizer_event)
+    decision = invoke(authorizer().name, authorizer_event)
     if not decision.get("isAuthorized"):
         return _refusal(403, "Forbidden")
     is_text = True
@@ -111,7 +111,7 @@ def handle(
         "body": text if body else None,
         "isBase64Encoded": not is_text,
     }
-    result = invoke(route.function, event)
+    result = invoke(function.name, event)
     payload = result.get("body") or ""
     raw = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
     response_headers = {k.lower(): str(v) for k, v in (result.get("headers") or {}).items()}

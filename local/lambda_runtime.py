@@ -9,17 +9,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from hookrelay.handlers.routes import HANDLERS
+from hookrelay.functions import BY_NAME, Function
 
 
 @dataclass
 class LocalContext:
     function_name: str
-    memory_limit_in_mb: int = 256
+    memory_limit_in_mb: int
+    remaining_ms: int  # the whole timeout: a local invocation is never cut short
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     log_group_name: str = "local"
     log_stream_name: str = "local"
-    remaining_ms: int = 60_000
+
+    @classmethod
+    def of(cls, function: Function) -> LocalContext:
+        return cls(f"hookrelay-{function.name}", function.memory_mb, function.timeout_seconds * 1000)
 
     @property
     def invoked_function_arn(self) -> str:
@@ -30,7 +34,7 @@ class LocalContext:
 
 
 def load_handler(function: str) -> Callable[[dict[str, Any], Any], Any]:
-    module_name, _, attribute = HANDLERS[function].rpartition(".")
+    module_name, _, attribute = BY_NAME[function].handler.rpartition(".")
     return getattr(importlib.import_module(module_name), attribute)
 
 
@@ -41,6 +45,6 @@ RUNNING: ContextVar[str | None] = ContextVar("running_function", default=None)
 def invoke(function: str, event: dict[str, Any]) -> Any:
     token = RUNNING.set(function)
     try:
-        return load_handler(function)(event, LocalContext(function_name=f"hookrelay-{function}"))
+        return load_handler(function)(event, LocalContext.of(BY_NAME[function]))
     finally:
         RUNNING.reset(token)

@@ -98,16 +98,13 @@ def provision(
         create_table(dynamodb, spec, name)
         env[spec.env_var] = name
     arns: dict[str, str] = {}
-    urls = {spec.logical_name: create_queue(sqs, spec, prefix, arns) for spec in schema.ALL_QUEUES}
-    env[schema.DELIVERY_QUEUE_URL] = urls[schema.DELIVERY_QUEUE.logical_name]
-    env[schema.DEAD_LETTER_QUEUE_URL] = urls[schema.DEAD_LETTER_QUEUE.logical_name]
-    env[schema.POISON_QUEUE_URL] = urls[schema.POISON_QUEUE.logical_name]
-    env[schema.REDRIVE_JOBS_QUEUE_URL] = urls[schema.REDRIVE_JOBS_QUEUE.logical_name]
+    for spec in schema.ALL_QUEUES:  # in order: a queue's dead-letter queue comes before it
+        env[spec.env_var] = create_queue(sqs, spec, prefix, arns)
     definition = statemachine.render(
         {
             "Partition": "aws",
-            "DeliveryQueueUrl": urls[schema.DELIVERY_QUEUE.logical_name],
-            "DeadLetterQueueUrl": urls[schema.DEAD_LETTER_QUEUE.logical_name],
+            "DeliveryQueueUrl": env[schema.DELIVERY_QUEUE.env_var],
+            "DeadLetterQueueUrl": env[schema.DEAD_LETTER_QUEUE.env_var],
             "AttemptTaskTimeoutSeconds": str(statemachine.ATTEMPT_TASK_TIMEOUT_SECONDS),
         }
     )

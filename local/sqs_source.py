@@ -19,6 +19,8 @@ import threading
 import time
 from typing import Any
 
+from hookrelay.adapters.schema import SQS_MAX_BATCH
+from hookrelay.functions import DELIVERY
 from local.lambda_runtime import invoke
 
 log = logging.getLogger("hookrelay.local.sqs")
@@ -71,18 +73,19 @@ def invoke_batch(sqs: Any, queue_url: str, queue_arn: str, messages: list[dict[s
         return len(messages)
     failed = {failure["itemIdentifier"] for failure in response.get("batchItemFailures", [])}
     done = [m for m in messages if m["MessageId"] not in failed]
-    for start in range(0, len(done), 10):
+    for start in range(0, len(done), SQS_MAX_BATCH):
         sqs.delete_message_batch(
             QueueUrl=queue_url,
             Entries=[
-                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(done[start : start + 10])
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]}
+                for i, m in enumerate(done[start : start + SQS_MAX_BATCH])
             ],
         )
     return len(failed)
 
 
 def poll_once(
-    sqs: Any, queue_url: str, *, function: str = "delivery", batch_size: int = 10, wait_seconds: int = 0
+    sqs: Any, queue_url: str, *, function: str = DELIVERY.name, batch_size: int = SQS_MAX_BATCH, wait_seconds: int = 0
 ) -> int:
     """One receive → invoke → delete cycle. Returns the number of messages received."""
     received = receive(sqs, queue_url, batch_size=batch_size, wait_seconds=wait_seconds)
@@ -99,8 +102,8 @@ class EventSource:
         sqs: Any,
         queue_url: str,
         *,
-        function: str = "delivery",
-        batch_size: int = 10,
+        function: str = DELIVERY.name,
+        batch_size: int = SQS_MAX_BATCH,
         concurrency: int = 8,
         idle_seconds: float = 0.1,
     ) -> None:
@@ -108,6 +111,7 @@ class EventSource:
         self.queue_url = queue_url
         self.function = function
         self.batch_size = batch_size
+        self.concurrency = concurrency
         # Short polls and a pause when the queue has nothing for us, rather than long polls: moto's long poll
         # spins at full CPU while messages wait in FIFO groups that are locked (a hanging endpoint's backlog),
         # starving everything else in the process. SQS itself does not, so this is a local-stack concern.

@@ -20,15 +20,16 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any, TextIO
 
-from hookrelay import wiring
+from hookrelay import functions, wiring
 from hookrelay.adapters import aws as aws_clients
 from hookrelay.adapters import schema
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.endpoint_health import WARNINGS
 from local import gateway
 from local.aws_endpoint import AwsEndpoint, start_aws_endpoint, use_utc
 from local.http_api import ApiServer
-from local.provision import provision, queue_name
+from local.provision import provision
 from local.schedule import ScheduledFunction
 from local.sqs_source import EventSource
 from scripts.create_admin_key import create_admin_key
@@ -38,28 +39,9 @@ log = logging.getLogger("hookrelay.local")
 DEFAULT_PORT = 8080
 
 
-@dataclass(frozen=True)
-class QueueTrigger:
-    """One SQS event source: which queue invokes which function, with what batch size."""
-
-    function: str
-    queue: schema.QueueSpec
-    batch_size: int
-    concurrency: int | None = None  # None: the --concurrency option
-
-
-# The CDK stack's SQS event sources (stacks/constructs/functions.py: ACCESS[…].consumes, BATCH_SIZES);
-# tests/e2e/test_event_source.py checks that the two agree.
-QUEUE_TRIGGERS = (
-    QueueTrigger("delivery", schema.DELIVERY_QUEUE, schema.DELIVERY_BATCH_SIZE),
-    QueueTrigger("redrive", schema.REDRIVE_JOBS_QUEUE, schema.REDRIVE_BATCH_SIZE, concurrency=2),
-)
-
-
-# The CDK stack's schedules (stacks/constructs/functions.py: ACCESS[…].runs_every_seconds), sooner here: a minute,
-# and in --fast mode a few seconds, with the endpoint-health policy's "day" shortened to FAST_HEALTH_DAY_SECONDS
-# (the same shape: warnings at 1 and 3 "days", the disable at 5), so an endpoint can be watched being disabled.
-SCHEDULED_FUNCTIONS = ("sweeper",)
+# The table of functions' schedules (`hookrelay.functions`), sooner here: a minute, and in --fast mode a few
+# seconds, with the endpoint-health policy's "day" shortened to FAST_HEALTH_DAY_SECONDS (the same shape in
+# seconds instead of days), so an endpoint can be watched being warned and disabled.
 SWEEP_EVERY_SECONDS = 60
 FAST_SWEEP_EVERY_SECONDS = 2
 FAST_HEALTH_DAY_SECONDS = 30  # warned at 30 s and 90 s, disabled at 150 s: a walkthrough fits before it
@@ -107,7 +89,7 @@ def configure_process(log_level: str) -> TextIO:
     sys.stdout = sys.stderr
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "hookrelay-local")
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "Hookrelay")
+    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", METRICS_NAMESPACE)
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ["POWERTOOLS_LOG_LEVEL"] = log_level.upper()
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -159,6 +141,27 @@ class LocalStack:
         self.aws.stop()
 
 
+def event_sources(env: dict[str, str], concurrency: int) -> list[EventSource]:
+    """The table of functions' SQS event sources; `concurrency` bounds those the table leaves unbounded."""
+    sqs = aws_clients.client("sqs")
+    return [
+        EventSource(
+            sqs,
+            env[trigger.queue.env_var],
+            function=function.name,
+            batch_size=trigger.batch_size,
+            concurrency=trigger.max_concurrency or concurrency,
+        )
+        for function, trigger in functions.queue_triggered()
+    ]
+
+
+def scheduled_functions(*, fast: bool) -> list[ScheduledFunction]:
+    """The table of functions' schedules, run sooner here (SWEEP_EVERY_SECONDS)."""
+    every = FAST_SWEEP_EVERY_SECONDS if fast else SWEEP_EVERY_SECONDS
+    return [ScheduledFunction(function.name, every) for function, _ in functions.scheduled()]
+
+
 def start(port: int, *, fast: bool, concurrency: int) -> LocalStack:
     aws = start_aws_endpoint()
     try:
@@ -172,22 +175,11 @@ def start(port: int, *, fast: bool, concurrency: int) -> LocalStack:
         wiring.reset()  # clients are made from now on, against moto
         keys = issue_keys(env[schema.API_KEYS.env_var])
         api = ApiServer(port)
-        sqs = aws_clients.client("sqs")
-        triggers = [
-            EventSource(
-                sqs,
-                sqs.get_queue_url(QueueName=queue_name(trigger.queue))["QueueUrl"],
-                function=trigger.function,
-                batch_size=trigger.batch_size,
-                concurrency=trigger.concurrency or concurrency,
-            )
-            for trigger in QUEUE_TRIGGERS
-        ]
+        triggers = event_sources(env, concurrency)
     except BaseException:
         aws.stop()
         raise
-    every = FAST_SWEEP_EVERY_SECONDS if fast else SWEEP_EVERY_SECONDS
-    timers = [ScheduledFunction(function, every) for function in SCHEDULED_FUNCTIONS]
+    timers = scheduled_functions(fast=fast)
     for trigger in triggers:
         trigger.start()
     for timer in timers:
@@ -242,7 +234,8 @@ def _health_policy() -> str:
     """When an endpoint failing throughout is warned and disabled (notices go to the SNS topic, and are logged)."""
     policy = wiring.auto_disable_policy()  # from the environment: --fast shortens its day
     if policy.day == timedelta(days=1):
-        return f"failing endpoints warned at 1 and 3 days, disabled at {policy.disable_after_days:g} days"
+        warned = " and ".join(f"{days:g}" for days, _ in WARNINGS)
+        return f"failing endpoints warned at {warned} days, disabled at {policy.disable_after_days:g} days"
     warned = " and ".join(f"{(policy.day * days).total_seconds():g} s" for days, _ in WARNINGS)
     return f"failing endpoints warned at {warned}, disabled at {policy.disable_after.total_seconds():g} s"
 

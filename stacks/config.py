@@ -7,13 +7,17 @@ from typing import Any
 from constructs import Node
 
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
-from hookrelay.services.endpoint_health import AutoDisablePolicy, InvalidPolicy, policy_from_config
+from hookrelay.services.endpoint_health import (
+    MAX_DISABLE_AFTER_DAYS,
+    WARNINGS,
+    AutoDisablePolicy,
+    InvalidPolicy,
+    policy_from_config,
+)
 
 RETRY_SCHEDULE_CONTEXT = "retry_schedule"
 AUTO_DISABLE_CONTEXT = "auto_disable_after_days"
 DEFAULT_RETRY_SCHEDULE = "default"
-# The whole-request timeout of one delivery attempt (the contract's "delivered within 8 s").
-ATTEMPT_TIMEOUT_SECONDS = 8
 
 
 class InvalidConfiguration(ValueError):
@@ -43,5 +47,6 @@ def auto_disable_policy(node: Node) -> AutoDisablePolicy:
     except InvalidPolicy as error:
         raise InvalidConfiguration(
             f"CDK context {AUTO_DISABLE_CONTEXT}={raw!r} is not valid: {error}. Give a number of days after the "
-            "last warning (3 days) and at most 30, e.g. -c auto_disable_after_days=7."
+            f"last warning ({WARNINGS[-1][0]:g} days) and at most {MAX_DISABLE_AFTER_DAYS:g}, "
+            "e.g. -c auto_disable_after_days=7."
         ) from error

@@ -11,6 +11,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
 from hookrelay.adapters import schema
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from scripts import build_lambda_asset
 from stacks import config
 from stacks.constructs.api import Api
@@ -53,11 +54,11 @@ class HookrelayStack(Stack):
             retry_workflow=retry.state_machine,
             environment={
                 schema.RETRY_SCHEDULE: json.dumps(schedule.to_config()),
-                schema.ATTEMPT_TIMEOUT_SECONDS: str(config.ATTEMPT_TIMEOUT_SECONDS),
+                schema.ATTEMPT_TIMEOUT_SECONDS: str(ATTEMPT_TIMEOUT_SECONDS),
                 schema.AUTO_DISABLE_AFTER_DAYS: f"{auto_disable.disable_after_days:g}",
             },
         )
-        api = Api(self, "Api", authorizer_function=functions.function("authorizer"), functions=functions.functions)
+        api = Api(self, "Api", functions=functions.functions)
         Observability(
             self,
             "Observability",

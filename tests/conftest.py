@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 
+from hookrelay.adapters import schema
 from local import gateway
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
@@ -43,7 +44,7 @@ class Platform:
         """Feed the delivery handler until the delivery queue is empty; returns messages handled."""
         handled = 0
         for _ in range(max_batches):
-            count = poll_once(self.sqs, self.env["DELIVERY_QUEUE_URL"])
+            count = poll_once(self.sqs, self.env[schema.DELIVERY_QUEUE.env_var])
             if count == 0:
                 break
             handled += count

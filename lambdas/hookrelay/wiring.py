@@ -6,6 +6,7 @@ import os
 from functools import cache
 from typing import Any
 
+from hookrelay import functions
 from hookrelay.adapters import aws, schema
 from hookrelay.adapters.circuit import DynamoCircuits, DynamoParkingLot
 from hookrelay.adapters.dynamodb import (
@@ -23,6 +24,7 @@ from hookrelay.adapters.sns import SnsEndpointNotices
 from hookrelay.adapters.sqs import SqsDeadLetters, SqsDeliveryQueue
 from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
 from hookrelay.adapters.telemetry import PowertoolsTelemetry
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
 from hookrelay.services.circuit import CircuitService
 from hookrelay.services.deliveries import DeliveryLogService, Replayer
@@ -73,7 +75,7 @@ def ingest_service() -> IngestService:
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         events=EventTable(_table(schema.EVENTS)),
         deliveries=DeliveryTable(_table(schema.DELIVERIES)),
-        queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE_URL]),
+        queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         schedule=retry_schedule(),
     )
 
@@ -95,11 +97,11 @@ def circuit_service() -> CircuitService:
         parking=_parking_lot(),
         deliveries=DeliveryTable(_table(schema.DELIVERIES)),
         events=EventTable(_table(schema.EVENTS)),
-        queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE_URL]),
+        queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         workflow=_retry_workflow(),
-        dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE_URL]),
+        dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE.env_var]),
         schedule=retry_schedule(),
-        telemetry=PowertoolsTelemetry(service="delivery"),
+        telemetry=PowertoolsTelemetry(service=functions.DELIVERY.name),
         attempts=delivery_service(),
     )
 
@@ -111,13 +113,13 @@ def delivery_service() -> DeliveryService:
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         events=EventTable(_table(schema.EVENTS)),
         sender=RequestsSender(
-            timeout_seconds=float(os.environ.get(schema.ATTEMPT_TIMEOUT_SECONDS, "8")),
+            timeout_seconds=float(os.environ.get(schema.ATTEMPT_TIMEOUT_SECONDS, ATTEMPT_TIMEOUT_SECONDS)),
             allow_private_destinations=allow_private_destinations(),
         ),
         workflow=_retry_workflow(),
-        dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE_URL]),
+        dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE.env_var]),
         schedule=retry_schedule(),
-        telemetry=PowertoolsTelemetry(service="delivery"),
+        telemetry=PowertoolsTelemetry(service=functions.DELIVERY.name),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking_lot(),
     )
@@ -128,7 +130,7 @@ def _replayer(delivery_queue_url: str | None = None) -> Replayer:
         deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
         events=EventTable(_table(schema.EVENTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
-        queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_url or os.environ[schema.DELIVERY_QUEUE_URL]),
+        queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_url or os.environ[schema.DELIVERY_QUEUE.env_var]),
         schedule=retry_schedule(),
     )
 
@@ -154,7 +156,7 @@ def redrive_service() -> RedriveService:
 
 
 def redrive_jobs() -> SqsRedriveJobs:
-    return SqsRedriveJobs(aws.client("sqs"), os.environ[schema.REDRIVE_JOBS_QUEUE_URL])
+    return SqsRedriveJobs(aws.client("sqs"), os.environ[schema.REDRIVE_JOBS_QUEUE.env_var])
 
 
 def dead_letter_drain(
@@ -166,13 +168,13 @@ def dead_letter_drain(
 ) -> DeadLetterDrain:
     """The drain of the dead-letter and poison queues; URLs default to this function's environment."""
     sqs = aws.client("sqs")
-    delivery_queue_url = delivery_queue_url or os.environ[schema.DELIVERY_QUEUE_URL]
+    delivery_queue_url = delivery_queue_url or os.environ[schema.DELIVERY_QUEUE.env_var]
     return DeadLetterDrain(
         dead_letters=SqsMessageSource(
-            sqs, dead_letter_queue_url or os.environ[schema.DEAD_LETTER_QUEUE_URL], wait_seconds=wait_seconds
+            sqs, dead_letter_queue_url or os.environ[schema.DEAD_LETTER_QUEUE.env_var], wait_seconds=wait_seconds
         ),
         poison=SqsMessageSource(
-            sqs, poison_queue_url or os.environ[schema.POISON_QUEUE_URL], wait_seconds=wait_seconds
+            sqs, poison_queue_url or os.environ[schema.POISON_QUEUE.env_var], wait_seconds=wait_seconds
         ),
         delivery_queue=SqsDeliveryQueue(sqs, delivery_queue_url),
         deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),

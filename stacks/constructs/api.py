@@ -1,9 +1,9 @@
-"""The HTTP API: one route per `routes.ROUTES` entry, every one behind the API-key Lambda authorizer."""
+"""The HTTP API: the routes and the authorizer of the table of functions (`hookrelay.functions`)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import jsii
 from aws_cdk import Duration, RemovalPolicy
@@ -15,7 +15,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from hookrelay.handlers import routes
+from hookrelay.functions import ROUTES, Function, Route, authorizer
 
 # One JSON line per request; the authorizer's key_id attributes every call to a key without logging the key.
 ACCESS_LOG_FIELDS = {
@@ -57,20 +57,22 @@ class Api(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        authorizer_function: lambda_.IFunction,
         functions: Mapping[str, lambda_.IFunction],
-        api_routes: Iterable[routes.Route] = routes.ROUTES,
+        api_routes: Mapping[Route, Function] = ROUTES,
     ):
+        """`functions`: every function by name, as made from the table (the authorizer's and the routes')."""
         super().__init__(scope, construct_id)
-        authorizer = authorizers.HttpLambdaAuthorizer(
+        api_key_authorizer = authorizers.HttpLambdaAuthorizer(
             "ApiKeyAuthorizer",
-            authorizer_function,
+            functions[authorizer().name],
             response_types=[authorizers.HttpLambdaResponseType.SIMPLE],
             identity_source=["$request.header.Authorization"],
             results_cache_ttl=self.AUTHORIZER_CACHE_TTL,
         )
         # The authorizer is the API's default: no route can be added without it.
-        self.http_api = apigwv2.HttpApi(self, "HttpApi", create_default_stage=False, default_authorizer=authorizer)
+        self.http_api = apigwv2.HttpApi(
+            self, "HttpApi", create_default_stage=False, default_authorizer=api_key_authorizer
+        )
         access_logs = logs.LogGroup(
             self, "AccessLogs", retention=self.LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
         )
@@ -89,15 +91,15 @@ class Api(Construct):
     def url(self) -> str:
         return self.stage.url
 
-    def _add_routes(self, api_routes: Iterable[routes.Route], functions: Mapping[str, lambda_.IFunction]) -> None:
+    def _add_routes(self, api_routes: Mapping[Route, Function], functions: Mapping[str, lambda_.IFunction]) -> None:
         route_integrations: dict[str, integrations.HttpLambdaIntegration] = {}
-        for route in api_routes:
-            if route.function not in route_integrations:
-                route_integrations[route.function] = integrations.HttpLambdaIntegration(
-                    f"{route.function.title()}Integration", functions[route.function]
+        for route, function in api_routes.items():
+            if function.name not in route_integrations:
+                route_integrations[function.name] = integrations.HttpLambdaIntegration(
+                    f"{function.name.title()}Integration", functions[function.name]
                 )
             self.http_api.add_routes(
                 path=route.path,
                 methods=[apigwv2.HttpMethod(route.method)],
-                integration=route_integrations[route.function],
+                integration=route_integrations[function.name],
             )

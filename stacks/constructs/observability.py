@@ -17,7 +17,9 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from hookrelay.adapters import schema
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.functions import DELIVERY
 from hookrelay.services.delivery import FAILING_SPELL_ERRORS
 
 PERIOD = Duration.minutes(5)
@@ -29,7 +31,6 @@ class Observability(Construct):
     # A first attempt normally leaves the delivery queue within seconds; one waiting this long sits behind an
     # endpoint's backlog (its message groups are all busy), which retries and auto-disable should be seen to.
     DELIVERY_QUEUE_MAX_AGE = Duration.hours(1)
-    METRICS_NAMESPACE = "Hookrelay"
 
     def __init__(
         self,
@@ -75,13 +76,7 @@ class Observability(Construct):
             ),
             self._alarm(
                 "FailingSpellBookkeeping",
-                cloudwatch.Metric(
-                    namespace=self.METRICS_NAMESPACE,
-                    metric_name=FAILING_SPELL_ERRORS,
-                    dimensions_map={"service": "delivery"},
-                    period=PERIOD,
-                    statistic="Sum",
-                ),
+                self._delivery_metric(FAILING_SPELL_ERRORS),
                 threshold=0,
                 description="The delivery path could not record an endpoint's failing spell: auto-disable may lag.",
             ),
@@ -135,12 +130,13 @@ class Observability(Construct):
         alarm.add_alarm_action(actions.SnsAction(self.topic))
         return alarm
 
-    def _attempt_metric(self, status: DeliveryStatus) -> cloudwatch.Metric:
-        # Emitted by the delivery handler through Powertools Metrics (EMF).
+    @staticmethod
+    def _delivery_metric(name: str) -> cloudwatch.Metric:
+        """A count the delivery function emits through Powertools Metrics (EMF), summed per period."""
         return cloudwatch.Metric(
-            namespace=self.METRICS_NAMESPACE,
-            metric_name=f"Attempts_{status.value}",
-            dimensions_map={"service": "delivery"},
+            namespace=METRICS_NAMESPACE,
+            metric_name=name,
+            dimensions_map={"service": DELIVERY.name},
             statistic="Sum",
             period=PERIOD,
         )
@@ -156,7 +152,7 @@ class Observability(Construct):
             cloudwatch.GraphWidget(
                 title="Delivery attempts by outcome",
                 left=[
-                    self._attempt_metric(status)
+                    self._delivery_metric(attempts_metric(status))
                     for status in (DeliveryStatus.DELIVERED, DeliveryStatus.RETRYING, DeliveryStatus.DEAD)
                 ],
                 width=12,

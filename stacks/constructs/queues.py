@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 
 from aws_cdk import Duration
@@ -11,11 +10,6 @@ from constructs import Construct
 
 from hookrelay.adapters import schema
 from stacks.nag import acknowledge
-
-
-def queue_url_env(spec: schema.QueueSpec) -> str:
-    """A queue's URL's environment variable, by schema's naming: DeadLetterQueue -> DEAD_LETTER_QUEUE_URL."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", spec.logical_name).upper() + "_URL"
 
 
 def _dead_letter_targets_first(specs: Iterable[schema.QueueSpec]) -> list[schema.QueueSpec]:

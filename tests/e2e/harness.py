@@ -185,8 +185,8 @@ class LocalStack:
     def dead_letters(self) -> list[dict[str, Any]]:
         sqs = self._aws("sqs")
         url = sqs.get_queue_url(QueueName=queue_name(schema.DEAD_LETTER_QUEUE))["QueueUrl"]
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages", [])
-        return [json.loads(message["Body"]) for message in messages]
+        received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=schema.SQS_MAX_BATCH, VisibilityTimeout=0)
+        return [json.loads(message["Body"]) for message in received.get("Messages", [])]
 
     def stop(self, number: int = signal.SIGTERM) -> int:
         self.http.close()

@@ -15,6 +15,7 @@ from typing import Any
 import boto3
 import pytest
 
+from hookrelay.adapters import schema
 from local import sqs_source
 from local.sqs_source import EventSource
 from tests.e2e.harness import eventually
@@ -24,7 +25,7 @@ from tests.support.aws import moto_stack
 @pytest.fixture
 def queue_url() -> Iterator[str]:
     with moto_stack() as env:
-        yield env["DELIVERY_QUEUE_URL"]
+        yield env[schema.DELIVERY_QUEUE.env_var]
 
 
 class StandIn:
@@ -97,7 +98,7 @@ def test_only_reported_failures_stay_on_the_queue(queue_url: str, monkeypatch: p
     monkeypatch.setattr(sqs_source, "invoke", stand_in)
     for group, body in (("g1", "good"), ("g2", "bad"), ("g3", "fine")):
         send(queue_url, group, body)
-    source = running(queue_url, batch_size=10)
+    source = running(queue_url, batch_size=schema.SQS_MAX_BATCH)
     try:
         eventually(lambda: {"good", "bad", "fine"} <= set(stand_in.finished), "every message is handled")
     finally:
@@ -111,7 +112,7 @@ def test_a_function_that_raises_keeps_its_whole_batch(queue_url: str, monkeypatc
     monkeypatch.setattr(sqs_source, "invoke", stand_in)
     send(queue_url, "g", "boom")
     send(queue_url, "g", "after")
-    source = running(queue_url, batch_size=10)
+    source = running(queue_url, batch_size=schema.SQS_MAX_BATCH)
     try:
         eventually(lambda: "boom" in stand_in.finished, "the batch is attempted")
     finally:
@@ -119,13 +120,20 @@ def test_a_function_that_raises_keeps_its_whole_batch(queue_url: str, monkeypatc
     assert counts(queue_url) == (0, 2)
 
 
-def test_the_local_triggers_are_the_cdk_stacks_event_sources() -> None:
-    from local.stack import QUEUE_TRIGGERS
-    from stacks.constructs.functions import ACCESS, Functions
+def test_the_local_event_sources_are_the_tables_queue_triggers() -> None:
+    """The local stack runs the table of functions' queue triggers, as the CDK stack deploys them
+    (tests/infrastructure/test_functions.py checks the deployed event source mappings against the same table)."""
+    from hookrelay.functions import queue_triggered
+    from local.stack import event_sources
 
-    deployed = {
-        name: (access.consumes, Functions.BATCH_SIZES.get(name, 10))
-        for name, access in ACCESS.items()
-        if access.consumes is not None
-    }
-    assert {trigger.function: (trigger.queue, trigger.batch_size) for trigger in QUEUE_TRIGGERS} == deployed
+    with moto_stack() as env:
+        running = [
+            (source.function, source.queue_url, source.batch_size, source.concurrency)
+            for source in event_sources(env, concurrency=8)
+        ]
+    expected = [
+        (function.name, env[trigger.queue.env_var], trigger.batch_size, trigger.max_concurrency or 8)
+        for function, trigger in queue_triggered()
+    ]
+    assert running == expected
+    assert [name for name, *_ in running] == ["delivery", "redrive"]

@@ -69,14 +69,14 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesize
 
 
 def function_logical_ids(synthesized: Synthesized) -> dict[str, str]:
-    """Function name (routes.HANDLERS key) -> the logical id of its AWS::Lambda::Function."""
-    from hookrelay.handlers.routes import HANDLERS
+    """Function name (in the table of functions) -> the logical id of its AWS::Lambda::Function."""
+    from hookrelay.functions import FUNCTIONS
 
     by_handler = {
         resource["Properties"]["Handler"]: logical_id
         for logical_id, resource in synthesized.resources("AWS::Lambda::Function").items()
     }
-    return {name: by_handler[handler] for name, handler in HANDLERS.items()}
+    return {function.name: by_handler[function.handler] for function in FUNCTIONS}
 
 
 def logical_id_of(synthesized: Synthesized, resource_type: str, construct_path: str) -> str:

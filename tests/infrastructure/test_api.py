@@ -1,8 +1,8 @@
-"""The HTTP API serves exactly `routes.ROUTES`, every route behind the API-key authorizer, logged and throttled."""
+"""The HTTP API serves exactly the table of functions' routes, every one behind its authorizer, logged and throttled."""
 
 from __future__ import annotations
 
-from hookrelay.handlers.routes import ROUTES
+from hookrelay.functions import ROUTES, authorizer
 from tests.infrastructure.conftest import Synthesized, function_logical_ids
 
 
@@ -32,7 +32,7 @@ def test_the_authorizer_is_the_uncached_simple_response_lambda(synthesized: Synt
     assert props["EnableSimpleResponses"] is True
     assert props["IdentitySource"] == ["$request.header.Authorization"]
     assert props["AuthorizerResultTtlInSeconds"] == 0  # revocation takes effect on the next request
-    authorizer_function = function_logical_ids(synthesized)["authorizer"]
+    authorizer_function = function_logical_ids(synthesized)[authorizer().name]
     assert {"Fn::GetAtt": [authorizer_function, "Arn"]} in props["AuthorizerUri"]["Fn::Join"][1]
 
 
@@ -43,7 +43,7 @@ def test_each_route_reaches_the_function_the_route_table_names(synthesized: Synt
         route = next(r for r in ROUTES if r.route_key == props["RouteKey"])
         integration_id = props["Target"]["Fn::Join"][1][1]["Ref"]
         integration = integrations[integration_id]["Properties"]
-        assert integration["IntegrationUri"] == {"Fn::GetAtt": [functions[route.function], "Arn"]}, route.route_key
+        assert integration["IntegrationUri"] == {"Fn::GetAtt": [functions[ROUTES[route].name], "Arn"]}, route.route_key
         assert integration["PayloadFormatVersion"] == "2.0"
 
 

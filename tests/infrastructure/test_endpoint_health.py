@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from hookrelay.adapters import schema
-from stacks.constructs.functions import ACCESS
+from hookrelay.functions import FUNCTIONS, SWEEPER, scheduled
 from tests.infrastructure.conftest import Synthesized, function_logical_ids, logical_id_of
 from tests.infrastructure.test_iam import _actions_on, _as_list, _function_role, _role_statements, _table_of
 
@@ -27,14 +27,14 @@ def test_the_sweeper_runs_hourly_from_an_eventbridge_rule(synthesized: Synthesiz
         if any(target["Arn"] == {"Fn::GetAtt": [sweeper_id, "Arn"]} for target in rule["Targets"])
     ]
     assert [(rule["ScheduleExpression"], rule["State"]) for rule in rules] == [("rate(1 hour)", "ENABLED")]
-    assert schema.SWEEPER_INTERVAL_SECONDS == 3600
+    assert [(function, schedule.every_seconds) for function, schedule in scheduled()] == [(SWEEPER, 3600)]
     permissions = [
         p
         for p in synthesized.properties("AWS::Lambda::Permission")
         if p["FunctionName"] == {"Fn::GetAtt": [sweeper_id, "Arn"]}
     ]
     assert [p["Principal"] for p in permissions] == ["events.amazonaws.com"]
-    assert properties["Timeout"] == schema.SWEEPER_FUNCTION_TIMEOUT_SECONDS
+    assert properties["Timeout"] == SWEEPER.timeout_seconds
     # Only the sweeper is scheduled: no other function is the target of a rule.
     targets = {t["Arn"]["Fn::GetAtt"][0] for r in synthesized.properties("AWS::Events::Rule") for t in r["Targets"]}
     assert targets == {sweeper_id}
@@ -94,7 +94,7 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes(synth
     assert not by_table[deliveries] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
 
 
-@pytest.mark.parametrize("name", [name for name in ACCESS if name != "sweeper"])
+@pytest.mark.parametrize("name", [function.name for function in FUNCTIONS if function is not SWEEPER])
 def test_no_other_function_publishes_notices(synthesized: Synthesized, name: str) -> None:
     statements = _role_statements(synthesized, _function_role(synthesized, name))
     assert _actions_on(statements, "sns:") == set() and _actions_on(statements, "kms:") == set()
@@ -129,7 +129,8 @@ def test_the_auto_disable_threshold_is_read_with_the_runtime_parser(context: obj
     assert config.auto_disable_policy(app.node).disable_after_days == days
 
 
-def test_the_local_stack_runs_exactly_the_scheduled_functions_on_timers() -> None:
-    from local.stack import SCHEDULED_FUNCTIONS
+def test_the_local_stack_runs_exactly_the_tables_scheduled_functions_on_timers() -> None:
+    from local.stack import scheduled_functions
 
-    assert set(SCHEDULED_FUNCTIONS) == {name for name, access in ACCESS.items() if access.runs_every_seconds}
+    for fast in (False, True):
+        assert [timer.function for timer in scheduled_functions(fast=fast)] == [SWEEPER.name]

@@ -1,4 +1,4 @@
-"""Every function: arm64, the runtime and defaults of the functions construct, and exactly its resources' names."""
+"""Every function of the table of functions, as its entry says: handler, timeout, memory, trigger, resources' names."""
 
 from __future__ import annotations
 
@@ -7,20 +7,26 @@ import json
 import pytest
 
 from hookrelay.adapters import schema
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, schedule_from_config
-from hookrelay.handlers.routes import HANDLERS
-from stacks.constructs.functions import ACCESS, Functions
-from stacks.constructs.queues import queue_url_env
-from tests.infrastructure.conftest import CUSTOM_RETRY_SCHEDULE, Synthesized, function_logical_ids
+from hookrelay.functions import DELIVERY, FUNCTIONS, queue_trigger, queue_triggered
+from stacks.constructs.functions import Functions
+from tests.infrastructure.conftest import CUSTOM_RETRY_SCHEDULE, Synthesized, function_logical_ids, logical_id_of
 
 
 def _function(synthesized: Synthesized, name: str) -> dict:
     return synthesized.template["Resources"][function_logical_ids(synthesized)[name]]["Properties"]
 
 
-def test_there_is_one_function_per_handler(synthesized: Synthesized) -> None:
+def test_there_is_one_function_per_entry_of_the_table(synthesized: Synthesized) -> None:
     handlers = sorted(props["Handler"] for props in synthesized.properties("AWS::Lambda::Function"))
-    assert handlers == sorted(HANDLERS.values())
+    assert handlers == sorted(function.handler for function in FUNCTIONS)
+
+
+def test_each_function_has_its_entrys_timeout_and_memory(synthesized: Synthesized) -> None:
+    for function in FUNCTIONS:
+        props = _function(synthesized, function.name)
+        assert (props["Timeout"], props["MemorySize"]) == (function.timeout_seconds, function.memory_mb), function.name
 
 
 def test_every_function_is_arm64_traced_on_the_chosen_python(synthesized: Synthesized) -> None:
@@ -28,7 +34,7 @@ def test_every_function_is_arm64_traced_on_the_chosen_python(synthesized: Synthe
         assert props["Architectures"] == ["arm64"]
         assert props["Runtime"] == Functions.RUNTIME.name
         assert props["TracingConfig"] == {"Mode": "Active"}
-        assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == "Hookrelay"
+        assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == METRICS_NAMESPACE
 
 
 def test_all_functions_share_one_code_asset(synthesized: Synthesized) -> None:
@@ -45,25 +51,51 @@ def test_the_delivery_function_consumes_its_fifo_queue_with_partial_batch_respon
         if m["FunctionName"] == {"Ref": delivery_id}
     ]
     assert len(mappings) == 1
-    assert mappings[0]["BatchSize"] == schema.DELIVERY_BATCH_SIZE
+    assert mappings[0]["BatchSize"] == queue_trigger(DELIVERY).batch_size == 1
     assert mappings[0]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+
+
+def test_each_queue_trigger_of_the_table_is_an_event_source_mapping(synthesized: Synthesized) -> None:
+    """The SQS event sources are exactly the table's queue triggers, which the local stack also runs."""
+    queue_names = {
+        logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}"): spec.logical_name
+        for spec in schema.ALL_QUEUES
+    }
+    names = {logical_id: name for name, logical_id in function_logical_ids(synthesized).items()}
+    deployed = {
+        (
+            names[mapping["FunctionName"]["Ref"]],
+            queue_names[mapping["EventSourceArn"]["Fn::GetAtt"][0]],
+            mapping["BatchSize"],
+            mapping.get("ScalingConfig", {}).get("MaximumConcurrency"),
+        )
+        for mapping in synthesized.properties("AWS::Lambda::EventSourceMapping")
+        if mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    }
+    expected = {
+        (function.name, trigger.queue.logical_name, trigger.batch_size, trigger.max_concurrency)
+        for function, trigger in queue_triggered()
+    }
+    assert deployed == expected
+    assert len(synthesized.properties("AWS::Lambda::EventSourceMapping")) == len(expected) == 2
 
 
 def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthesized: Synthesized) -> None:
     shared = {schema.RETRY_SCHEDULE, schema.ATTEMPT_TIMEOUT_SECONDS, schema.AUTO_DISABLE_AFTER_DAYS}
-    for name, access in ACCESS.items():
-        variables = set(_function(synthesized, name)["Environment"]["Variables"]) - shared
+    for function in FUNCTIONS:
+        access = function.access
+        variables = set(_function(synthesized, function.name)["Environment"]["Variables"]) - shared
         expected = {spec.env_var for spec in access.tables}
-        expected |= {queue_url_env(spec) for spec in (*access.sends_to, *access.drains)}
+        expected |= {spec.env_var for spec in (*access.sends_to, *access.drains)}
         if access.starts_retries or access.answers_retries:
             expected.add(schema.RETRY_STATE_MACHINE_ARN)
         expected |= {topic.env_var for topic in access.publishes}
-        assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, name
+        assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, function.name
 
 
-def test_queue_url_variables_follow_the_names_in_schema() -> None:
-    assert queue_url_env(schema.DELIVERY_QUEUE) == schema.DELIVERY_QUEUE_URL
-    assert queue_url_env(schema.DEAD_LETTER_QUEUE) == schema.DEAD_LETTER_QUEUE_URL
+def test_every_resource_has_its_own_environment_variable() -> None:
+    specs = (*schema.ALL_TABLES, *schema.ALL_QUEUES, *schema.ALL_TOPICS)
+    assert len({spec.env_var for spec in specs}) == len(specs)
 
 
 def test_private_destinations_are_never_allowed_in_the_deployed_stack(synthesized: Synthesized) -> None:

@@ -1,11 +1,14 @@
-"""Least privilege: each function's and the workflow's policies allow what ACCESS and the ASL need, nothing broader."""
+"""Least privilege: each function's and the workflow's policies allow what its table entry's `Access` and the ASL
+need, nothing broader."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from stacks.constructs.functions import ACCESS, TableAccess
+from hookrelay.functions import FUNCTIONS, TableAccess
 from tests.infrastructure.conftest import Synthesized, function_logical_ids, logical_id_of
+
+ACCESS = {function.name: function.access for function in FUNCTIONS}
 
 TASK_TOKEN_ACTIONS = {"states:SendTaskSuccess", "states:SendTaskFailure"}
 

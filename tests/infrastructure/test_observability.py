@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hookrelay.adapters import schema
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from tests.infrastructure.conftest import Synthesized, function_logical_ids, logical_id_of
 
 
@@ -80,5 +81,5 @@ def test_the_outputs_name_the_api_the_key_table_and_the_queues(synthesized: Synt
 def test_failing_spell_bookkeeping_errors_are_alarmed(synthesized: Synthesized) -> None:
     alarms = [a for a in _alarms(synthesized) if a["MetricName"] == "FailingSpellErrors"]
     assert [(a["Namespace"], a["Dimensions"]) for a in alarms] == [
-        ("Hookrelay", [{"Name": "service", "Value": "delivery"}])
+        (METRICS_NAMESPACE, [{"Name": "service", "Value": "delivery"}])
     ]

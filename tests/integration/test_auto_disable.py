@@ -67,7 +67,8 @@ class NoticeInbox:
         sqs = boto3.client("sqs")
         notices = []
         while True:
-            batch = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10).get("Messages", [])
+            received = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=schema.SQS_MAX_BATCH)
+            batch = received.get("Messages", [])
             if not batch:
                 return notices
             for message in batch:
@@ -165,7 +166,7 @@ def test_notices_at_one_three_and_five_days_once_each_then_the_disable_and_recov
     window = {"status": "cancelled", "since": to_rfc3339(since)}
     redrive = tenant.call("POST", f"/v1/endpoints/{endpoint_id}/redrive", window)
     assert redrive.status == 202 and redrive.json()["count"] == 1, redrive.body
-    while poll_once(platform.sqs, platform.env["REDRIVE_JOBS_QUEUE_URL"], function="redrive"):
+    while poll_once(platform.sqs, platform.env[schema.REDRIVE_JOBS_QUEUE.env_var], function="redrive"):
         pass
     platform.pump()
     replays = tenant.call("GET", f"/v1/deliveries?endpoint_id={endpoint_id}&status=delivered").json()["data"]

@@ -15,6 +15,7 @@ from hookrelay_client import HookrelayClient, HookrelayError, Redrive
 from hookrelay_client.cli import main, moment, seconds
 from standardwebhooks import Webhook
 
+from hookrelay.adapters import schema
 from local.sqs_source import poll_once
 from tests.conftest import Platform
 from tests.support.consumer import Reply, ScriptedConsumer
@@ -42,7 +43,7 @@ def tenant(platform: Platform, client_for: ClientFor, consumer: ScriptedConsumer
 
 def run_redrive_pages(platform: Platform) -> None:
     """What the redrive Lambda's event source does in AWS: feed queued redrive pages to the real handler."""
-    while poll_once(platform.sqs, platform.env["REDRIVE_JOBS_QUEUE_URL"], function="redrive", batch_size=1):
+    while poll_once(platform.sqs, platform.env[schema.REDRIVE_JOBS_QUEUE.env_var], function="redrive", batch_size=1):
         pass
 
 

@@ -9,6 +9,7 @@ import boto3
 import pytest
 from moto.dynamodb.models import DynamoDBBackend
 
+from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable
 from local.lambda_runtime import invoke
 from local.sqs_source import to_record
@@ -31,8 +32,10 @@ def publish_one(platform: Platform, consumer: ScriptedConsumer) -> str:
 
 def receive_all(platform: Platform) -> list[dict]:
     sqs = platform.sqs
-    url = platform.env["DELIVERY_QUEUE_URL"]
-    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, MessageSystemAttributeNames=["All"])
+    url = platform.env[schema.DELIVERY_QUEUE.env_var]
+    messages = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=schema.SQS_MAX_BATCH, MessageSystemAttributeNames=["All"]
+    )
     return messages.get("Messages", [])
 
 

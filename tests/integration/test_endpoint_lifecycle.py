@@ -10,6 +10,7 @@ from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
 from hookrelay import wiring
+from hookrelay.adapters import schema
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339, utcnow
 from hookrelay.domain.models import Endpoint
 from hookrelay.domain.status import DeliveryStatus
@@ -56,7 +57,7 @@ def stored(tenant: Tenant, endpoint_id: str) -> Endpoint:
 
 
 def run_redrive_jobs(platform: Platform) -> None:
-    while poll_once(platform.sqs, platform.env["REDRIVE_JOBS_QUEUE_URL"], function="redrive"):
+    while poll_once(platform.sqs, platform.env[schema.REDRIVE_JOBS_QUEUE.env_var], function="redrive"):
         pass
 
 

@@ -6,6 +6,7 @@ import json
 from datetime import timedelta
 
 from hookrelay import wiring
+from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryLogTable
 from hookrelay.adapters.redrive_sqs import job_body
 from hookrelay.adapters.sqs import SqsDeadLetters, message_body
@@ -27,7 +28,9 @@ OUTAGE = (utcnow() - timedelta(days=2)).replace(minute=0, second=0, microsecond=
 def run_redrive_jobs(platform: Platform) -> int:
     """Feed the redrive Lambda until its queue is empty (each page enqueues the next); returns jobs run."""
     jobs = 0
-    while (received := poll_once(platform.sqs, platform.env["REDRIVE_JOBS_QUEUE_URL"], function="redrive")) > 0:
+    while (
+        received := poll_once(platform.sqs, platform.env[schema.REDRIVE_JOBS_QUEUE.env_var], function="redrive")
+    ) > 0:
         jobs += received
     return jobs
 
@@ -74,7 +77,7 @@ def test_a_redrive_replays_exactly_the_dead_deliveries_in_its_window_once(
 
     # The first page's job arrives twice (SQS is at-least-once): the copy must replay nothing.
     platform.sqs.send_message(
-        QueueUrl=platform.env["REDRIVE_JOBS_QUEUE_URL"],
+        QueueUrl=platform.env[schema.REDRIVE_JOBS_QUEUE.env_var],
         MessageBody=job_body(RedriveJob("redrive", started["redrive_id"], page=0)),
     )
     assert run_redrive_jobs(platform) == -(-len(inside) // PAGE_SIZE) + 1  # one job a page, plus the copy
@@ -163,13 +166,13 @@ def test_the_dead_letter_drain_puts_both_queues_back_into_delivery(
     dead, vanished = (make(tenant_id, endpoint_id, OUTAGE + timedelta(minutes=i)) for i in range(2))
     stuck = make(tenant_id, endpoint_id, OUTAGE, DeliveryStatus.QUEUED)
     store([dead, stuck])
-    dead_letters = SqsDeadLetters(platform.sqs, platform.env["DEAD_LETTER_QUEUE_URL"])
+    dead_letters = SqsDeadLetters(platform.sqs, platform.env[schema.DEAD_LETTER_QUEUE.env_var])
     for item in (dead, vanished):  # `vanished`'s record is gone: its message must stay, reported
         dead_letters.publish(item.delivery)
     # A delivery message that failed processing too often, parked on the poison queue by SQS.
     poisoned = DeliveryMessage(stuck.delivery.id, tenant_id, 1, stuck.delivery.message_group_id, stuck.delivery.id)
     platform.sqs.send_message(
-        QueueUrl=platform.env["POISON_QUEUE_URL"],
+        QueueUrl=platform.env[schema.POISON_QUEUE.env_var],
         MessageBody=message_body(poisoned),
         MessageGroupId=poisoned.group_id,
         MessageDeduplicationId=poisoned.deduplication_id,
@@ -177,9 +180,9 @@ def test_the_dead_letter_drain_puts_both_queues_back_into_delivery(
 
     report = redrive_dead_letters(
         [
-            f"--dead-letter-queue-url={platform.env['DEAD_LETTER_QUEUE_URL']}",
-            f"--poison-queue-url={platform.env['POISON_QUEUE_URL']}",
-            f"--delivery-queue-url={platform.env['DELIVERY_QUEUE_URL']}",
+            f"--dead-letter-queue-url={platform.env[schema.DEAD_LETTER_QUEUE.env_var]}",
+            f"--poison-queue-url={platform.env[schema.POISON_QUEUE.env_var]}",
+            f"--delivery-queue-url={platform.env[schema.DELIVERY_QUEUE.env_var]}",
         ]
     )
     assert (report.replayed, report.resent, report.exhausted) == (1, 1, True)
@@ -191,7 +194,8 @@ def test_the_dead_letter_drain_puts_both_queues_back_into_delivery(
     replay = platform.call("GET", f"/v1/deliveries?status=delivered&endpoint_id={endpoint_id}", token).json()["data"]
     assert sorted(d["replay_of"] or d["id"] for d in replay) == sorted([dead.delivery.id, stuck.delivery.id])
     left = platform.sqs.get_queue_attributes(
-        QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], AttributeNames=["ApproximateNumberOfMessagesNotVisible"]
+        QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var],
+        AttributeNames=["ApproximateNumberOfMessagesNotVisible"],
     )["Attributes"]
     assert left["ApproximateNumberOfMessagesNotVisible"] == "1"  # the kept one, hidden for this run
     assert json.loads(message_body(poisoned))["delivery_id"] == stuck.delivery.id
@@ -206,13 +210,13 @@ def test_a_delivery_whose_retry_workflow_gave_up_is_marked_dead_and_replayed(
     store([stranded])
     # What the state machine's ReportAttemptLost state sends when an attempt and its re-sends go unanswered.
     lost = {"reason": "attempt_lost", "delivery_id": stranded.delivery.id, "tenant_id": tenant_id, "attempt": 2}
-    platform.sqs.send_message(QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], MessageBody=json.dumps(lost))
+    platform.sqs.send_message(QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var], MessageBody=json.dumps(lost))
 
     report = redrive_dead_letters(
         [
-            f"--dead-letter-queue-url={platform.env['DEAD_LETTER_QUEUE_URL']}",
-            f"--poison-queue-url={platform.env['POISON_QUEUE_URL']}",
-            f"--delivery-queue-url={platform.env['DELIVERY_QUEUE_URL']}",
+            f"--dead-letter-queue-url={platform.env[schema.DEAD_LETTER_QUEUE.env_var]}",
+            f"--poison-queue-url={platform.env[schema.POISON_QUEUE.env_var]}",
+            f"--delivery-queue-url={platform.env[schema.DELIVERY_QUEUE.env_var]}",
         ]
     )
 
@@ -243,7 +247,7 @@ def test_a_late_delivery_is_not_overwritten_by_the_drain_nor_replayed(
     late = make(tenant_id, endpoint_id, OUTAGE, DeliveryStatus.ATTEMPTING)
     store([late])
     lost = {"reason": "attempt_lost", "delivery_id": late.delivery.id, "tenant_id": tenant_id, "attempt": 2}
-    platform.sqs.send_message(QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], MessageBody=json.dumps(lost))
+    platform.sqs.send_message(QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var], MessageBody=json.dumps(lost))
     drain = wiring.dead_letter_drain(wait_seconds=0)
     drain.deliveries = LateAttemptLands(drain.deliveries.table)
     received: list[QueuedMessage] = []
@@ -256,7 +260,7 @@ def test_a_late_delivery_is_not_overwritten_by_the_drain_nor_replayed(
     assert wiring.delivery_service().deliveries.get(late.delivery.id).status is DeliveryStatus.DELIVERED
     [kept] = received
     platform.sqs.change_message_visibility(  # the kept message shows again, as it will at the next drain
-        QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], ReceiptHandle=kept.receipt_handle, VisibilityTimeout=0
+        QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var], ReceiptHandle=kept.receipt_handle, VisibilityTimeout=0
     )
     second = wiring.dead_letter_drain(wait_seconds=0).drain()
 

@@ -17,6 +17,7 @@ import boto3
 import pytest
 
 import statemachine
+from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable, EventTable
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.models import Delivery
@@ -103,14 +104,14 @@ def finished_execution(platform: Platform, name: str) -> dict[str, Any]:
 def run_to_the_end(platform: Platform, consumer: ScriptedConsumer) -> tuple[str, Delivery, dict[str, Any]]:
     """Publish one event, pump until its delivery's workflow has finished; returns (event id, delivery, execution)."""
     event_id, delivery_id = publish(platform, consumer)
-    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
         execution = finished_execution(platform, delivery_id)
     return event_id, DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id), execution
 
 
 def dead_letters(platform: Platform) -> list[dict[str, Any]]:
-    url = platform.env["DEAD_LETTER_QUEUE_URL"]
-    received = platform.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+    url = platform.env[schema.DEAD_LETTER_QUEUE.env_var]
+    received = platform.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=schema.SQS_MAX_BATCH).get("Messages", [])
     return [json.loads(message["Body"]) for message in received]
 
 
@@ -195,8 +196,8 @@ def use_task_timeout(platform: Platform, seconds: int) -> None:
     """Re-render the real ASL with a short task timeout, so that losing a message shows within seconds."""
     values = {
         "Partition": "aws",
-        "DeliveryQueueUrl": platform.env["DELIVERY_QUEUE_URL"],
-        "DeadLetterQueueUrl": platform.env["DEAD_LETTER_QUEUE_URL"],
+        "DeliveryQueueUrl": platform.env[schema.DELIVERY_QUEUE.env_var],
+        "DeadLetterQueueUrl": platform.env[schema.DEAD_LETTER_QUEUE.env_var],
         "AttemptTaskTimeoutSeconds": str(seconds),
     }
     boto3.client("stepfunctions").update_state_machine(
@@ -206,7 +207,7 @@ def use_task_timeout(platform: Platform, seconds: int) -> None:
 
 def lose_next_workflow_message(platform: Platform) -> dict[str, Any]:
     """Take the workflow's next message off the delivery queue without handling it: a lost message."""
-    sqs, url = platform.sqs, platform.env["DELIVERY_QUEUE_URL"]
+    sqs, url = platform.sqs, platform.env[schema.DELIVERY_QUEUE.env_var]
 
     def receive() -> dict[str, Any] | None:
         messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1).get("Messages", [])
@@ -224,7 +225,7 @@ def test_a_lost_message_is_resent_when_the_task_times_out(platform: Platform, co
     assert platform.pump() == 1  # attempt 1 fails and starts the workflow
 
     lost = lose_next_workflow_message(platform)
-    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
         execution = finished_execution(platform, delivery_id)
 
     assert lost["attempt"] == 2 and "task_token" in lost
@@ -280,12 +281,12 @@ def test_a_stale_message_after_the_workflow_gave_up_resumes_it_with_a_fresh_exec
     use_task_timeout(platform, 60)
     group_id = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id).message_group_id
     platform.sqs.send_message(
-        QueueUrl=platform.env["DELIVERY_QUEUE_URL"],
+        QueueUrl=platform.env[schema.DELIVERY_QUEUE.env_var],
         MessageBody=json.dumps(lost[0]),
         MessageGroupId=group_id,
         MessageDeduplicationId=f"{delivery_id}-stale",
     )
-    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
         resumed = finished_execution(platform, f"{delivery_id}-3")
 
     assert resumed["status"] == "SUCCEEDED"

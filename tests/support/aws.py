@@ -13,6 +13,7 @@ from moto import mock_aws
 from hookrelay import wiring
 from hookrelay.adapters import aws
 from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from local.provision import provision
 
 FAKE_ENV = {
@@ -22,7 +23,7 @@ FAKE_ENV = {
     "AWS_DEFAULT_REGION": "us-east-1",
     "TZ": "UTC",  # moto's Wait/TimestampPath compares against local time
     "POWERTOOLS_TRACE_DISABLED": "true",
-    "POWERTOOLS_METRICS_NAMESPACE": "Hookrelay",
+    "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
     "POWERTOOLS_DEV": "false",
 }
 

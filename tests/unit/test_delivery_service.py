@@ -14,7 +14,7 @@ import pytest
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.stepfunctions import EXECUTION_NAME_MAX, execution_name
-from hookrelay.adapters.telemetry import PowertoolsTelemetry
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE, PowertoolsTelemetry
 from hookrelay.domain.classification import FailureKind
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.envelope import retry_group_id
@@ -473,7 +473,7 @@ def test_the_delivery_queue_keeps_a_first_attempt_until_auto_disable_and_beyond(
 def test_the_powertools_telemetry_logs_the_delivery_and_counts_the_metric(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "Hookrelay")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", METRICS_NAMESPACE)
     telemetry = PowertoolsTelemetry(service="delivery")
     # The service's logger is shared with the handler's, whose stream was bound when it was first imported;
     # read what it formats through a stream of our own instead of whatever stdout was then.

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from openapi_spec_validator import validate
 
-from hookrelay.handlers.routes import ROUTES
+from hookrelay.functions import ROUTES
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.schema import IndexSpec
-from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339
+from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds
 from hookrelay.domain.models import (
     CIRCUIT_FIELDS,
     ApiKey,
@@ -402,14 +402,14 @@ def _not_expired(now: datetime) -> ConditionBase:
 
 def _upper_inclusive(until: datetime) -> str:
     """created_at is stored at millisecond precision, so `< until` is `<=` the last millisecond before it."""
-    ceiling = until.replace(microsecond=(until.microsecond // 1000) * 1000)
+    ceiling = truncate_to_milliseconds(until)
     if ceiling < until:
         ceiling += timedelta(milliseconds=1)
     return to_rfc3339(ceiling - timedelta(milliseconds=1))
 
 
 def _lower_inclusive(since: datetime) -> str:
-    floor = since.replace(microsecond=(since.microsecond // 1000) * 1000)
+    floor = truncate_to_milliseconds(since)
     return to_rfc3339(floor if floor == since else floor + timedelta(milliseconds=1))
 
 

@@ -26,7 +26,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from hookrelay.domain.classification import FailureKind
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS, FailureKind
 from hookrelay.domain.models import RESPONSE_EXCERPT_BYTES
 from hookrelay.services.ports import SendResult
 
@@ -190,7 +190,7 @@ class RequestsSender:
     def __init__(
         self,
         *,
-        timeout_seconds: float = 8.0,
+        timeout_seconds: float = ATTEMPT_TIMEOUT_SECONDS,
         allow_private_destinations: bool = False,
         resolver: Resolver = system_resolver,
     ) -> None:

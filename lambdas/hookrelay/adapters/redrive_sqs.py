@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import parse_message
 from hookrelay.services.ports import QueuedMessage, RedriveJob
 
@@ -43,7 +44,7 @@ class SqsMessageSource:
     def receive(self, max_messages: int) -> list[QueuedMessage]:
         received = self.sqs.receive_message(
             QueueUrl=self.queue_url,
-            MaxNumberOfMessages=max(1, min(10, max_messages)),
+            MaxNumberOfMessages=max(1, min(SQS_MAX_BATCH, max_messages)),
             WaitTimeSeconds=self.wait_seconds,
             VisibilityTimeout=DRAIN_VISIBILITY_SECONDS,
             MessageSystemAttributeNames=["SentTimestamp", "MessageGroupId", "MessageDeduplicationId"],

@@ -1,4 +1,4 @@
-"""The tables, indexes and environment names: one definition for the CDK stack, the local stack and the tests."""
+"""The tables, queues, topics and environment names: one definition for the CDK stack, the local stack and the tests."""
 
 from __future__ import annotations
 
@@ -62,11 +62,7 @@ IDEMPOTENCY = TableSpec("Idempotency", "IDEMPOTENCY_TABLE", partition_key="id", 
 
 ALL_TABLES: tuple[TableSpec, ...] = (TENANTS, API_KEYS, ENDPOINTS, EVENTS, DELIVERIES, IDEMPOTENCY, REDRIVES)
 
-# Other environment the functions read.
-DELIVERY_QUEUE_URL = "DELIVERY_QUEUE_URL"
-DEAD_LETTER_QUEUE_URL = "DEAD_LETTER_QUEUE_URL"
-POISON_QUEUE_URL = "POISON_QUEUE_URL"
-REDRIVE_JOBS_QUEUE_URL = "REDRIVE_JOBS_QUEUE_URL"
+# Other environment the functions read (each queue's and topic's variable is on its spec).
 RETRY_STATE_MACHINE_ARN = "RETRY_STATE_MACHINE_ARN"
 RETRY_SCHEDULE = "RETRY_SCHEDULE"
 ALLOW_PRIVATE_DESTINATIONS = "ALLOW_PRIVATE_DESTINATIONS"
@@ -87,14 +83,15 @@ class TopicSpec:
 ENDPOINT_NOTICES_TOPIC = TopicSpec("EndpointNoticesTopic", "ENDPOINT_NOTICES_TOPIC_ARN")
 ALL_TOPICS: tuple[TopicSpec, ...] = (ENDPOINT_NOTICES_TOPIC,)
 
-# The endpoint-health sweeper runs on a schedule (EventBridge in AWS, a timer in the local stack).
-SWEEPER_INTERVAL_SECONDS = 3600
-SWEEPER_FUNCTION_TIMEOUT_SECONDS = 300
+# SQS's most messages per call (ReceiveMessage, SendMessageBatch, DeleteMessageBatch), and so the largest batch
+# Lambda's event source hands a function from a FIFO queue.
+SQS_MAX_BATCH = 10
 
 
 @dataclass(frozen=True)
 class QueueSpec:
     logical_name: str
+    env_var: str  # the variable holding the queue's URL
     fifo: bool
     visibility_timeout_seconds: int = 30
     retention_seconds: int = 14 * 24 * 3600
@@ -106,17 +103,15 @@ class QueueSpec:
     high_throughput: bool = False
 
 
+# The timeouts of the functions these queues trigger (`hookrelay.functions`), which their visibility follows.
 DELIVERY_FUNCTION_TIMEOUT_SECONDS = 60
-# One message per invocation: the event source deletes a batch's messages only when the whole invocation
-# returns, so a batch holding a hanging endpoint's message would keep a healthy endpoint's message group
-# locked for up to the attempt timeout. FIFO concurrency scales with message groups instead.
-DELIVERY_BATCH_SIZE = 1
 
 # Messages that fail delivery processing this many times (a bug, not a consumer outage: consumer
 # failures are recorded attempts, not processing errors) move to the poison-message queue.
-POISON_QUEUE = QueueSpec("PoisonQueue", fifo=True)
+POISON_QUEUE = QueueSpec("PoisonQueue", "POISON_QUEUE_URL", fifo=True)
 DELIVERY_QUEUE = QueueSpec(
     "DeliveryQueue",
+    "DELIVERY_QUEUE_URL",
     fifo=True,
     # Six times the function timeout, as the Lambda event source recommends.
     visibility_timeout_seconds=6 * DELIVERY_FUNCTION_TIMEOUT_SECONDS,
@@ -128,15 +123,17 @@ DELIVERY_QUEUE = QueueSpec(
     high_throughput=True,
 )
 # One message per dead delivery: what operators watch and alarm on.
-DEAD_LETTER_QUEUE = QueueSpec("DeadLetterQueue", fifo=False)
+DEAD_LETTER_QUEUE = QueueSpec("DeadLetterQueue", "DEAD_LETTER_QUEUE_URL", fifo=False)
 
 REDRIVE_FUNCTION_TIMEOUT_SECONDS = 120
-REDRIVE_BATCH_SIZE = 1  # one redrive page (or dead-letter drain) per invocation keeps each within the timeout
 # Redrive jobs that keep failing (a bug) park here instead of cycling for the queue's whole retention.
-REDRIVE_JOBS_DEAD_LETTER_QUEUE = QueueSpec("RedriveJobsDeadLetterQueue", fifo=False)
+REDRIVE_JOBS_DEAD_LETTER_QUEUE = QueueSpec(
+    "RedriveJobsDeadLetterQueue", "REDRIVE_JOBS_DEAD_LETTER_QUEUE_URL", fifo=False
+)
 # One message per page of a redrive (the redrive Lambda re-enqueues the next), or per dead-letter drain.
 REDRIVE_JOBS_QUEUE = QueueSpec(
     "RedriveJobsQueue",
+    "REDRIVE_JOBS_QUEUE_URL",
     fifo=False,
     visibility_timeout_seconds=6 * REDRIVE_FUNCTION_TIMEOUT_SECONDS,
     dead_letter=REDRIVE_JOBS_DEAD_LETTER_QUEUE.logical_name,

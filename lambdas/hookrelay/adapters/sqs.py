@@ -6,13 +6,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from hookrelay.adapters.schema import SQS_MAX_BATCH as SQS_BATCH
 from hookrelay.adapters.stepfunctions import parse_command
 from hookrelay.domain.circuit import Via
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.models import Delivery
 from hookrelay.services.ports import CircuitCommand, DeliveryMessage
-
-SQS_BATCH = 10
 
 
 def message_body(message: DeliveryMessage) -> str:

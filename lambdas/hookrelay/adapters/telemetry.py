@@ -5,6 +5,17 @@ from __future__ import annotations
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from hookrelay.domain.status import DeliveryStatus
+
+# The CloudWatch namespace of every function's metrics (Powertools EMF) and of the stack's alarms on them.
+METRICS_NAMESPACE = "Hookrelay"
+
+
+def attempts_metric(status: DeliveryStatus) -> str:
+    """The count of attempts that left a delivery in `status`: emitted by the delivery handler, graphed by the
+    stack's dashboard."""
+    return f"Attempts_{status.value}"
+
 
 class PowertoolsTelemetry:
     """Logs through the function's logger and counts into the metrics its handler flushes (both shared by

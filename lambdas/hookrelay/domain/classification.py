@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+# The whole-request timeout of one attempt (the contract's "return 200 within 8 seconds"): an endpoint that has
+# not answered by then has failed this attempt, with FailureKind.TIMEOUT.
+ATTEMPT_TIMEOUT_SECONDS = 8
+
 # 3xx and "hard" 4xx are retried, but a delivery gets at most this many attempts in all once one of
 # them has failed that way: consumers misconfigure things transiently, but not for 72 hours.
 HARD_FAILURE_ATTEMPT_CAP = 3

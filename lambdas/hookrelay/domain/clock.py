@@ -11,6 +11,11 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def truncate_to_milliseconds(moment: datetime) -> datetime:
+    """`moment` truncated to the stored precision (RFC 3339 with milliseconds), so it compares as stored."""
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
 def to_rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

@@ -12,6 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from hookrelay import wiring
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.functions import API
 from hookrelay.handlers.http import (
     install_problem_handlers,
     json_response,
@@ -38,8 +39,8 @@ from hookrelay.handlers.schemas import (
     rotated_secret_view,
 )
 
-logger = Logger(service="api")
-tracer = Tracer(service="api")
+logger = Logger(service=API.name)
+tracer = Tracer(service=API.name)
 app = APIGatewayHttpResolver()
 install_problem_handlers(app)
 

@@ -13,8 +13,9 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
+from hookrelay.functions import AUTHORIZER
 
-logger = Logger(service="authorizer")
+logger = Logger(service=AUTHORIZER.name)
 
 
 def bearer_token(authorization: str | None) -> str | None:

@@ -1,6 +1,6 @@
 """The delivery Lambda: SQS FIFO messages in, one attempt per message, partial batch failures out.
 
-The event source hands it one message at a time (`schema.DELIVERY_BATCH_SIZE`), so a hanging endpoint
+The event source hands it one message at a time (`functions.DELIVERY`'s batch size), so a hanging endpoint
 only ever holds its own message group; FIFO concurrency scales with the groups instead.
 """
 
@@ -16,11 +16,13 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
 from hookrelay.adapters.sqs import parse_queue_message
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric
+from hookrelay.functions import DELIVERY
 from hookrelay.services.ports import CircuitCommand
 
-logger = Logger(service="delivery")
-tracer = Tracer(service="delivery")
-metrics = Metrics(namespace="Hookrelay", service="delivery")
+logger = Logger(service=DELIVERY.name)
+tracer = Tracer(service=DELIVERY.name)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=DELIVERY.name)
 
 
 def deliver(record: SQSRecord) -> None:
@@ -47,7 +49,7 @@ def deliver(record: SQSRecord) -> None:
         },
     )
     if report.sent:
-        metrics.add_metric(name=f"Attempts_{report.status.value}", unit=MetricUnit.Count, value=1)
+        metrics.add_metric(name=attempts_metric(report.status), unit=MetricUnit.Count, value=1)
 
 
 @logger.inject_lambda_context

@@ -11,13 +11,15 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.functions import INGEST
 from hookrelay.handlers.http import install_problem_handlers, json_response, parse_body, require
 from hookrelay.handlers.idempotency import IdempotentCommand, register_lambda_context
 from hookrelay.handlers.schemas import PublishEvent
 
-logger = Logger(service="ingest")
-tracer = Tracer(service="ingest")
-metrics = Metrics(namespace="Hookrelay", service="ingest")
+logger = Logger(service=INGEST.name)
+tracer = Tracer(service=INGEST.name)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=INGEST.name)
 app = APIGatewayHttpResolver()
 install_problem_handlers(app)
 

@@ -16,12 +16,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
 from hookrelay.adapters.redrive_sqs import parse_job
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.functions import REDRIVE
 from hookrelay.services.ports import RedriveJob
 from hookrelay.services.redrive import DEAD_LETTERS_JOB, REDRIVE_JOB
 
-logger = Logger(service="redrive")
-tracer = Tracer(service="redrive")
-metrics = Metrics(namespace="Hookrelay", service="redrive")
+logger = Logger(service=REDRIVE.name)
+tracer = Tracer(service=REDRIVE.name)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=REDRIVE.name)
 # Messages a dead-letter drain handles per invocation before handing the rest to a fresh job.
 DRAIN_BUDGET = 500
 

@@ -9,10 +9,12 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.functions import SWEEPER
 
-logger = Logger(service="sweeper")
-tracer = Tracer(service="sweeper")
-metrics = Metrics(namespace="Hookrelay", service="sweeper")
+logger = Logger(service=SWEEPER.name)
+tracer = Tracer(service=SWEEPER.name)
+metrics = Metrics(namespace=METRICS_NAMESPACE, service=SWEEPER.name)
 
 
 @logger.inject_lambda_context

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 from hookrelay.domain import api_keys, ids
 from hookrelay.domain.api_keys import Principal
-from hookrelay.domain.clock import utcnow
+from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.models import ApiKey, Endpoint, EndpointState, SigningSecret, Tenant
@@ -146,7 +146,7 @@ def _next_version(previous: datetime, now: datetime) -> datetime:
 
     `updated_at` is what a write is conditional on; two writes within one millisecond must still differ.
     """
-    candidate = now.replace(microsecond=now.microsecond // 1000 * 1000)
+    candidate = truncate_to_milliseconds(now)
     return candidate if candidate > previous else previous + timedelta(milliseconds=1)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from hookrelay.domain import ids
-from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
+from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, truncate_to_milliseconds, utcnow
 from hookrelay.domain.errors import Conflict, Gone, InvalidRequest, NotFound
 from hookrelay.domain.models import Delivery
 from hookrelay.domain.status import DeliveryStatus
@@ -80,7 +80,7 @@ class RedriveService:
         self.replayer.deliverable_endpoint(tenant_id, endpoint_id)
         # Millisecond precision: the stored timestamps have no more, and the record must filter as it counted.
         now = utcnow()
-        now = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        now = truncate_to_milliseconds(now)
         until = min(until or now, now)
         if since >= until:
             raise InvalidRequest("since must be before until (and before now)")
@@ -174,7 +174,7 @@ class DeadLetterDrain:
                 if handled >= max_messages:
                     report.exhausted = False
                     break
-                batch = source.receive(min(10, max_messages - handled))
+                batch = source.receive(max_messages - handled)  # at most; the adapter knows SQS's own limit
                 if not batch:
                     break
                 for message in batch:

@@ -1,0 +1,275 @@
+"""The table of functions: every Lambda function, its handler, what invokes it, its limits and what it may touch.
+
+Why here, at the top of the package beside `wiring`: "what runs, when, and with what rights" is the first
+question about a serverless system, asked before any handler is read, and three readers need one answer:
+
+- the CDK stack (`stacks/constructs/functions.py`) makes each function from its entry: the handler, timeout and
+  memory, the trigger (API routes, the authorizer, an SQS event source, an EventBridge schedule), the IAM
+  grants its `Access` implies and the environment naming exactly those resources;
+- the local stack (`local/stack.py`, `local/gateway.py`, `local/lambda_runtime.py`) serves the same routes,
+  feeds the same queues at the same batch sizes and concurrency, runs the same schedules (sooner) and
+  resolves the same handlers;
+- the handlers, for their own names (Powertools' `service`).
+
+So it is plain Python, importable without aws_cdk (neither the local stack nor a Lambda function loads CDK).
+A new function is a new entry in `FUNCTIONS`; nothing else lists functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from hookrelay.adapters import schema
+
+# Every function's unless its entry says otherwise.
+DEFAULT_TIMEOUT_SECONDS = 10
+MEMORY_MB = 512
+
+
+class TableAccess(Enum):
+    READ = "read"
+    WRITE = "write"
+    READ_WRITE = "read_write"
+    READ_UPDATE = "read_update"  # read, and UpdateItem only: no puts, no deletes
+    READ_REWRITE = "read_rewrite"  # read, PutItem and UpdateItem: rewrites records, never deletes them
+
+
+@dataclass(frozen=True)
+class Access:
+    """What one function may touch. Its IAM grants and the environment naming those resources follow from this.
+
+    Receiving from the queue that triggers a function is its trigger's business (the event source's grant),
+    not listed here.
+    """
+
+    tables: Mapping[schema.TableSpec, TableAccess] = field(default_factory=dict)
+    sends_to: tuple[schema.QueueSpec, ...] = ()
+    drains: tuple[schema.QueueSpec, ...] = ()  # queues the function receives from and deletes from itself
+    starts_retries: bool = False  # states:StartExecution on the retry workflow (retry and probe executions)
+    answers_retries: bool = False  # states:SendTask{Success,Failure} for the workflow's task tokens
+    watches_probes: bool = False  # states:DescribeExecution on the retry workflow's executions (a lost probe)
+    publishes: tuple[schema.TopicSpec, ...] = ()  # SNS topics the function publishes to
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # API Gateway syntax: /v1/endpoints/{endpoint_id}
+
+    @property
+    def route_key(self) -> str:
+        return f"{self.method} {self.path}"
+
+
+@dataclass(frozen=True)
+class ApiRoutes:
+    """Invoked by the HTTP API for these routes (each behind the authorizer)."""
+
+    routes: tuple[Route, ...]
+
+
+@dataclass(frozen=True)
+class Authorizer:
+    """Invoked by the HTTP API before every route: the API's Lambda authorizer."""
+
+
+@dataclass(frozen=True)
+class QueueTrigger:
+    """Invoked by an SQS event source on `queue`, with partial batch responses."""
+
+    queue: schema.QueueSpec
+    batch_size: int
+    max_concurrency: int | None = None  # the event source's maximum concurrency; None: Lambda's own limits
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.batch_size <= schema.SQS_MAX_BATCH:
+            raise ValueError(f"batch size {self.batch_size} is not within SQS's 1..{schema.SQS_MAX_BATCH}")
+        if self.max_concurrency is not None and not 2 <= self.max_concurrency <= 1000:
+            raise ValueError(f"an SQS event source's maximum concurrency is 2..1000, not {self.max_concurrency}")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Invoked on a schedule (an EventBridge rule in AWS, a timer in the local stack), in whole minutes."""
+
+    every_seconds: int
+
+    def __post_init__(self) -> None:
+        if self.every_seconds <= 0 or self.every_seconds % 60:
+            raise ValueError(f"a schedule runs every whole number of minutes, not {self.every_seconds} s")
+
+
+Trigger = ApiRoutes | Authorizer | QueueTrigger | Schedule
+
+
+@dataclass(frozen=True)
+class Function:
+    name: str
+    handler: str  # "module.attribute", as Lambda resolves it
+    trigger: Trigger
+    access: Access
+    timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    memory_mb: int = MEMORY_MB
+
+
+AUTHORIZER = Function(
+    "authorizer",
+    "hookrelay.handlers.authorizer.handler",
+    trigger=Authorizer(),
+    access=Access(tables={schema.API_KEYS: TableAccess.READ}),
+)
+
+INGEST = Function(
+    "ingest",
+    "hookrelay.handlers.ingest.handler",
+    trigger=ApiRoutes((Route("POST", "/v1/events"),)),
+    access=Access(
+        tables={
+            schema.TENANTS: TableAccess.READ,
+            schema.ENDPOINTS: TableAccess.READ,
+            schema.EVENTS: TableAccess.WRITE,  # the event, and the per-ordering-key sequence counter
+            schema.DELIVERIES: TableAccess.WRITE,
+            schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency records
+        },
+        sends_to=(schema.DELIVERY_QUEUE,),
+    ),
+)
+
+API = Function(
+    "api",
+    "hookrelay.handlers.api.handler",
+    trigger=ApiRoutes(
+        (
+            Route("POST", "/v1/tenants"),
+            Route("POST", "/v1/api-keys"),
+            Route("DELETE", "/v1/api-keys/{key_id}"),
+            Route("POST", "/v1/endpoints"),
+            Route("GET", "/v1/endpoints"),
+            Route("GET", "/v1/endpoints/{endpoint_id}"),
+            Route("PATCH", "/v1/endpoints/{endpoint_id}"),
+            Route("DELETE", "/v1/endpoints/{endpoint_id}"),
+            Route("POST", "/v1/endpoints/{endpoint_id}/disable"),
+            Route("POST", "/v1/endpoints/{endpoint_id}/enable"),
+            Route("POST", "/v1/endpoints/{endpoint_id}/rotate-secret"),
+            Route("GET", "/v1/endpoints/{endpoint_id}/health"),
+            Route("POST", "/v1/endpoints/{endpoint_id}/test"),
+            Route("POST", "/v1/endpoints/{endpoint_id}/redrive"),
+            Route("GET", "/v1/deliveries"),
+            Route("GET", "/v1/deliveries/{delivery_id}"),
+            Route("POST", "/v1/deliveries/{delivery_id}/replay"),
+            Route("GET", "/v1/events/{event_id}"),
+            Route("GET", "/v1/redrives/{redrive_id}"),
+        )
+    ),
+    access=Access(
+        # Records are created and changed, never deleted (keys are revoked, endpoints soft-deleted).
+        tables={
+            schema.TENANTS: TableAccess.READ_REWRITE,
+            schema.API_KEYS: TableAccess.READ_REWRITE,
+            schema.ENDPOINTS: TableAccess.READ_REWRITE,
+            schema.DELIVERIES: TableAccess.READ_REWRITE,  # the delivery log, and replays' new deliveries
+            schema.EVENTS: TableAccess.READ_REWRITE,  # test events are written; replays extend expiry
+            schema.REDRIVES: TableAccess.READ_REWRITE,
+            schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency deletes a failed request's record
+        },
+        sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
+    ),
+)
+
+DELIVERY = Function(
+    "delivery",
+    "hookrelay.handlers.delivery.handler",
+    # One message per invocation: the event source deletes a batch's messages only when the whole invocation
+    # returns, so a batch holding a hanging endpoint's message would keep a healthy endpoint's message group
+    # locked for up to the attempt timeout. FIFO concurrency scales with message groups instead.
+    trigger=QueueTrigger(schema.DELIVERY_QUEUE, batch_size=1),
+    timeout_seconds=schema.DELIVERY_FUNCTION_TIMEOUT_SECONDS,
+    access=Access(
+        tables={
+            # The failing spell and the circuit (conditional updates; the parked count in the park transactions).
+            schema.ENDPOINTS: TableAccess.READ_UPDATE,
+            schema.EVENTS: TableAccess.READ_UPDATE,  # extend_expiry when a delivery ends
+            # Claims, attempts, status changes and parking are conditional updates (some in transactions).
+            schema.DELIVERIES: TableAccess.READ_UPDATE,
+        },
+        sends_to=(schema.DEAD_LETTER_QUEUE, schema.DELIVERY_QUEUE),  # dead letters; the drain's releases
+        starts_retries=True,
+        answers_retries=True,
+    ),
+)
+
+REDRIVE = Function(
+    "redrive",
+    "hookrelay.handlers.redrive.handler",
+    # One redrive page (or dead-letter drain) per invocation keeps each within the timeout; two at a time keeps
+    # a large redrive (recovery work) from crowding live deliveries out of the delivery queue and the tables.
+    trigger=QueueTrigger(schema.REDRIVE_JOBS_QUEUE, batch_size=1, max_concurrency=2),
+    timeout_seconds=schema.REDRIVE_FUNCTION_TIMEOUT_SECONDS,
+    access=Access(
+        tables={
+            schema.ENDPOINTS: TableAccess.READ,
+            schema.EVENTS: TableAccess.READ_UPDATE,
+            schema.DELIVERIES: TableAccess.READ_REWRITE,  # replays' new deliveries; the drain's dead mark
+            schema.REDRIVES: TableAccess.READ_REWRITE,
+        },
+        sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; the next page of a redrive
+        drains=(schema.DEAD_LETTER_QUEUE, schema.POISON_QUEUE),
+    ),
+)
+
+SWEEPER = Function(
+    "sweeper",
+    "hookrelay.handlers.sweeper.handler",  # endpoint health: warnings about failing endpoints, and auto-disable
+    trigger=Schedule(every_seconds=3600),
+    timeout_seconds=300,
+    access=Access(
+        tables={
+            # The failing-endpoints index, the notice markers (UpdateItem) and the disable (the PutItem of the
+            # endpoint service's conditional read-change-write); never a delete.
+            schema.ENDPOINTS: TableAccess.READ_REWRITE,
+            # A notice's last failure; parked deliveries ended past their horizon or for a disabled endpoint.
+            schema.DELIVERIES: TableAccess.READ_UPDATE,
+            schema.EVENTS: TableAccess.READ_UPDATE,  # an ended delivery's event is kept for the redrive window
+        },
+        sends_to=(schema.DEAD_LETTER_QUEUE,),  # parked deliveries that die past their horizon
+        publishes=(schema.ENDPOINT_NOTICES_TOPIC,),
+        starts_retries=True,  # a lost probe workflow is started again
+        watches_probes=True,
+    ),
+)
+
+FUNCTIONS: tuple[Function, ...] = (AUTHORIZER, INGEST, API, DELIVERY, REDRIVE, SWEEPER)
+BY_NAME: Mapping[str, Function] = {function.name: function for function in FUNCTIONS}
+
+# Which function serves each API route (derived from the table: the order routes are matched in).
+ROUTES: Mapping[Route, Function] = {
+    route: function
+    for function in FUNCTIONS
+    if isinstance(function.trigger, ApiRoutes)
+    for route in function.trigger.routes
+}
+
+
+def authorizer() -> Function:
+    """The function the HTTP API calls before every route."""
+    [found] = [f for f in FUNCTIONS if isinstance(f.trigger, Authorizer)]
+    return found
+
+
+def queue_trigger(function: Function) -> QueueTrigger:
+    """The SQS event source of a function an SQS queue invokes."""
+    if not isinstance(function.trigger, QueueTrigger):
+        raise TypeError(f"the {function.name} function is not invoked from a queue")
+    return function.trigger
+
+
+def queue_triggered() -> list[tuple[Function, QueueTrigger]]:
+    """The functions SQS event sources invoke, each with its event source."""
+    return [(f, f.trigger) for f in FUNCTIONS if isinstance(f.trigger, QueueTrigger)]
+
+
+def scheduled() -> list[tuple[Function, Schedule]]:
+    """The functions invoked on a schedule, each with its schedule."""
+    return [(f, f.trigger) for f in FUNCTIONS if isinstance(f.trigger, Schedule)]
