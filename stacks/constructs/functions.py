@@ -189,6 +189,13 @@ class Functions(Construct):
             self._retry_workflow.grant_start_execution(function)
         if access.watches_probes:
             self._retry_workflow.grant_execution(function, "states:DescribeExecution")
+            acknowledge(
+                function.role,
+                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"RetryWorkflowStateMachineE5633325"}]}]}:*]',
+                "DescribeExecution of the retry workflow's own executions (named per endpoint and step, so not known "
+                "at deploy time): the sweep checks that an open circuit's probe workflow still runs.",
+            )
         if access.answers_retries:
             # Step Functions authorizes task-token calls against the state machine whose task issued the token
             # (AccessDenied messages name `...:stateMachine:<name>`), so this scopes them to our workflow;

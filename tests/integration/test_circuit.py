@@ -19,6 +19,7 @@ import pytest
 
 from hookrelay import wiring
 from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
+from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import SqsDeliveryQueue
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState, Via
 from hookrelay.domain.clock import utcnow
@@ -284,7 +285,9 @@ def test_a_parked_delivery_past_its_horizon_is_dead_with_its_dead_letter(
         delivery = outage.delivery(delivery_id)
         assert delivery.status is DeliveryStatus.DEAD and delivery.parked_at is None
         assert delivery.dead_lettered_at is not None
-    letters = platform.sqs.receive_message(QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], MaxNumberOfMessages=10)
+    letters = platform.sqs.receive_message(
+        QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], MaxNumberOfMessages=SQS_MAX_BATCH
+    )
     assert {json.loads(m["Body"])["delivery_id"] for m in letters["Messages"]} >= set(parked)
     assert outage.endpoint().parked_count == 0
 
