@@ -17,6 +17,7 @@ from hookrelay import wiring
 from hookrelay.adapters import schema
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
 from hookrelay.domain.models import Endpoint
+from hookrelay.functions import SWEEPER
 from hookrelay.handlers.sweeper import handler as sweeper_handler
 from hookrelay.services.endpoint_health import EndpointHealthSweeper, SweepReport
 from local.lambda_runtime import LocalContext
@@ -216,7 +217,7 @@ def test_the_scheduled_handler_runs_the_sweep(platform: Platform, consumer: Scri
     tenant = Tenant(platform)
     failing_endpoint(platform, tenant, consumer)
     # The real clock: nothing is due a moment after the first failure.
-    summary = sweeper_handler({"source": "aws.events"}, LocalContext(function_name="hookrelay-sweeper"))
+    summary = sweeper_handler({"source": "aws.events"}, LocalContext.of(SWEEPER))
     assert summary == {"examined": 0, "notices": 0, "disabled": []}
 
 
