@@ -69,7 +69,8 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes(synth
     topic_id = logical_id_of(synthesized, "AWS::SNS::Topic", NOTICES_TOPIC)
     key_id = logical_id_of(synthesized, "AWS::KMS::Key", "Notices/NoticesKey")
     services = {action.split(":")[0] for s in statements for action in _as_list(s["Action"])}
-    assert services == {"dynamodb", "sns", "kms", "logs", "xray"}
+    # sqs: dead letters of parked deliveries past their horizon; states: restarting a lost probe workflow.
+    assert services == {"dynamodb", "sns", "kms", "logs", "xray", "sqs", "states"}
 
     sns = [s for s in statements if _actions_on([s], "sns:")]
     assert _actions_on(sns, "sns:") == {"sns:Publish"}
@@ -80,18 +81,25 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes(synth
 
     endpoints = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Endpoints")
     deliveries = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Deliveries")
+    events = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Events")
     by_table: dict[str | None, set[str]] = {}
     for statement in statements:
         for resource in _as_list(statement["Resource"]):
             if _actions_on([statement], "dynamodb:"):
                 by_table.setdefault(_table_of(resource), set()).update(_actions_on([statement], "dynamodb:"))
-    assert set(by_table) == {endpoints, deliveries}
+    assert set(by_table) == {endpoints, deliveries, events}
     assert by_table[endpoints] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
     }
     assert "dynamodb:BatchWriteItem" not in by_table[endpoints]
-    assert not by_table[deliveries] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    # Parked deliveries are ended (dead past their horizon, cancelled when disabled) by conditional updates only.
+    assert by_table[deliveries] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
+        "dynamodb:UpdateItem"
+    }
+    assert by_table[events] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
+        "dynamodb:UpdateItem"
+    }
 
 
 @pytest.mark.parametrize("name", [function.name for function in FUNCTIONS if function is not SWEEPER])
@@ -100,11 +108,14 @@ def test_no_other_function_publishes_notices(synthesized: Synthesized, name: str
     assert _actions_on(statements, "sns:") == set() and _actions_on(statements, "kms:") == set()
 
 
-def test_the_endpoints_table_has_the_sparse_failing_index(synthesized: Synthesized) -> None:
+def test_the_endpoints_table_has_the_sparse_failing_and_open_circuit_indexes(synthesized: Synthesized) -> None:
     table_id = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Endpoints")
-    [index] = synthesized.template["Resources"][table_id]["Properties"]["GlobalSecondaryIndexes"]
-    assert index["IndexName"] == schema.FAILING_ENDPOINTS_INDEX.name
-    assert [k["AttributeName"] for k in index["KeySchema"]] == ["failing", "failing_since"]
+    indexes = synthesized.template["Resources"][table_id]["Properties"]["GlobalSecondaryIndexes"]
+    keys = {index["IndexName"]: [k["AttributeName"] for k in index["KeySchema"]] for index in indexes}
+    assert keys == {
+        schema.FAILING_ENDPOINTS_INDEX.name: ["failing", "failing_since"],
+        schema.OPEN_CIRCUITS_INDEX.name: ["circuit_mark", "circuit_opened_at"],
+    }
 
 
 @pytest.mark.parametrize("bad", [3, 2.5, 31, "soon", True, -1])

@@ -18,6 +18,7 @@ import boto3
 import pytest
 
 from hookrelay import wiring
+from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
 from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import SqsDeliveryQueue
@@ -103,7 +104,7 @@ def open_circuit(outage: Outage) -> None:
 
 def recover_and_drain(outage: Outage, limit: float = 60.0) -> None:
     outage.consumer.default = Reply(200)
-    with QueuePump(outage.platform.env["DELIVERY_QUEUE_URL"]):
+    with QueuePump(outage.platform.env[schema.DELIVERY_QUEUE.env_var]):
         wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close", limit)
 
 
@@ -167,7 +168,7 @@ def test_a_waking_retry_is_parked_and_its_workflow_ends(platform: Platform, cons
     open_circuit(outage)
     first = outage.delivery_ids[0]  # failed first, handed to its own retry workflow before the circuit opened
 
-    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
         wait_until(lambda: outage.delivery(first).parked_at is not None, "the first delivery's retry to park")
         execution = wait_until(
             lambda: next((e for e in executions(platform) if e["name"] == first and e["status"] != "RUNNING"), None),
@@ -189,7 +190,7 @@ def test_probe_failures_wait_then_success_drains_every_parked_delivery_in_event_
     platform.pump()
     before = len(consumer.received)
 
-    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
         # Probes keep failing on the schedule: one request at a time, never a crowd.
         wait_until(lambda: outage.endpoint().probes_made >= 2, "two failed probes")
         assert len(consumer.received) - before <= outage.endpoint().probes_made + 1
@@ -212,7 +213,7 @@ def test_events_published_during_the_drain_come_after_it(platform: Platform, con
     platform.pump()
     consumer.default = Reply(200, delay=0.05)  # slow enough for the drain to still be going
 
-    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
         wait_until(lambda: outage.endpoint().circuit is CircuitState.DRAINING, "the drain to start")
         outage.publish(5)
         wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close")
@@ -231,7 +232,7 @@ def test_a_429_with_retry_after_during_the_drain_pauses_it(platform: Platform, c
     consumer.default = Reply(200)
     consumer.queue([Reply(200), Reply(429, headers=(("retry-after", "2"),))])
 
-    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
         wait_until(lambda: outage.endpoint().drain_paused_until is not None, "the drain to pause")
         wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close")
 
@@ -251,7 +252,7 @@ def test_a_failure_during_the_drain_reopens_the_circuit_and_nothing_is_lost_or_s
     consumer.default = Reply(200)
     consumer.queue([Reply(200), Reply(200), Reply(500)])  # the probe, one released delivery, then a failure
 
-    with QueuePump(platform.env["DELIVERY_QUEUE_URL"]):
+    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
         wait_until(lambda: 500 in consumer.answers, "a released delivery to fail")
         wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close again", 90)
 
@@ -286,7 +287,7 @@ def test_a_parked_delivery_past_its_horizon_is_dead_with_its_dead_letter(
         assert delivery.status is DeliveryStatus.DEAD and delivery.parked_at is None
         assert delivery.dead_lettered_at is not None
     letters = platform.sqs.receive_message(
-        QueueUrl=platform.env["DEAD_LETTER_QUEUE_URL"], MaxNumberOfMessages=SQS_MAX_BATCH
+        QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var], MaxNumberOfMessages=SQS_MAX_BATCH
     )
     assert {json.loads(m["Body"])["delivery_id"] for m in letters["Messages"]} >= set(parked)
     assert outage.endpoint().parked_count == 0
@@ -338,7 +339,7 @@ def test_duplicate_messages_send_nothing_twice(platform: Platform, consumer: Scr
     [parked] = outage.publish(1)
     platform.pump()
     parked_before = outage.endpoint().parked_count
-    queue = SqsDeliveryQueue(platform.sqs, platform.env["DELIVERY_QUEUE_URL"])
+    queue = SqsDeliveryQueue(platform.sqs, platform.env[schema.DELIVERY_QUEUE.env_var])
     delivery = outage.delivery(parked)
     # The first-attempt message again, and a drain release twice: the circuit is open, all are held.
     queue.enqueue([_message(delivery, "again", Via.QUEUE), _message(delivery, "d1", Via.DRAIN)])
