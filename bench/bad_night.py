@@ -1,0 +1,166 @@
+"""The bad night: one endpoint down while N events arrive in order, one healthy endpoint beside it.
+
+    python bench/bad_night.py [--events N ...] [--outage SECONDS]
+
+In process on moto, with the real handlers, tables, queue and state machine (the ASL run by moto's
+interpreter), and two scripted consumers on 127.0.0.1. One tenant, two endpoints subscribed to every event.
+First a baseline (the healthy endpoint alone, no outage), then the night: the failing endpoint answers 503
+for the outage, then 200. Printed for each N: state-machine executions and HTTP attempts to the failing
+endpoint during the outage, events delivered, order violations, time from recovery to drained (circuit
+closed), and the healthy endpoint's latency beside the outage as a ratio to its baseline, side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
+
+import boto3  # noqa: E402
+
+from bench.common import heading, machine, median, percentile, table  # noqa: E402
+from hookrelay.adapters import schema  # noqa: E402
+from hookrelay.adapters.dynamodb import EndpointTable  # noqa: E402
+from hookrelay.domain.circuit import CircuitState  # noqa: E402
+from local.sqs_source import poll_once  # noqa: E402
+from scripts.create_admin_key import create_admin_key  # noqa: E402
+from tests.conftest import Platform  # noqa: E402
+from tests.support.aws import moto_stack  # noqa: E402
+from tests.support.consumer import Reply, ScriptedConsumer  # noqa: E402
+
+SCHEDULE = json.dumps({"name": "bad-night", "gaps": [0, 1, 2, 4, 8], "repeat_every": 8, "horizon": 3600})
+DRAIN_LIMIT_SECONDS = 600.0
+
+
+class Pump:
+    """The delivery queue's event source, on two threads (the function's concurrency, as on a 2-core machine)."""
+
+    def __init__(self, url: str, threads: int = 2) -> None:
+        self.stop = threading.Event()
+        self.threads = [threading.Thread(target=self._run, args=(url,), daemon=True) for _ in range(threads)]
+
+    def _run(self, url: str) -> None:
+        sqs = boto3.client("sqs")
+        while not self.stop.is_set():
+            if poll_once(sqs, url) == 0:
+                self.stop.wait(0.02)
+
+    def __enter__(self) -> Pump:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=10)
+
+
+def publish(platform: Platform, producer: str, tenant_id: str, n: int) -> tuple[str, float]:
+    started = time.time()
+    accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a.b", "data": {"n": n}})
+    assert accepted.status == 202, accepted.body
+    return accepted.json()["event_id"], started
+
+
+def latencies(consumer: ScriptedConsumer, published: dict[str, float]) -> list[float]:
+    first: dict[str, float] = {}
+    for request, answer in zip(consumer.received, consumer.answers, strict=False):
+        event_id = request.headers["webhook-id"]
+        if answer < 300 and event_id in published and event_id not in first:
+            first[event_id] = request.at - published[event_id]
+    return list(first.values())
+
+
+def order_violations(consumer: ScriptedConsumer, order: list[str]) -> tuple[int, int]:
+    """(events delivered, events whose first success came after a later event's)."""
+    position = {event_id: i for i, event_id in enumerate(order)}
+    seen: list[int] = []
+    for request, answer in zip(consumer.received, consumer.answers, strict=False):
+        event_id = request.headers["webhook-id"]
+        if answer < 300 and event_id in position and position[event_id] not in seen:
+            seen.append(position[event_id])
+    violations = sum(1 for i, p in enumerate(seen) if any(q > p for q in seen[:i]))
+    return len(seen), violations
+
+
+def night(events: int, outage: float) -> dict[str, object]:
+    with moto_stack(retry_schedule=SCHEDULE) as env:
+        platform = Platform(env=env, admin_token=create_admin_key(env[schema.API_KEYS.env_var]).token)
+        failing, healthy = ScriptedConsumer(), ScriptedConsumer()
+        tenant_id, token = platform.new_tenant()
+        healthy_id = platform.new_endpoint(token, healthy.url)["id"]
+        producer = platform.new_key("producer")
+        sfn = boto3.client("stepfunctions")
+
+        def executions() -> int:
+            return len(sfn.list_executions(stateMachineArn=env[schema.RETRY_STATE_MACHINE_ARN])["executions"])
+
+        with Pump(env[schema.DELIVERY_QUEUE.env_var]):
+            baseline = {}
+            for n in range(min(200, events)):  # the healthy endpoint alone
+                event_id, at = publish(platform, producer, tenant_id, n)
+                baseline[event_id] = at
+            time.sleep(2)
+            failing_id = platform.new_endpoint(token, failing.url)["id"]
+            failing.default = Reply(503)
+            order: list[str] = []
+            published: dict[str, float] = {}
+            start_executions = executions()
+            down_at = time.monotonic()
+            for n in range(events):
+                event_id, at = publish(platform, producer, tenant_id, n)
+                order.append(event_id)
+                published[event_id] = at
+            while time.monotonic() - down_at < outage:
+                time.sleep(0.2)
+            outage_executions = executions() - start_executions
+            failed_attempts = len(failing.received)
+            failing.default = Reply(200)
+            recovered = time.monotonic()
+            endpoints = EndpointTable(boto3.resource("dynamodb").Table(env[schema.ENDPOINTS.env_var]))
+            while time.monotonic() - recovered < DRAIN_LIMIT_SECONDS:
+                endpoint = endpoints.get(tenant_id, failing_id)
+                delivered, _ = order_violations(failing, order)
+                if endpoint and endpoint.circuit is CircuitState.CLOSED and delivered == events:
+                    break
+                time.sleep(0.5)
+            drained = time.monotonic() - recovered
+        delivered, violations = order_violations(failing, order)
+        base, beside = latencies(healthy, baseline), latencies(healthy, published)
+        failing.close()
+        healthy.close()
+        assert healthy_id
+        return {
+            "events": events,
+            "executions during the outage": outage_executions,
+            "attempts to the failing endpoint (failed, during the outage)": failed_attempts,
+            "attempts to the failing endpoint (all)": len(failing.received),
+            "events delivered to it": delivered,
+            "order violations": violations,
+            "recovery to drained (s)": round(drained, 1),
+            "healthy p50 ms: alone / beside": f"{median(base) * 1000:.0f} / {median(beside) * 1000:.0f}",
+            "healthy p50 ratio": round(median(beside) / median(base), 2),
+            "healthy p95 ratio": round(percentile(beside, 95) / percentile(base, 95), 2),
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, nargs="+", default=[2000, 4000])
+    parser.add_argument("--outage", type=float, default=30.0)
+    args = parser.parse_args()
+    heading("The bad night: one endpoint down while N events arrive, one healthy beside it")
+    print(machine())
+    rows = [night(n, args.outage) for n in args.events]
+    table([[name, *(row[name] for row in rows)] for name in rows[0]], ["", *(f"N = {r['events']}" for r in rows)])
+
+
+if __name__ == "__main__":
+    main()
