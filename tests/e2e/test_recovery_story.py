@@ -15,6 +15,7 @@ import pytest
 from hookrelay_client import DeliverySummary, HookrelayClient, Redrive
 from standardwebhooks import Webhook
 
+from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.schedule import FAST_SCHEDULE
 from tests.e2e.harness import Consumer, LocalStack, eventually
 
@@ -103,4 +104,8 @@ def test_a_failing_consumer_recovers_every_event_by_redrive(
         assert envelope["id"] == request["webhook_id"]
     assert {r["webhook_id"] for r in answered} == event_ids | {probe.event_id}
     failed = [r for r in seen["requests"] if r["answered"] == 500]
-    assert len(failed) == EVENTS * FAST_SCHEDULE.max_attempts
+    # The circuit opened after OPEN_AFTER_FAILURES failures in a row: from then on one probe at a time, not every
+    # delivery on its own schedule, and no delivery was attempted more often than the schedule allows.
+    assert OPEN_AFTER_FAILURES <= len(failed) < EVENTS * FAST_SCHEDULE.max_attempts
+    per_event = [sum(1 for r in failed if r["webhook_id"] == event_id) for event_id in event_ids]
+    assert max(per_event) <= FAST_SCHEDULE.max_attempts

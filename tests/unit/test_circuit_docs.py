@@ -18,4 +18,4 @@ def test_the_readme_states_the_opening_rule_and_the_drain_window_of_the_code() -
 def test_the_endpoint_health_doc_states_the_numbers_of_the_code() -> None:
     doc = (ROOT / "docs" / "endpoint-health.md").read_text()
     assert f"{circuit.OPEN_AFTER_FAILURES} retriable failures in a row (`OPEN_AFTER_FAILURES`)" in doc
-    assert f"`min({circuit.DRAIN_WINDOW_PER_SLOT} × max_in_flight, {circuit.DRAIN_WINDOW_MAX})`" in doc
+    assert f"`min({circuit.DRAIN_WINDOW_PER_SLOT} \u00d7 max_in_flight, {circuit.DRAIN_WINDOW_MAX})`" in doc
