@@ -22,17 +22,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
 
-import boto3  # noqa: E402
+import boto3
 
-from bench.common import heading, machine, median, percentile, table  # noqa: E402
-from hookrelay.adapters import schema  # noqa: E402
-from hookrelay.adapters.dynamodb import EndpointTable  # noqa: E402
-from hookrelay.domain.circuit import CircuitState  # noqa: E402
-from local.sqs_source import poll_once  # noqa: E402
-from scripts.create_admin_key import create_admin_key  # noqa: E402
-from tests.conftest import Platform  # noqa: E402
-from tests.support.aws import moto_stack  # noqa: E402
-from tests.support.consumer import Reply, ScriptedConsumer  # noqa: E402
+from bench.common import heading, machine, median, percentile, table
+from hookrelay.adapters import schema
+from hookrelay.adapters.dynamodb import EndpointTable
+from hookrelay.domain.circuit import CircuitState
+from local.sqs_source import poll_once
+from scripts.create_admin_key import create_admin_key
+from tests.conftest import Platform
+from tests.support.aws import moto_stack
+from tests.support.consumer import Reply, ScriptedConsumer
 
 SCHEDULE = json.dumps({"name": "bad-night", "gaps": [0, 1, 2, 4, 8], "repeat_every": 8, "horizon": 3600})
 DRAIN_LIMIT_SECONDS = 600.0
