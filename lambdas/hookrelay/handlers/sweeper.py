@@ -1,4 +1,4 @@
-"""The endpoint-health sweeper: on a schedule, warn about failing endpoints and disable those failing too long."""
+"""The auto-disable sweeper: on a schedule, warn about failing endpoints and disable those failing too long."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ metrics = Metrics(namespace="Hookrelay", service="sweeper")
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    report = wiring.endpoint_health_sweeper().sweep()
+    report = wiring.auto_disable_sweeper().sweep()
     metrics.add_metric(name="FailingEndpoints", unit=MetricUnit.Count, value=report.examined)
     metrics.add_metric(name="EndpointNoticesSent", unit=MetricUnit.Count, value=len(report.notices))
     metrics.add_metric(name="EndpointsAutoDisabled", unit=MetricUnit.Count, value=len(report.disabled))
