@@ -8,10 +8,6 @@ Prints the token once; it is stored only as a hash.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
 
 from hookrelay.adapters import aws
 from hookrelay.adapters.dynamodb import ApiKeyTable
