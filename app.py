@@ -3,11 +3,6 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lambdas"))  # the runtime's `hookrelay` package
-
 from stacks.app import build_app
 
 if __name__ == "__main__":

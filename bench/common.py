@@ -1,7 +1,7 @@
 """What every benchmark shares: the import path, summary statistics and plain-text tables.
 
 Each benchmark is a script (`python bench/<name>.py`); it puts the repository root on `sys.path` and
-imports this module, which adds the Lambda code root and the client, as pytest's `pythonpath` does.
+imports this module, which adds the client, as pytest's `pythonpath` does (`hookrelay` is installed).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-for extra in (ROOT / "client", ROOT / "lambdas"):
+for extra in (ROOT / "client",):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 

@@ -25,7 +25,7 @@ from hookrelay.adapters import aws as aws_clients
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.schedule import PROFILES
-from hookrelay.services.endpoint_health import WARNINGS
+from hookrelay.services.auto_disable import WARNINGS
 from local import gateway
 from local.aws_endpoint import AwsEndpoint, start_aws_endpoint, use_utc
 from local.http_api import ApiServer

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "lambdas")]
+sys.path.insert(0, str(ROOT))  # `statemachine`, a top-level directory of the repository
 
 import statemachine  # noqa: E402
 from hookrelay.adapters import schema  # noqa: E402

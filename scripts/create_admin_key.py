@@ -8,15 +8,11 @@ Prints the token once; it is stored only as a hash.
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
 
 from hookrelay.adapters import aws
 from hookrelay.adapters.dynamodb import ApiKeyTable
 from hookrelay.domain.api_keys import ADMIN
-from hookrelay.services.management import IssuedKey, KeyService
+from hookrelay.services.api_keys import IssuedKey, KeyService
 
 
 def create_admin_key(table_name: str, description: str = "bootstrap admin") -> IssuedKey:

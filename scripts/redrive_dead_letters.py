@@ -16,11 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Sequence
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
 
 from hookrelay import wiring
 from hookrelay.adapters import schema

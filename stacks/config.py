@@ -7,7 +7,7 @@ from typing import Any
 from constructs import Node
 
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
-from hookrelay.services.endpoint_health import (
+from hookrelay.services.auto_disable import (
     MAX_DISABLE_AFTER_DAYS,
     WARNINGS,
     AutoDisablePolicy,

@@ -11,7 +11,6 @@ from hookrelay.adapters import aws, schema
 from hookrelay.adapters.circuit import DynamoCircuits, DynamoParkingLot
 from hookrelay.adapters.dynamodb import (
     ApiKeyTable,
-    DeliveryLogTable,
     DeliveryTable,
     EndpointTable,
     EventTable,
@@ -26,13 +25,16 @@ from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
 from hookrelay.adapters.telemetry import PowertoolsTelemetry
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
+from hookrelay.services.api_keys import KeyService
+from hookrelay.services.auto_disable import AutoDisablePolicy, AutoDisableSweeper, policy_from_config
 from hookrelay.services.circuit import CircuitService
-from hookrelay.services.deliveries import DeliveryLogService, Replayer
 from hookrelay.services.delivery import DeliveryService
-from hookrelay.services.endpoint_health import AutoDisablePolicy, EndpointHealthSweeper, policy_from_config
+from hookrelay.services.delivery_log import DeliveryLogService
+from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ingest import IngestService
-from hookrelay.services.management import EndpointService, KeyService, TenantService
-from hookrelay.services.redrive import DeadLetterDrain, RedriveService
+from hookrelay.services.redrive import DeadLetterDrain, RedriveJobRunner, RedriveService
+from hookrelay.services.replay import ReplayService
+from hookrelay.services.tenants import TenantService
 
 
 def _table(spec: schema.TableSpec) -> Any:
@@ -50,6 +52,12 @@ def retry_schedule() -> RetrySchedule:
 
 
 @cache
+def delivery_table() -> DeliveryTable:
+    """The deliveries, for the delivery path and the log alike: one adapter, one table resource per process."""
+    return DeliveryTable(_table(schema.DELIVERIES))
+
+
+@cache
 def key_service() -> KeyService:
     return KeyService(ApiKeyTable(_table(schema.API_KEYS)))
 
@@ -63,7 +71,7 @@ def tenant_service() -> TenantService:
 def endpoint_service() -> EndpointService:
     return EndpointService(
         EndpointTable(_table(schema.ENDPOINTS)),
-        DeliveryLogTable(_table(schema.DELIVERIES)),
+        delivery_table(),
         allow_private_destinations=allow_private_destinations(),
     )
 
@@ -74,7 +82,7 @@ def ingest_service() -> IngestService:
         tenants=TenantTable(_table(schema.TENANTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         events=EventTable(_table(schema.EVENTS)),
-        deliveries=DeliveryTable(_table(schema.DELIVERIES)),
+        deliveries=delivery_table(),
         queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         schedule=retry_schedule(),
     )
@@ -95,7 +103,7 @@ def circuit_service() -> CircuitService:
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking_lot(),
-        deliveries=DeliveryTable(_table(schema.DELIVERIES)),
+        deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
         queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         workflow=_retry_workflow(),
@@ -109,7 +117,7 @@ def circuit_service() -> CircuitService:
 @cache
 def delivery_service() -> DeliveryService:
     return DeliveryService(
-        deliveries=DeliveryTable(_table(schema.DELIVERIES)),
+        deliveries=delivery_table(),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         events=EventTable(_table(schema.EVENTS)),
         sender=RequestsSender(
@@ -125,9 +133,9 @@ def delivery_service() -> DeliveryService:
     )
 
 
-def _replayer(delivery_queue_url: str | None = None) -> Replayer:
-    return Replayer(
-        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
+def _replay_service(delivery_queue_url: str | None = None) -> ReplayService:
+    return ReplayService(
+        deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_url or os.environ[schema.DELIVERY_QUEUE.env_var]),
@@ -138,21 +146,31 @@ def _replayer(delivery_queue_url: str | None = None) -> Replayer:
 @cache
 def delivery_log_service() -> DeliveryLogService:
     return DeliveryLogService(
-        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
+        deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
-        replayer=_replayer(),
     )
+
+
+@cache
+def replay_service() -> ReplayService:
+    return _replay_service()
 
 
 @cache
 def redrive_service() -> RedriveService:
     return RedriveService(
         redrives=RedriveTable(_table(schema.REDRIVES)),
-        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
-        replayer=_replayer(),
+        deliveries=delivery_table(),
+        endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        replays=replay_service(),
         jobs=redrive_jobs(),
     )
+
+
+@cache
+def redrive_job_runner() -> RedriveJobRunner:
+    return RedriveJobRunner(redrives=redrive_service(), drain=dead_letter_drain(), jobs=redrive_jobs())
 
 
 def redrive_jobs() -> SqsRedriveJobs:
@@ -177,8 +195,8 @@ def dead_letter_drain(
             sqs, poison_queue_url or os.environ[schema.POISON_QUEUE.env_var], wait_seconds=wait_seconds
         ),
         delivery_queue=SqsDeliveryQueue(sqs, delivery_queue_url),
-        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
-        replayer=_replayer(delivery_queue_url),
+        deliveries=delivery_table(),
+        replays=_replay_service(delivery_queue_url),
     )
 
 
@@ -189,11 +207,11 @@ def auto_disable_policy() -> AutoDisablePolicy:
 
 
 @cache
-def endpoint_health_sweeper() -> EndpointHealthSweeper:
-    return EndpointHealthSweeper(
+def auto_disable_sweeper() -> AutoDisableSweeper:
+    return AutoDisableSweeper(
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         management=endpoint_service(),
-        deliveries=DeliveryLogTable(_table(schema.DELIVERIES)),
+        deliveries=delivery_table(),
         notices=SnsEndpointNotices(aws.client("sns"), os.environ[schema.ENDPOINT_NOTICES_TOPIC.env_var]),
         policy=auto_disable_policy(),
     )
@@ -201,6 +219,7 @@ def endpoint_health_sweeper() -> EndpointHealthSweeper:
 
 _FACTORIES = (
     retry_schedule,
+    delivery_table,
     key_service,
     tenant_service,
     endpoint_service,
@@ -208,8 +227,10 @@ _FACTORIES = (
     delivery_service,
     circuit_service,
     delivery_log_service,
+    replay_service,
     redrive_service,
-    endpoint_health_sweeper,
+    redrive_job_runner,
+    auto_disable_sweeper,
 )
 
 

@@ -19,7 +19,7 @@ from hookrelay.domain.clock import from_rfc3339, to_rfc3339
 from hookrelay.domain.models import Endpoint
 from hookrelay.functions import SWEEPER
 from hookrelay.handlers.sweeper import handler as sweeper_handler
-from hookrelay.services.endpoint_health import EndpointHealthSweeper, SweepReport
+from hookrelay.services.auto_disable import AutoDisableSweeper, SweepReport
 from local.lambda_runtime import LocalContext
 from local.schedule import ScheduledFunction
 from local.sqs_source import poll_once
@@ -89,7 +89,7 @@ def inbox(platform: Platform) -> Iterator[NoticeInbox]:
 
 
 def sweep_at(moment: datetime) -> SweepReport:
-    sweeper: EndpointHealthSweeper = dataclasses.replace(wiring.endpoint_health_sweeper(), clock=lambda: moment)
+    sweeper: AutoDisableSweeper = dataclasses.replace(wiring.auto_disable_sweeper(), clock=lambda: moment)
     return sweeper.sweep()
 
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 from hookrelay import wiring
 from hookrelay.adapters import schema
-from hookrelay.adapters.dynamodb import DeliveryLogTable
+from hookrelay.adapters.dynamodb import DeliveryTable
 from hookrelay.adapters.redrive_sqs import job_body
 from hookrelay.adapters.sqs import SqsDeadLetters, message_body
 from hookrelay.domain.clock import to_rfc3339, utcnow
@@ -229,7 +229,7 @@ def test_a_delivery_whose_retry_workflow_gave_up_is_marked_dead_and_replayed(
     assert [r.headers["webhook-id"] for r in consumer.wait_for(1)] == [stranded.event.id]
 
 
-class LateAttemptLands(DeliveryLogTable):
+class LateAttemptLands(DeliveryTable):
     """The delivery table, where a late attempt gets through just after the drain has read the delivery."""
 
     def get(self, delivery_id: str) -> Delivery | None:

@@ -4,8 +4,7 @@ import pytest
 
 from hookrelay.domain import api_keys
 from hookrelay.domain.api_keys import Principal
-from hookrelay.domain.errors import InvalidRequest
-from hookrelay.services.management import KeyService, validate_endpoint_url
+from hookrelay.services.api_keys import KeyService
 from tests.support.memory import MemoryApiKeys
 
 
@@ -51,27 +50,3 @@ def test_principal_roles() -> None:
     assert Principal("k", "tenant:ten_X").tenant_id == "ten_X"
     assert Principal("k", "admin").tenant_id is None and Principal("k", "admin").is_admin
     assert Principal("k", "producer").is_producer
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "http://example.com/hook",  # plain http
-        "https://127.0.0.1/hook",
-        "https://10.0.0.8/hook",
-        "https://169.254.169.254/latest/meta-data",
-        "https://[::1]/hook",
-        "https://localhost/hook",
-        "https://user:pass@example.com/hook",
-        "ftp://example.com/hook",
-        "not a url",
-    ],
-)
-def test_endpoint_urls_must_be_public_https(url: str) -> None:
-    with pytest.raises(InvalidRequest):
-        validate_endpoint_url(url, allow_private=False)
-
-
-def test_public_https_urls_are_accepted_and_local_mode_allows_loopback() -> None:
-    assert validate_endpoint_url("https://hooks.example.com/in", allow_private=False)
-    assert validate_endpoint_url("http://127.0.0.1:8080/hook", allow_private=True)

@@ -12,13 +12,13 @@ import pytest
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.models import Endpoint, EndpointState, FailureNotice, SigningSecret
 from hookrelay.domain.signing import generate_secret
-from hookrelay.services.endpoint_health import (
+from hookrelay.services.auto_disable import (
     AutoDisablePolicy,
-    EndpointHealthSweeper,
+    AutoDisableSweeper,
     InvalidPolicy,
     policy_from_config,
 )
-from hookrelay.services.management import EndpointService
+from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ports import DeliveryPage, EndpointNoticeMessage
 from tests.unit.test_delivery_service import ERROR_500, OK, TIMEOUT, World, retry
 from tests.unit.test_delivery_service import world as world  # the fixture
@@ -111,7 +111,7 @@ class Sweep:
     notices: RecordingNotices
 
     def at(self, moment: datetime) -> Any:
-        sweeper = EndpointHealthSweeper(
+        sweeper = AutoDisableSweeper(
             endpoints=self.endpoints,
             management=EndpointService(self.endpoints, NoDeliveries()),  # type: ignore[arg-type]
             deliveries=NoDeliveries(),  # type: ignore[arg-type]

@@ -22,8 +22,8 @@ from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, Si
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.signing import generate_secret
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.auto_disable import DEFAULT_DISABLE_AFTER_DAYS
 from hookrelay.services.delivery import EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS, DeliveryService
-from hookrelay.services.endpoint_health import DEFAULT_DISABLE_AFTER_DAYS
 from hookrelay.services.ports import DeliveryMessage, SendResult
 from tests.support.fakes import (
     FakeCircuits,

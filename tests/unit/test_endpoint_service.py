@@ -11,7 +11,7 @@ import pytest
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
-from hookrelay.services.management import MAX_ACTIVE_SECRETS, WRITE_ATTEMPTS, EndpointService, _next_version
+from hookrelay.services.endpoints import MAX_ACTIVE_SECRETS, WRITE_ATTEMPTS, EndpointService, _next_version
 from tests.support.fakes import FakeEndpoints
 
 

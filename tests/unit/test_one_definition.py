@@ -48,7 +48,7 @@ RULES = (
     OneDefinition(
         "the endpoint-health warnings (1 and 3 days)",
         r"(?<![\w.])1 and 3\b|\(3 days\)",
-        ("lambdas/hookrelay/services/endpoint_health.py",),
+        ("lambdas/hookrelay/services/auto_disable.py",),
     ),
     OneDefinition(
         "the attempts metric's name",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
@@ -25,8 +27,10 @@ from hookrelay.domain.models import (
     FailureNotice,
     Tenant,
 )
+from hookrelay.domain.paging import Position
+from hookrelay.domain.redrive import Redrive, RedriveState
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
-from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, Redrive, RedriveState
+from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, UnknownPosition
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -221,6 +225,11 @@ class EndpointTable:
         )
 
 
+# The per-(tenant, ordering key) sequence counters share the events table under keys in this space, which
+# no event id can take: only this adapter knows of them, and it never hands one out as an event.
+_SEQUENCE_SPACE = "seq#"
+
+
 class EventTable:
     def __init__(self, table: Any) -> None:
         self.table = table
@@ -229,12 +238,14 @@ class EventTable:
         self.table.put_item(Item=to_item(event), ConditionExpression="attribute_not_exists(id)")
 
     def get(self, event_id: str) -> Event | None:
+        if event_id.startswith(_SEQUENCE_SPACE):
+            return None
         return from_item(Event, self.table.get_item(Key={"id": event_id}).get("Item"))
 
     def next_sequence(self, tenant_id: str, ordering_key: str) -> int:
         """An atomic counter per (tenant, ordering key): strictly increasing, never reused."""
         result = self.table.update_item(
-            Key={"id": f"seq#{tenant_id}#{ordering_key}"},
+            Key={"id": f"{_SEQUENCE_SPACE}{tenant_id}#{ordering_key}"},
             UpdateExpression="ADD #v :one",
             ExpressionAttributeNames={"#v": "value"},
             ExpressionAttributeValues={":one": 1},
@@ -276,7 +287,7 @@ class DeliveryTable:
     def claim(
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
     ) -> Delivery | None:
-        claimable = sorted(s.value for s in CLAIMABLE_STATUSES)
+        claimable = {f":c{i}": status.value for i, status in enumerate(sorted(CLAIMABLE_STATUSES))}
         result = conditional_write(
             self.table.update_item,
             Key={"id": delivery_id},
@@ -286,7 +297,7 @@ class DeliveryTable:
             ),
             ConditionExpression=(
                 "tenant_id = :tenant AND attribute_not_exists(parked_endpoint) AND ("
-                "(#s IN (:c0, :c1) AND attempt_count = :prev) "
+                f"(#s IN ({', '.join(claimable)}) AND attempt_count = :prev) "
                 "OR (#s = :attempting AND attempt_count = :n AND claimed_at < :stale))"
             ),
             ExpressionAttributeNames={"#s": "status"},
@@ -294,8 +305,7 @@ class DeliveryTable:
                 ":attempting": DeliveryStatus.ATTEMPTING.value,
                 ":ts": _tenant_status(tenant_id, DeliveryStatus.ATTEMPTING),
                 ":tenant": tenant_id,
-                ":c0": claimable[0],
-                ":c1": claimable[1],
+                **claimable,
                 ":n": attempt_number,
                 ":prev": attempt_number - 1,
                 ":now": to_rfc3339(now),
@@ -386,48 +396,21 @@ class DeliveryTable:
             ExpressionAttributeValues={":at": to_rfc3339(at), ":dead": DeliveryStatus.DEAD.value},
         )
 
-
-# --- The delivery log (reads by index), idempotent creation, and redrive records ---
-
-_INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
-# A read stops after this many index pages even if it found fewer than `limit` matches (a very selective
-# filter over a long range), returning a cursor that resumes after the last item it read.
-MAX_PAGES_PER_READ = 10
-
-
-def _not_expired(now: datetime) -> ConditionBase:
-    # TTL deletes lazily (moto never does): an expired record is gone as far as readers are concerned.
-    return Attr("expires_at").not_exists() | Attr("expires_at").gt(epoch_seconds(now))
-
-
-def _upper_inclusive(until: datetime) -> str:
-    """created_at is stored at millisecond precision, so `< until` is `<=` the last millisecond before it."""
-    ceiling = truncate_to_milliseconds(until)
-    if ceiling < until:
-        ceiling += timedelta(milliseconds=1)
-    return to_rfc3339(ceiling - timedelta(milliseconds=1))
-
-
-def _lower_inclusive(since: datetime) -> str:
-    floor = truncate_to_milliseconds(since)
-    return to_rfc3339(floor if floor == since else floor + timedelta(milliseconds=1))
-
-
-class DeliveryLogTable(DeliveryTable):
-    """Deliveries read through the index that makes each filter combination selective; never a scan.
-
-    | filter given                       | index            | partition          | still filtered          |
-    |------------------------------------|------------------|--------------------|-------------------------|
-    | event_id                           | by_event         | event id           | status, endpoint        |
-    | status (but not endpoint+delivered)| by_tenant_status | tenant#status      | endpoint                |
-    | endpoint_id                        | by_endpoint      | endpoint id        | status                  |
-    | nothing                            | by_tenant        | tenant id          |                         |
-
-    Every read also filters on the tenant (so an index keyed by a bare endpoint or event id can never
-    hand out another tenant's record) and on expiry.
-    """
+    # --- The delivery log (reads by index) and idempotent creation ---
 
     def _index(self, where: DeliveryFilter) -> tuple[IndexSpec, str]:
+        """The index that makes the filter combination selective; never a scan.
+
+        | filter given                       | index            | partition          | still filtered          |
+        |------------------------------------|------------------|--------------------|-------------------------|
+        | event_id                           | by_event         | event id           | status, endpoint        |
+        | status (but not endpoint+delivered)| by_tenant_status | tenant#status      | endpoint                |
+        | endpoint_id                        | by_endpoint      | endpoint id        | status                  |
+        | nothing                            | by_tenant        | tenant id          |                         |
+
+        Every read also filters on the tenant (so an index keyed by a bare endpoint or event id can never
+        hand out another tenant's record) and on expiry.
+        """
         if where.event_id:
             return _INDEXES["by_event"], where.event_id
         # Everything but `delivered` is rare next to an endpoint's whole history: read the status partition.
@@ -462,27 +445,26 @@ class DeliveryLogTable(DeliveryTable):
             "ScanIndexForward": False,  # newest first
         }
 
-    def find(self, where: DeliveryFilter, limit: int, start: dict[str, str] | None, now: datetime) -> DeliveryPage:
+    def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
         index, _ = self._index(where)
         # One more than asked for: finding it proves there is a next page without a wasted empty one.
         kwargs = self._query(where, now) | {"Limit": limit + 1}
+        resume = self._start_key(where, start) if start else None
         found: list[dict[str, Any]] = []
         for _ in range(MAX_PAGES_PER_READ):
-            if start:
-                kwargs["ExclusiveStartKey"] = start
+            if resume:
+                kwargs["ExclusiveStartKey"] = resume
             page = self.table.query(**kwargs)
             for item in page["Items"]:
                 found.append(item)
                 if len(found) > limit:
                     # Resume right after the last item returned, not after the page DynamoDB read.
-                    last = found[limit - 1]
-                    position = {"id": last["id"], index.partition_key: last[index.partition_key]}
-                    position[index.sort_key] = last[index.sort_key]
-                    return DeliveryPage([Delivery.model_validate(i) for i in found[:limit]], position)
-            start = page.get("LastEvaluatedKey")
-            if start is None:
+                    last = {name: found[limit - 1][name] for name in ("id", index.partition_key, index.sort_key)}
+                    return DeliveryPage([Delivery.model_validate(i) for i in found[:limit]], _position(last))
+            resume = page.get("LastEvaluatedKey")
+            if resume is None:
                 return DeliveryPage([Delivery.model_validate(i) for i in found], None)
-        return DeliveryPage([Delivery.model_validate(i) for i in found], start)
+        return DeliveryPage([Delivery.model_validate(i) for i in found], _position(resume))
 
     def count(self, where: DeliveryFilter, now: datetime) -> int:
         kwargs = self._query(where, now) | {"Select": "COUNT"}
@@ -494,18 +476,19 @@ class DeliveryLogTable(DeliveryTable):
                 return total
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def is_position_of(self, where: DeliveryFilter, position: dict[str, str]) -> bool:
+    def _start_key(self, where: DeliveryFilter, start: Position) -> dict[str, str]:
+        """The index key `start` stands for, if it could have come from a read of `where` (else UnknownPosition)."""
         index, partition = self._index(where)
-        expected = {"id", index.partition_key, index.sort_key}
-        if set(position) != expected or not all(isinstance(v, str) for v in position.values()):
-            return False
-        if position[index.partition_key] != partition or not position["id"].startswith("dlv_"):
-            return False
+        key = _start_key_of(start)
+        if set(key) != {"id", index.partition_key, index.sort_key} or not all(isinstance(v, str) for v in key.values()):
+            raise UnknownPosition(start)
+        if key[index.partition_key] != partition or not key["id"].startswith("dlv_"):
+            raise UnknownPosition(start)
         try:
-            from_rfc3339(position[index.sort_key])
+            from_rfc3339(key[index.sort_key])
         except ValueError:
-            return False
-        return True
+            raise UnknownPosition(start) from None
+        return key
 
     def put_new(self, delivery: Delivery) -> bool:
         return applied(
@@ -521,7 +504,11 @@ class RedriveTable:
         self.table.put_item(Item=to_item(redrive), ConditionExpression="attribute_not_exists(id)")
 
     def get(self, redrive_id: str) -> Redrive | None:
-        return from_item(Redrive, self.table.get_item(Key={"id": redrive_id}, ConsistentRead=True).get("Item"))
+        item = self.table.get_item(Key={"id": redrive_id}, ConsistentRead=True).get("Item")
+        if item is not None and isinstance(item.get("position"), dict):
+            # Written before positions were tokens (a redrive running across the deploy): same key, as a token.
+            item["position"] = _position(item["position"])
+        return from_item(Redrive, item)
 
     def advance(self, redrive_id: str, done: PageDone) -> bool:
         sets = "page = :next, replayed = replayed + :r, skipped = skipped + :s"
@@ -547,8 +534,9 @@ class RedriveTable:
             ExpressionAttributeValues=values,
         )
 
-    def fail(self, redrive_id: str, reason: str, now: datetime) -> None:
-        self.table.update_item(
+    def fail(self, redrive_id: str, reason: str, now: datetime) -> bool:
+        return applied(
+            self.table.update_item,
             Key={"id": redrive_id},
             UpdateExpression="SET #state = :failed, #error = :reason, completed_at = :now",
             ConditionExpression="#state = :running",
@@ -560,3 +548,45 @@ class RedriveTable:
                 ":now": to_rfc3339(now),
             },
         )
+
+
+# --- The delivery log's helpers ---
+
+_INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
+# A read stops after this many index pages even if it found fewer than `limit` matches (a very selective
+# filter over a long range), returning a cursor that resumes after the last item it read.
+MAX_PAGES_PER_READ = 10
+
+
+def _not_expired(now: datetime) -> ConditionBase:
+    # TTL deletes lazily (moto never does): an expired record is gone as far as readers are concerned.
+    return Attr("expires_at").not_exists() | Attr("expires_at").gt(epoch_seconds(now))
+
+
+def _upper_inclusive(until: datetime) -> str:
+    """created_at is stored at millisecond precision, so `< until` is `<=` the last millisecond before it."""
+    ceiling = truncate_to_milliseconds(until)
+    if ceiling < until:
+        ceiling += timedelta(milliseconds=1)
+    return to_rfc3339(ceiling - timedelta(milliseconds=1))
+
+
+def _lower_inclusive(since: datetime) -> str:
+    floor = truncate_to_milliseconds(since)
+    return to_rfc3339(floor if floor == since else floor + timedelta(milliseconds=1))
+
+
+def _position(key: dict[str, str]) -> Position:
+    """An index key as an opaque token (what services keep and hand back)."""
+    document = json.dumps(key, separators=(",", ":"), sort_keys=True)
+    return Position(base64.urlsafe_b64encode(document.encode()).decode().rstrip("="))
+
+
+def _start_key_of(position: Position) -> dict[str, Any]:
+    try:
+        key = json.loads(base64.urlsafe_b64decode(position + "=" * (-len(position) % 4)))
+    except (binascii.Error, ValueError):
+        raise UnknownPosition(position) from None
+    if not isinstance(key, dict):
+        raise UnknownPosition(position)
+    return key

@@ -12,7 +12,6 @@ watchdog shuts down the attempt's socket, which wakes whatever read or write is 
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import threading
 import time
@@ -26,6 +25,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from hookrelay.domain.addresses import is_public_address
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS, FailureKind
 from hookrelay.domain.models import RESPONSE_EXCERPT_BYTES
 from hookrelay.services.ports import SendResult
@@ -41,13 +41,6 @@ class BlockedDestination(requests.RequestException):
 
 def system_resolver(host: str, port: int) -> list[str]:
     return [info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
-
-
-def is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address)
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
 
 
 class Deadline:
@@ -155,7 +148,7 @@ class PinnedAddressAdapter(HTTPAdapter):
         port = parts.port or (443 if parts.scheme == "https" else 80)
         addresses = self.resolver(host, port)  # socket.gaierror surfaces as a DNS failure
         if not self.allow_private:
-            blocked = [a for a in addresses if not is_public(a)]
+            blocked = [a for a in addresses if not is_public_address(a)]
             if blocked:
                 raise BlockedDestination(f"{host} resolves to non-public address {blocked[0]}")
         request.pinned_address = addresses[0]  # type: ignore[attr-defined]

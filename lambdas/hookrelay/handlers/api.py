@@ -10,8 +10,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
-from hookrelay.domain.clock import from_rfc3339, to_rfc3339
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.clock import to_rfc3339
 from hookrelay.functions import API
 from hookrelay.handlers.http import (
     install_problem_handlers,
@@ -28,7 +27,9 @@ from hookrelay.handlers.schemas import (
     CreateTenant,
     DeliveryListQuery,
     RedriveRequest,
+    RedriveStarted,
     RotateSecret,
+    StartRedrive,
     UpdateEndpoint,
     delivery_detail,
     delivery_summary,
@@ -165,7 +166,7 @@ def get_delivery(delivery_id: str) -> Response:
 @app.post("/v1/deliveries/<delivery_id>/replay")
 def replay_delivery(delivery_id: str) -> Response:
     tenant_id = require_tenant(app)
-    replay = wiring.delivery_log_service().replay(tenant_id, delivery_id)
+    replay = wiring.replay_service().replay(tenant_id, delivery_id)
     return json_response(202, {"delivery_id": replay.id, "replay_of": replay.replay_of, "event_id": replay.event_id})
 
 
@@ -178,31 +179,26 @@ def get_event(event_id: str) -> Response:
 @app.post("/v1/endpoints/<endpoint_id>/test")
 def test_endpoint(endpoint_id: str) -> Response:
     tenant_id = require_tenant(app)
-    delivery = wiring.delivery_log_service().send_test(tenant_id, endpoint_id)
+    delivery = wiring.replay_service().send_test(tenant_id, endpoint_id)
     return json_response(202, {"event_id": delivery.event_id, "delivery_id": delivery.id})
 
 
-def start_redrive(command: dict[str, Any]) -> dict[str, Any]:
-    request = command["request"]
+def start_redrive(request: StartRedrive) -> RedriveStarted:
     redrive = wiring.redrive_service().start(
-        request["tenant_id"],
-        request["endpoint_id"],
-        since=from_rfc3339(request["since"]),
-        until=from_rfc3339(request["until"]) if request["until"] else None,
-        status=DeliveryStatus(request["status"]),
+        request.tenant_id, request.endpoint_id, since=request.since, until=request.until, status=request.status
     )
-    return {"redrive_id": redrive.id, "count": redrive.total, "status": redrive.state.value}
+    return RedriveStarted(redrive_id=redrive.id, count=redrive.total, status=redrive.state.value)
 
 
-start_redrive_once = IdempotentCommand(start_redrive)
+start_redrive_once = IdempotentCommand(start_redrive, RedriveStarted)
 
 
 @app.post("/v1/endpoints/<endpoint_id>/redrive")
 def redrive_endpoint(endpoint_id: str) -> Response:
     who, tenant_id = principal(app), require_tenant(app)
     body = parse_body(app, RedriveRequest)
-    request = {"tenant_id": tenant_id, "endpoint_id": endpoint_id} | body.model_dump(mode="json")
-    return json_response(202, start_redrive_once(app, who, request))
+    request = StartRedrive(tenant_id=tenant_id, endpoint_id=endpoint_id, **body.model_dump())
+    return json_response(202, start_redrive_once(app, who, request).model_dump())
 
 
 @app.get("/v1/redrives/<redrive_id>")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics, Tracer
@@ -16,6 +15,7 @@ from hookrelay.functions import INGEST
 from hookrelay.handlers.http import install_problem_handlers, json_response, parse_body, require
 from hookrelay.handlers.idempotency import IdempotentCommand, register_lambda_context
 from hookrelay.handlers.schemas import PublishEvent
+from hookrelay.services.ingest import Accepted
 
 logger = Logger(service=INGEST.name)
 tracer = Tracer(service=INGEST.name)
@@ -24,29 +24,26 @@ app = APIGatewayHttpResolver()
 install_problem_handlers(app)
 
 
-def publish(command: dict[str, Any]) -> dict[str, Any]:
-    request = command["request"]
-    accepted = wiring.ingest_service().publish(
-        tenant_id=request["tenant_id"],
-        event_type=request["type"],
-        data=request["data"],
-        ordering_key=request.get("ordering_key"),
+def publish(request: PublishEvent) -> Accepted:
+    return wiring.ingest_service().publish(
+        tenant_id=request.tenant_id,
+        event_type=request.type,
+        data=request.data,
+        ordering_key=request.ordering_key,
     )
-    return asdict(accepted)
 
 
-publish_once = IdempotentCommand(publish)
+publish_once = IdempotentCommand(publish, Accepted)
 
 
 @app.post("/v1/events")
 @tracer.capture_method(capture_response=False)
 def post_event() -> Response:
     who = require(app, producer=True)
-    request = parse_body(app, PublishEvent).model_dump()
-    result = publish_once(app, who, request)
+    accepted = publish_once(app, who, parse_body(app, PublishEvent))
     metrics.add_metric(name="EventsAccepted", unit=MetricUnit.Count, value=1)
-    metrics.add_metric(name="DeliveriesCreated", unit=MetricUnit.Count, value=len(result["delivery_ids"]))
-    return json_response(202, result)
+    metrics.add_metric(name="DeliveriesCreated", unit=MetricUnit.Count, value=len(accepted.delivery_ids))
+    return json_response(202, accepted.model_dump())
 
 
 @logger.inject_lambda_context

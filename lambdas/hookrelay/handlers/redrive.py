@@ -18,31 +18,22 @@ from hookrelay import wiring
 from hookrelay.adapters.redrive_sqs import parse_job
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.functions import REDRIVE
-from hookrelay.services.ports import RedriveJob
-from hookrelay.services.redrive import DEAD_LETTERS_JOB, REDRIVE_JOB
 
 logger = Logger(service=REDRIVE.name)
 tracer = Tracer(service=REDRIVE.name)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=REDRIVE.name)
-# Messages a dead-letter drain handles per invocation before handing the rest to a fresh job.
-DRAIN_BUDGET = 500
 
 
 def run(record: SQSRecord) -> None:
     job = parse_job(record.body)
     redelivered = int(record.attributes.approximate_receive_count) > 1
-    if job.kind == REDRIVE_JOB and job.redrive_id:
-        wiring.redrive_service().run_page(job.redrive_id, job.page, redelivered=redelivered)
+    drained = wiring.redrive_job_runner().run(job, redelivered=redelivered)
+    if drained is None:
         logger.info("redrive page", extra={"redrive_id": job.redrive_id, "page": job.page})
-    elif job.kind == DEAD_LETTERS_JOB:
-        report = wiring.dead_letter_drain().drain(max_messages=DRAIN_BUDGET)
-        logger.info("dead letters drained", extra={"replayed": report.replayed, "resent": report.resent})
-        metrics.add_metric(name="DeadLettersReplayed", unit=MetricUnit.Count, value=report.replayed)
-        metrics.add_metric(name="PoisonMessagesResent", unit=MetricUnit.Count, value=report.resent)
-        if not report.exhausted:
-            wiring.redrive_jobs().enqueue(RedriveJob(DEAD_LETTERS_JOB))
-    else:
-        raise ValueError(f"unknown redrive job {job}")
+        return
+    logger.info("dead letters drained", extra={"replayed": drained.replayed, "resent": drained.resent})
+    metrics.add_metric(name="DeadLettersReplayed", unit=MetricUnit.Count, value=drained.replayed)
+    metrics.add_metric(name="PoisonMessagesResent", unit=MetricUnit.Count, value=drained.resent)
 
 
 @logger.inject_lambda_context

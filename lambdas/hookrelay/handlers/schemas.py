@@ -11,10 +11,11 @@ from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
+from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.deliveries import DEFAULT_LIMIT, MAX_LIMIT
-from hookrelay.services.management import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVERLAP, RotatedSecret
-from hookrelay.services.ports import DeliveryFilter, Redrive
+from hookrelay.services.delivery_log import DEFAULT_LIMIT, MAX_LIMIT
+from hookrelay.services.endpoints import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVERLAP, RotatedSecret
+from hookrelay.services.ports import DeliveryFilter
 
 
 class Strict(BaseModel):
@@ -185,6 +186,21 @@ class RedriveRequest(Strict):
     since: AwareDatetime
     until: AwareDatetime | None = None  # now, when omitted
     status: Literal[DeliveryStatus.DEAD, DeliveryStatus.CANCELLED] = DeliveryStatus.DEAD
+
+
+class StartRedrive(RedriveRequest):
+    """A redrive request with whose endpoint it is: what an `Idempotency-Key` is checked against."""
+
+    tenant_id: str
+    endpoint_id: str
+
+
+class RedriveStarted(BaseModel):
+    """The answer to a redrive request (and, under the same `Idempotency-Key`, to its repeats)."""
+
+    redrive_id: str
+    count: int
+    status: str
 
 
 def delivery_summary(delivery: Delivery) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The endpoint-health sweeper: on a schedule, warn about failing endpoints and disable those failing too long."""
+"""The auto-disable sweeper: on a schedule, warn about failing endpoints and disable those failing too long."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     metrics.add_metric(name="OpenCircuits", unit=MetricUnit.Count, value=circuits.examined)
     if circuits.restarted:
         logger.warning("probe workflows restarted", extra={"endpoint_ids": circuits.restarted})
-    report = wiring.endpoint_health_sweeper().sweep()
+    report = wiring.auto_disable_sweeper().sweep()
     metrics.add_metric(name="FailingEndpoints", unit=MetricUnit.Count, value=report.examined)
     metrics.add_metric(name="EndpointNoticesSent", unit=MetricUnit.Count, value=len(report.notices))
     metrics.add_metric(name="EndpointsAutoDisabled", unit=MetricUnit.Count, value=len(report.disabled))

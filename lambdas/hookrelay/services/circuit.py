@@ -17,7 +17,8 @@ from datetime import datetime, timedelta
 from hookrelay.domain import circuit
 from hookrelay.domain.circuit import CircuitState, Via
 from hookrelay.domain.classification import Outcome
-from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, from_rfc3339, utcnow
+from hookrelay.domain.clock import from_rfc3339, utcnow
+from hookrelay.domain.lifecycle import retention_expiry
 from hookrelay.domain.models import Endpoint, EndpointState
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
@@ -262,9 +263,11 @@ class CircuitService:
         it is enabled again, as for queued ones), then its circuit closes."""
         cancelled = 0
         while page := self.parking.parked(endpoint.id, SWEEP_PAGE):
-            ended = [self.parking.end(p, endpoint.id, DeliveryStatus.CANCELLED, now, _retention(now)) for p in page]
+            ended = [
+                self.parking.end(p, endpoint.id, DeliveryStatus.CANCELLED, now, retention_expiry(now)) for p in page
+            ]
             for delivery in filter(None, ended):
-                self.events.extend_expiry(delivery.event_id, _retention(now))
+                self.events.extend_expiry(delivery.event_id, retention_expiry(now))
                 cancelled += 1
             if not any(ended):
                 break  # the index lags the ends: the next sweep (or command) finishes
@@ -279,10 +282,10 @@ class CircuitService:
         """A parked delivery past its horizon dies in bulk, not one execution each: the record first (dead, kept
         for the redrive window), then its dead letter. A crash in between leaves it dead, in the log and
         redrivable, with no dead-letter message; `dead_lettered_at` stays unset to show it."""
-        ended = self.parking.end(parked, endpoint.id, DeliveryStatus.DEAD, now, _retention(now))
+        ended = self.parking.end(parked, endpoint.id, DeliveryStatus.DEAD, now, retention_expiry(now))
         if ended is None:
             return 0
-        self.events.extend_expiry(ended.event_id, _retention(now))
+        self.events.extend_expiry(ended.event_id, retention_expiry(now))
         self.dead_letters.publish(ended)
         self.deliveries.mark_dead_lettered(ended.id, now)
         self.telemetry.count(PARKED_EXPIRED)
@@ -294,7 +297,3 @@ class CircuitService:
     def _event_past_horizon(self, parked: ParkedDelivery, now: datetime) -> bool:
         event_at = from_rfc3339(parked.event_order.split("#", 1)[0])
         return circuit.horizon_passed(event_at, self.schedule, now)
-
-
-def _retention(now: datetime) -> int:
-    return epoch_seconds(now + timedelta(days=RETENTION_DAYS))

@@ -10,8 +10,9 @@ from datetime import datetime, timedelta
 from hookrelay.domain import circuit
 from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
-from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, utcnow
+from hookrelay.domain.clock import utcnow
 from hookrelay.domain.envelope import retry_group_id
+from hookrelay.domain.lifecycle import retention_expiry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
@@ -45,10 +46,6 @@ CIRCUIT_OPENED = "CircuitOpened"
 CIRCUIT_REOPENED = "CircuitReopened"
 DRAIN_PAUSED = "DrainPaused"
 DELIVERIES_PARKED = "DeliveriesParked"
-
-
-def retention_expiry(ended_at: datetime) -> int:
-    return epoch_seconds(ended_at + timedelta(days=RETENTION_DAYS))
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,10 @@ from typing import Protocol
 
 from hookrelay.domain.circuit import Via
 from hookrelay.domain.classification import FailureKind, Outcome
-from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, FailureNotice, Record, Tenant
+from hookrelay.domain.lifecycle import first_attempt_number
+from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, FailureNotice, Tenant
+from hookrelay.domain.paging import Position
+from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeliveryStatus
 
 
@@ -361,45 +364,23 @@ class DeliveryFilter:
 @dataclass(frozen=True)
 class DeliveryPage:
     deliveries: list[Delivery]
-    # Where the next page starts (opaque to services); None when there is nothing after this page.
-    resume_after: dict[str, str] | None
+    resume_after: Position | None  # where the next page starts; None when there is nothing after this page
+
+
+class UnknownPosition(ValueError):
+    """A position the log did not make for this filter (another query's, or forged)."""
 
 
 class DeliveryLog(DeliveryRepository, Protocol):
     """Reading deliveries by index, newest first, never returning expired records."""
 
-    def find(self, where: DeliveryFilter, limit: int, start: dict[str, str] | None, now: datetime) -> DeliveryPage: ...
+    def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
+        """Up to `limit` deliveries from `start` on; UnknownPosition if `start` did not come from `find(where, …)`."""
+
     def count(self, where: DeliveryFilter, now: datetime) -> int: ...
-    def is_position_of(self, where: DeliveryFilter, position: dict[str, str]) -> bool:
-        """Whether `position` could have come from `find(where, …)`: a forged or foreign cursor does not."""
 
     def put_new(self, delivery: Delivery) -> bool:
         """Create the delivery unless one with its id exists (idempotent creation); True if created."""
-
-
-class RedriveState(StrEnum):
-    RUNNING = "running"
-    COMPLETED = "completed"
-    FAILED = "failed"
-
-
-class Redrive(Record):
-    id: str
-    tenant_id: str
-    endpoint_id: str
-    since: datetime
-    until: datetime
-    status_filter: DeliveryStatus
-    state: RedriveState = RedriveState.RUNNING
-    total: int  # deliveries that matched when the redrive was requested
-    replayed: int = 0
-    skipped: int = 0  # matched, but their event left the retention window before their page ran
-    page: int = 0  # the page the next job message must carry: makes a duplicate job message a no-op
-    position: dict[str, str] | None = None  # where the next page starts
-    created_at: datetime
-    completed_at: datetime | None = None
-    error: str | None = None
-    expires_at: int
 
 
 @dataclass(frozen=True)
@@ -409,7 +390,7 @@ class PageDone:
     page: int
     replayed: int
     skipped: int
-    position: dict[str, str] | None
+    position: Position | None
     now: datetime
 
 
@@ -419,7 +400,8 @@ class RedriveRepository(Protocol):
     def advance(self, redrive_id: str, done: PageDone) -> bool:
         """Record the page and move on (completing the redrive when `position` is None); False if already done."""
 
-    def fail(self, redrive_id: str, reason: str, now: datetime) -> None: ...
+    def fail(self, redrive_id: str, reason: str, now: datetime) -> bool:
+        """End the running redrive as failed; False if it had already ended."""
 
 
 @dataclass(frozen=True)
@@ -447,3 +429,15 @@ class MessageSource(Protocol):
 
     def receive(self, max_messages: int) -> list[QueuedMessage]: ...
     def delete(self, message: QueuedMessage) -> None: ...
+
+
+def first_attempt_message(delivery: Delivery) -> DeliveryMessage:
+    """The message asking for a new delivery's first attempt; FIFO deduplicates it on the delivery id."""
+    return DeliveryMessage(
+        delivery_id=delivery.id,
+        tenant_id=delivery.tenant_id,
+        attempt=first_attempt_number(delivery),
+        group_id=delivery.message_group_id,
+        deduplication_id=delivery.id,
+        endpoint_id=delivery.endpoint_id,  # the circuit is read before any claim, without reading the delivery
+    )

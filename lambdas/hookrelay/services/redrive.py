@@ -11,32 +11,29 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from hookrelay.domain import ids
-from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, truncate_to_milliseconds, utcnow
+from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.errors import Conflict, Gone, InvalidRequest, NotFound
+from hookrelay.domain.lifecycle import ensure_deliverable, retention_expiry
 from hookrelay.domain.models import Delivery
+from hookrelay.domain.redrive import REDRIVABLE_STATUSES, Redrive, RedriveState
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.deliveries import Replayer
-from hookrelay.services.delivery import retention_expiry
-from hookrelay.services.ingest import first_attempt_message
 from hookrelay.services.ports import (
     DeliveryFilter,
     DeliveryLog,
-    DeliveryMessage,
     DeliveryQueue,
+    EndpointRepository,
     MessageSource,
     PageDone,
     QueuedMessage,
-    Redrive,
     RedriveJob,
     RedriveJobs,
     RedriveRepository,
-    RedriveState,
 )
+from hookrelay.services.replay import ReplayService
 
-REDRIVABLE_STATUSES = frozenset({DeliveryStatus.DEAD, DeliveryStatus.CANCELLED})
 PAGE_SIZE = 100  # replays per job message: comfortably inside the redrive function's timeout
 REDRIVE_JOB = "redrive"
 DEAD_LETTERS_JOB = "dead_letters"
@@ -60,7 +57,8 @@ def _scope(redrive: Redrive) -> DeliveryFilter:
 class RedriveService:
     redrives: RedriveRepository
     deliveries: DeliveryLog
-    replayer: Replayer
+    endpoints: EndpointRepository
+    replays: ReplayService
     jobs: RedriveJobs
     page_size: int = PAGE_SIZE
 
@@ -75,9 +73,10 @@ class RedriveService:
     ) -> Redrive:
         if status not in REDRIVABLE_STATUSES:
             raise InvalidRequest("only dead or cancelled deliveries can be redriven")
-        if self.replayer.endpoints.get(tenant_id, endpoint_id) is None:
+        endpoint = self.endpoints.get(tenant_id, endpoint_id)
+        if endpoint is None:
             raise NotFound(f"no endpoint {endpoint_id!r}")
-        self.replayer.deliverable_endpoint(tenant_id, endpoint_id)
+        ensure_deliverable(endpoint)
         # Millisecond precision: the stored timestamps have no more, and the record must filter as it counted.
         now = utcnow()
         now = truncate_to_milliseconds(now)
@@ -93,7 +92,7 @@ class RedriveService:
             status_filter=status,
             total=0,
             created_at=now,
-            expires_at=epoch_seconds(now + timedelta(days=RETENTION_DAYS)),
+            expires_at=retention_expiry(now),
         )
         redrive.total = self.deliveries.count(_scope(redrive), now)
         if redrive.total == 0:
@@ -122,24 +121,24 @@ class RedriveService:
             return
         now = utcnow()
         try:
-            endpoint = self.replayer.deliverable_endpoint(redrive.tenant_id, redrive.endpoint_id)
+            endpoint = self.replays.deliverable_endpoint(redrive.tenant_id, redrive.endpoint_id)
         except Conflict as refusal:
             self.redrives.fail(redrive.id, refusal.detail, now)
             return
         found = self.deliveries.find(_scope(redrive), self.page_size, redrive.position, now)
-        unsent: list[DeliveryMessage] = []
+        unsent: list[Delivery] = []
         skipped = 0
         for original in found.deliveries:
             replay_id = ids.derived_delivery_id(redrive.created_at, redrive.id, original.id)
             try:
-                replay, needs_sending = self.replayer.prepare_replay(original, endpoint, now, replay_id=replay_id)
+                replay, needs_sending = self.replays.record_replay(original, endpoint, now, replay_id=replay_id)
             except Gone:  # the event expired while the redrive ran: nothing left to send
                 skipped += 1
                 continue
             if needs_sending:
-                unsent.append(first_attempt_message(replay))
+                unsent.append(replay)
         # Before recording the page: a crash in between re-runs the page, which re-enqueues what never started.
-        self.replayer.queue.enqueue(unsent)
+        self.replays.enqueue_first_attempts(unsent)
         replayed = len(found.deliveries) - skipped
         recorded = self.redrives.advance(redrive.id, PageDone(page, replayed, skipped, found.resume_after, now))
         if recorded and found.resume_after is not None:
@@ -163,7 +162,7 @@ class DeadLetterDrain:
     poison: MessageSource
     delivery_queue: DeliveryQueue
     deliveries: DeliveryLog
-    replayer: Replayer
+    replays: ReplayService
 
     def drain(self, max_messages: int = 1000) -> DrainReport:
         """Handle up to `max_messages` from each queue; `exhausted` says whether both were emptied."""
@@ -202,12 +201,12 @@ class DeadLetterDrain:
             if not original.status.is_terminal and not self._declare_dead(original, now):
                 return f"delivery {delivery_id} moved on from {original.status.value} while draining; drain again"
         try:
-            endpoint = self.replayer.deliverable_endpoint(original.tenant_id, original.endpoint_id)
+            endpoint = self.replays.deliverable_endpoint(original.tenant_id, original.endpoint_id)
             # Derived from the message: a message received again (after a crash) replays once.
             replay_id = ids.derived_delivery_id(
                 datetime.fromtimestamp(message.sent_at_ms / 1000, UTC), "dead-letter", message.message_id
             )
-            self.replayer.replay(original, endpoint, now, replay_id=replay_id)
+            self.replays.resend(original, endpoint, now, replay_id=replay_id)
         except (Conflict, Gone) as refusal:
             return refusal.detail
         report.replayed += 1
@@ -231,3 +230,32 @@ class DeadLetterDrain:
         self.delivery_queue.enqueue([replace(message.delivery, deduplication_id=f"poison-{message.message_id}")])
         report.resent += 1
         return None
+
+
+# Messages a dead-letter drain handles per job before handing the rest to a fresh job (and invocation).
+DRAIN_BUDGET = 500
+
+
+@dataclass
+class RedriveJobRunner:
+    """Runs one job from the redrive jobs queue: one page of a redrive, or a share of the dead-letter drain.
+
+    Long work is a chain of short jobs, each enqueueing the next, so none outlasts the function's timeout.
+    """
+
+    redrives: RedriveService
+    drain: DeadLetterDrain
+    jobs: RedriveJobs
+    drain_budget: int = DRAIN_BUDGET
+
+    def run(self, job: RedriveJob, *, redelivered: bool = False) -> DrainReport | None:
+        """Run the job; the drain's report when it was a drain. `redelivered`: this job message came before."""
+        if job.kind == REDRIVE_JOB and job.redrive_id:
+            self.redrives.run_page(job.redrive_id, job.page, redelivered=redelivered)
+            return None
+        if job.kind == DEAD_LETTERS_JOB:
+            report = self.drain.drain(max_messages=self.drain_budget)
+            if not report.exhausted:
+                self.jobs.enqueue(RedriveJob(DEAD_LETTERS_JOB))
+            return report
+        raise ValueError(f"unknown redrive job {job}")

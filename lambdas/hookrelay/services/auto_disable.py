@@ -19,7 +19,7 @@ from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.errors import Conflict, NotFound
 from hookrelay.domain.health import summarize
 from hookrelay.domain.models import Endpoint, FailureNotice
-from hookrelay.services.management import EndpointService
+from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ports import (
     DeliveryFilter,
     DeliveryLog,
@@ -115,7 +115,7 @@ class SweepReport:
 
 
 @dataclass
-class EndpointHealthSweeper:
+class AutoDisableSweeper:
     endpoints: FailingEndpoints
     management: EndpointService  # the disable goes through the same path as a tenant's
     deliveries: DeliveryLog  # read for a notice's last failure

@@ -1,4 +1,4 @@
-"""The endpoint-health sweeper in the stack: its hourly schedule, the encrypted notices topic, least privilege."""
+"""The auto-disable sweeper in the stack: its hourly schedule, the encrypted notices topic, least privilege."""
 
 from __future__ import annotations
 

@@ -1,28 +1,20 @@
-"""Tenants, API keys and endpoints."""
+"""Endpoints: registration, changes, secret rotation, enable and disable, and the health summary."""
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
-from urllib.parse import urlsplit
 
-from hookrelay.domain import api_keys, ids
-from hookrelay.domain.api_keys import Principal
+from hookrelay.domain import ids
+from hookrelay.domain.addresses import validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
-from hookrelay.domain.models import ApiKey, Endpoint, EndpointState, SigningSecret, Tenant
+from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.domain.signing import generate_secret
-from hookrelay.services.ports import (
-    ApiKeyRepository,
-    DeliveryFilter,
-    DeliveryLog,
-    EndpointRepository,
-    TenantRepository,
-)
+from hookrelay.services.ports import DeliveryFilter, DeliveryLog, EndpointRepository
 
 DEFAULT_SECRET_OVERLAP = timedelta(days=1)
 MAX_SECRET_OVERLAP = timedelta(days=7)
@@ -32,87 +24,6 @@ MAX_ACTIVE_SECRETS = 5
 NOT_FAILING = {"failing_since": None, "failure_notice": None, "disabled_reason": None}
 # Read-change-write attempts before a change that keeps meeting concurrent writes gives up with 409.
 WRITE_ATTEMPTS = 3
-
-
-@dataclass(frozen=True)
-class IssuedKey:
-    key: ApiKey
-    token: str  # returned once, at creation
-
-
-@dataclass
-class KeyService:
-    keys: ApiKeyRepository
-
-    def issue(self, role: str, description: str | None = None) -> IssuedKey:
-        if not api_keys.is_valid_role(role):
-            raise InvalidRequest(f"invalid role {role!r}: use 'admin', 'producer' or 'tenant:<tenant id>'")
-        minted = api_keys.mint_key()
-        key = ApiKey(
-            key_id=minted.key_id,
-            role=role,
-            secret_hash=minted.secret_hash,
-            created_at=utcnow(),
-            description=description,
-        )
-        self.keys.put(key)
-        return IssuedKey(key=key, token=minted.token)
-
-    def revoke(self, key_id: str) -> None:
-        if not self.keys.revoke(key_id, utcnow()):
-            raise NotFound(f"no API key {key_id!r}")
-
-    def authenticate(self, token: str) -> Principal | None:
-        key_id = api_keys.key_id_of(token)
-        if key_id is None:
-            return None
-        key = self.keys.get(key_id)
-        if key is None or not key.active or not api_keys.token_matches(token, key.secret_hash):
-            return None
-        return Principal(key_id=key.key_id, role=key.role)
-
-
-@dataclass
-class TenantService:
-    tenants: TenantRepository
-    keys: KeyService
-
-    def create(self, name: str) -> tuple[Tenant, IssuedKey]:
-        tenant = Tenant(id=ids.tenant_id(), name=name, created_at=utcnow())
-        self.tenants.put(tenant)
-        return tenant, self.keys.issue(api_keys.tenant_role(tenant.id), description=f"first key of {name}")
-
-    def issue_key(self, role: str, description: str | None = None) -> IssuedKey:
-        """A key for any role; a tenant key only for a tenant that exists (a typo must not mint a dead key)."""
-        tenant_id = Principal(key_id="", role=role).tenant_id
-        if tenant_id is not None and api_keys.is_valid_role(role) and self.tenants.get(tenant_id) is None:
-            raise InvalidRequest(f"no tenant {tenant_id!r}")
-        return self.keys.issue(role, description)
-
-
-def validate_endpoint_url(url: str, *, allow_private: bool) -> str:
-    """HTTPS to a public host; plain HTTP and loopback only where private destinations are allowed (local mode).
-
-    This is the early, friendly check; the sender checks every resolved address again at delivery time.
-    """
-    parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
-        raise InvalidRequest("url must be an absolute https:// URL")
-    if parts.username or parts.password:
-        raise InvalidRequest("url must not carry credentials")
-    if allow_private:
-        return url
-    if parts.scheme != "https":
-        raise InvalidRequest("url must use https")
-    try:
-        address = ipaddress.ip_address(parts.hostname)
-    except ValueError:
-        if parts.hostname.lower() in ("localhost",) or parts.hostname.lower().endswith(".localhost"):
-            raise InvalidRequest("url must point to a public host") from None
-        return url
-    if not address.is_global:
-        raise InvalidRequest("url must point to a public address")
-    return url
 
 
 class _Keep(Enum):

@@ -1,0 +1,119 @@
+"""The lifecycle of events and deliveries: how each is made, and how long each is kept.
+
+Every service that creates an event or a delivery (ingest, replay, redrive, the test event) and every one
+that ends a delivery goes through these rules, so that an event can never expire before a delivery of it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from hookrelay.domain import ids
+from hookrelay.domain.circuit import park_order
+from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
+from hookrelay.domain.envelope import envelope_body, message_group_id
+from hookrelay.domain.errors import Conflict
+from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
+from hookrelay.domain.status import DeliveryStatus
+
+
+def retention_expiry(ended_at: datetime) -> int:
+    """When a record that ended (a delivery delivered, dead or cancelled) leaves the redrive window."""
+    return epoch_seconds(ended_at + timedelta(days=RETENTION_DAYS))
+
+
+def event_expiry(now: datetime, horizon_seconds: float) -> int:
+    """How long an event must live for a delivery of it started now: its whole retry horizon, then retention.
+
+    Set when the event is stored and pushed on by every later delivery of it (replays, redrives); a
+    delivery that ends pushes it to that delivery's own `retention_expiry`.
+    """
+    return retention_expiry(now + timedelta(seconds=horizon_seconds))
+
+
+def is_expired(expires_at: int | None, now: datetime) -> bool:
+    """Expired records are gone as far as readers are concerned, even before TTL deletes them."""
+    return expires_at is not None and expires_at <= epoch_seconds(now)
+
+
+def new_event(
+    *,
+    tenant_id: str,
+    event_type: str,
+    data: dict[str, Any],
+    now: datetime,
+    horizon_seconds: float,
+    ordering_key: str | None = None,
+    sequence: int | None = None,
+) -> Event:
+    """An event with its envelope serialised once: those exact bytes are signed and sent on every attempt."""
+    event_id = ids.event_id()
+    body = envelope_body(
+        event_id=event_id,
+        event_type=event_type,
+        timestamp=now,
+        data=data,
+        ordering_key=ordering_key,
+        sequence=sequence,
+    )
+    return Event(
+        id=event_id,
+        tenant_id=tenant_id,
+        type=event_type,
+        timestamp=now,
+        ordering_key=ordering_key,
+        sequence=sequence,
+        body=body,
+        expires_at=event_expiry(now, horizon_seconds),
+    )
+
+
+def queued_delivery(
+    event: Event, endpoint: Endpoint, now: datetime, *, delivery_id: str | None = None, replay_of: str | None = None
+) -> Delivery:
+    """A new delivery of the event to the endpoint, in the endpoint's message group; replays name their original."""
+    return Delivery(
+        id=delivery_id or ids.delivery_id(),
+        tenant_id=event.tenant_id,
+        endpoint_id=endpoint.id,
+        event_id=event.id,
+        event_type=event.type,
+        status=DeliveryStatus.QUEUED,
+        message_group_id=message_group_id(endpoint.id, endpoint.max_in_flight, event.ordering_key, event.id),
+        created_at=now,
+        updated_at=now,
+        replay_of=replay_of,
+        event_order=park_order(event.timestamp, event.id),
+    )
+
+
+def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
+    """`queued` for an enabled endpoint. For a disabled one, recorded `cancelled` and never sent: the tenant
+    sees what it missed while the endpoint was off, and redrives `status=cancelled` after re-enabling it."""
+    delivery = queued_delivery(event, endpoint, now)
+    if endpoint.state is EndpointState.ENABLED:
+        return delivery
+    return delivery.model_copy(
+        update={"status": DeliveryStatus.CANCELLED, "completed_at": now, "expires_at": retention_expiry(now)}
+    )
+
+
+def first_attempt_number(delivery: Delivery) -> int:
+    """The attempt a new delivery's first message asks for (after a crash, the one it never got to)."""
+    return delivery.attempt_count + 1
+
+
+def ensure_deliverable(endpoint: Endpoint) -> Endpoint:
+    """The endpoint, if new deliveries may go to it: 409 when its state forbids it (they would only be cancelled)."""
+    if endpoint.state is EndpointState.DELETED:
+        raise Conflict(f"endpoint {endpoint.id!r} is deleted")
+    if endpoint.state is not EndpointState.ENABLED:
+        raise Conflict(f"endpoint {endpoint.id!r} is {endpoint.state.value}: enable it first")
+    return endpoint
+
+
+def is_visible_to(tenant_id: str, record: Delivery | Event | None, now: datetime) -> bool:
+    """Whether the tenant may read the record: its own and not expired. Another tenant's record, like an expired
+    one, is indistinguishable from a missing one."""
+    return record is not None and record.tenant_id == tenant_id and not is_expired(record.expires_at, now)
