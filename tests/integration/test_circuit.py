@@ -141,6 +141,9 @@ def test_failures_in_a_row_open_the_circuit_and_start_one_probe_workflow(
     last = outage.delivery(outage.delivery_ids[-1])
     assert last.status is DeliveryStatus.RETRYING and last.parked_at is not None
     assert len(executions(platform)) == OPEN_AFTER_FAILURES  # four retry workflows, one probe workflow
+    # The four that failed first wait in their retry workflows, but are parked at once too: oldest event first.
+    assert all(outage.delivery(d).parked_at is not None for d in outage.delivery_ids)
+    assert outage.endpoint().parked_count == OPEN_AFTER_FAILURES
 
 
 def test_parked_deliveries_make_no_attempts_and_start_no_executions(

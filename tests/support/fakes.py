@@ -300,17 +300,18 @@ class FakeCircuits:
     def _now(self, endpoint: Endpoint) -> Endpoint:
         return self.endpoints.items[(endpoint.tenant_id, endpoint.id)]
 
-    def count_failure(self, tenant_id: str, endpoint_id: str) -> Endpoint | None:
+    def count_failure(self, tenant_id: str, endpoint_id: str, delivery_id: str) -> Endpoint | None:
         current = self.endpoints.get(tenant_id, endpoint_id)
         if current is None or current.state is not EndpointState.ENABLED or current.circuit is not CircuitState.CLOSED:
             return None
-        self.endpoints._update(current, circuit_failures=current.circuit_failures + 1)
+        failed = [*current.circuit_failed, delivery_id]
+        self.endpoints._update(current, circuit_failures=current.circuit_failures + 1, circuit_failed=failed)
         return self.endpoints.get(tenant_id, endpoint_id)
 
     def reset_failures(self, tenant_id: str, endpoint_id: str) -> None:
         current = self.endpoints.get(tenant_id, endpoint_id)
         if current is not None:
-            self.endpoints._update(current, circuit_failures=0)
+            self.endpoints._update(current, circuit_failures=0, circuit_failed=[])
 
     def open(self, endpoint: Endpoint, at: datetime, due_at: datetime, threshold: int) -> bool:
         now = self._now(endpoint)
@@ -324,6 +325,7 @@ class FakeCircuits:
             probes_made=0,
             circuit_step=now.circuit_step + 1,
             circuit_failures=0,
+            circuit_failed=[],
             drained_count=0,
             drain_paused_until=None,
         )
@@ -393,7 +395,7 @@ class FakeParkingLot:
             self.endpoints._update(current, parked_count=current.parked_count + delta)
 
     def park(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, at: datetime
+        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
     ) -> ParkOutcome:
         current = self.deliveries.get(delivery_id)
         if (
@@ -402,7 +404,7 @@ class FakeParkingLot:
             or current.endpoint_id != endpoint_id
             or current.parked_at is not None
             or current.status not in CLAIMABLE_STATUSES
-            or current.attempt_count != attempt_number - 1
+            or (attempt_number is not None and current.attempt_count != attempt_number - 1)
         ):
             parked = current is not None and self.parked_by.get(delivery_id) == endpoint_id
             return ParkOutcome.ALREADY_PARKED if parked else ParkOutcome.NOT_PARKABLE

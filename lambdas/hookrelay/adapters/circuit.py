@@ -51,16 +51,19 @@ class DynamoCircuits:
             **({"ExpressionAttributeNames": used} if used else {}),
         )
 
-    def count_failure(self, tenant_id: str, endpoint_id: str) -> Endpoint | None:
+    def count_failure(self, tenant_id: str, endpoint_id: str, delivery_id: str) -> Endpoint | None:
         result = conditional_write(
             self.table.update_item,
             Key={"tenant_id": tenant_id, "id": endpoint_id},
-            UpdateExpression="ADD circuit_failures :one",
+            UpdateExpression="SET circuit_failed = list_append(if_not_exists(circuit_failed, :none), :failed) "
+            "ADD circuit_failures :one",
             ConditionExpression="attribute_exists(id) AND #state = :enabled AND "
             "(attribute_not_exists(#c) OR #c = :closed)",
             ExpressionAttributeNames={"#state": "state", "#c": "circuit"},
             ExpressionAttributeValues={
                 ":one": 1,
+                ":none": [],
+                ":failed": [delivery_id],
                 ":enabled": EndpointState.ENABLED.value,
                 ":closed": CircuitState.CLOSED.value,
             },
@@ -72,7 +75,7 @@ class DynamoCircuits:
         conditional_write(
             self.table.update_item,
             Key={"tenant_id": tenant_id, "id": endpoint_id},
-            UpdateExpression="REMOVE circuit_failures",
+            UpdateExpression="REMOVE circuit_failures, circuit_failed",
             ConditionExpression="circuit_failures > :zero",
             ExpressionAttributeValues={":zero": 0},
         )
@@ -82,7 +85,7 @@ class DynamoCircuits:
             _key(endpoint),
             "SET #c = :open, circuit_opened_at = :at, next_probe_at = :due, probes_made = :zero, "
             "circuit_step = if_not_exists(circuit_step, :zero) + :one, #mark = :mark, drained_count = :zero "
-            "REMOVE circuit_failures, drain_paused_until",
+            "REMOVE circuit_failures, circuit_failed, drain_paused_until",
             "#state = :enabled AND (attribute_not_exists(#c) OR #c = :closed) AND circuit_failures >= :threshold",
             {
                 ":open": CircuitState.OPEN.value,
@@ -231,7 +234,7 @@ class DynamoParkingLot:
         return None
 
     def park(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, at: datetime
+        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
     ) -> ParkOutcome:
         claimable = {f":c{i}": status.value for i, status in enumerate(sorted(CLAIMABLE_STATUSES))}
         park = {
@@ -242,14 +245,15 @@ class DynamoParkingLot:
                 "UpdateExpression": "SET #parked = :endpoint, parked_at = :at, "
                 "event_order = if_not_exists(event_order, :fallback)",
                 "ConditionExpression": f"tenant_id = :tenant AND endpoint_id = :endpoint AND "
-                f"attribute_not_exists(#parked) AND #s IN ({', '.join(claimable)}) AND attempt_count = :made",
+                f"attribute_not_exists(#parked) AND #s IN ({', '.join(claimable)})"
+                + ("" if attempt_number is None else " AND attempt_count = :made"),
                 "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
                 "ExpressionAttributeValues": {
                     ":endpoint": endpoint_id,
                     ":tenant": tenant_id,
                     ":at": to_rfc3339(at),
                     ":fallback": f"{to_rfc3339(at)}#{delivery_id}",
-                    ":made": attempt_number - 1,
+                    **({} if attempt_number is None else {":made": attempt_number - 1}),
                     **claimable,
                 },
             }

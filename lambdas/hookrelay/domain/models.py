@@ -88,6 +88,9 @@ class Endpoint(Record):
     # conditional update; the endpoint service's writes never touch these (CIRCUIT_FIELDS).
     circuit: CircuitState = CircuitState.CLOSED
     circuit_failures: int = 0  # retriable failures in a row while closed
+    # The deliveries those failures were of: when the circuit opens they are parked too (each waits in its own
+    # retry workflow until then), so the oldest events are the first out again.
+    circuit_failed: list[str] = Field(default_factory=list)
     circuit_opened_at: UtcDateTime | None = None  # when the circuit last opened (or reopened)
     circuit_step: int = 0  # which probe workflow owns the circuit: bumped when one is started
     probes_made: int = 0  # probes since the circuit last opened
@@ -105,6 +108,7 @@ CIRCUIT_FIELDS = frozenset(
     {
         "circuit",
         "circuit_failures",
+        "circuit_failed",
         "circuit_opened_at",
         "circuit_step",
         "probes_made",

@@ -267,7 +267,7 @@ class DeliveryService:
             if self.circuits.reopen(endpoint, now, due):
                 self.telemetry.count(CIRCUIT_REOPENED)
             return True
-        counted = self.circuits.count_failure(endpoint.tenant_id, endpoint.id)
+        counted = self.circuits.count_failure(endpoint.tenant_id, endpoint.id, message.delivery_id)
         if counted is None:  # not closed any more (a racing worker opened it) or not enabled: the park decides
             return True
         if counted.circuit_failures < circuit.OPEN_AFTER_FAILURES:
@@ -281,7 +281,15 @@ class DeliveryService:
             command = CircuitCommand(counted.tenant_id, counted.id, step, CircuitCommandKind.PROBE, due)
             self.workflow.start_probe(command)
             self.telemetry.count(CIRCUIT_OPENED)
+            self._park_earlier_failures(counted, message.delivery_id, now)
         return True
+
+    def _park_earlier_failures(self, endpoint: Endpoint, opener: str, now: datetime) -> None:
+        """The deliveries whose failures opened the circuit wait in their own retry workflows: park them now, so the
+        probe starts with the oldest event. (A crash first leaves them to park when their workflows wake.)"""
+        for delivery_id in dict.fromkeys(endpoint.circuit_failed):
+            if delivery_id != opener:
+                self.parking.park(delivery_id, endpoint.tenant_id, endpoint.id, None, now)
 
     def _decide(
         self,

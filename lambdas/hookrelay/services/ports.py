@@ -52,9 +52,9 @@ class CircuitRepository(Protocol):
     Each takes the endpoint as read and returns whether the change applied (or the endpoint after it).
     """
 
-    def count_failure(self, tenant_id: str, endpoint_id: str) -> Endpoint | None:
-        """One more retriable failure in a row, while the circuit is closed and the endpoint enabled; the
-        endpoint after the count, or None when the circuit is not closed (or the endpoint not enabled)."""
+    def count_failure(self, tenant_id: str, endpoint_id: str, delivery_id: str) -> Endpoint | None:
+        """One more retriable failure in a row (of that delivery), while the circuit is closed and the endpoint
+        enabled; the endpoint after the count, or None when the circuit is not closed (or the endpoint not enabled)."""
 
     def reset_failures(self, tenant_id: str, endpoint_id: str) -> None:
         """A success while closed: the count starts again."""
@@ -192,10 +192,11 @@ class ParkingLot(Protocol):
     every change to one is one transaction with the other, so the count says exactly what the index will."""
 
     def park(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, at: datetime
+        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
     ) -> ParkOutcome:
         """Park the delivery: only if the endpoint is enabled with its circuit open or draining, and the delivery
-        still waits for attempt `attempt_number` (claimable, with attempt_number - 1 made)."""
+        still waits for attempt `attempt_number` (claimable, with attempt_number - 1 made); with None, whichever
+        attempt it waits for (a delivery whose retry workflow is waiting: the workflow ends when it wakes)."""
 
     def parked(self, endpoint_id: str, limit: int) -> list[ParkedDelivery]:
         """The endpoint's parked deliveries, oldest event first."""
