@@ -318,6 +318,10 @@ def test_a_lost_probe_workflow_is_restarted_by_the_sweep(platform: Platform, con
     sfn = boto3.client("stepfunctions")
     [probe] = probe_executions(platform)
     sfn.stop_execution(executionArn=probe["executionArn"])
+    wait_until(
+        lambda: sfn.describe_execution(executionArn=probe["executionArn"])["status"] != "RUNNING",
+        "the probe workflow to stop",
+    )
 
     later = utcnow() + timedelta(minutes=5)
     report = replace(wiring.circuit_service(), clock=lambda: later).sweep()
