@@ -81,6 +81,22 @@ class OldestRetrying(Model):
     next_attempt_at: datetime | None = None
 
 
+class CircuitDrain(Model):
+    released: int = 0
+    paused_until: datetime | None = None
+
+
+class Circuit(Model):
+    """closed: attempted as they come; open: parked, one probe on the schedule; draining: oldest first."""
+
+    state: str = "closed"
+    opened_at: datetime | None = None
+    next_probe_at: datetime | None = None
+    probes_made: int = 0
+    parked: int = 0
+    drain: CircuitDrain | None = None
+
+
 class EndpointHealth(Model):
     """Computed on read from the endpoint's newest deliveries (`sample`), not its whole history."""
 
@@ -95,6 +111,7 @@ class EndpointHealth(Model):
     consecutive_failures: int = 0
     oldest_retrying: OldestRetrying | None = None
     failing_since: datetime | None = None  # from the endpoint record, not the sample
+    circuit: Circuit = Field(default_factory=Circuit)
 
 
 class DeliverySummary(Model):
@@ -111,6 +128,7 @@ class DeliverySummary(Model):
     replay_of: str | None = None
     last_status_code: int | None = None
     last_error: str | None = None
+    parked_at: datetime | None = None  # set while it waits on its endpoint's circuit
 
 
 class Attempt(Model):
@@ -122,8 +140,13 @@ class Attempt(Model):
     response_excerpt: str | None = None
 
 
+class WaitingOn(Model):
+    circuit: Circuit
+
+
 class Delivery(DeliverySummary):
     attempts: list[Attempt] = Field(default_factory=list)
+    waiting_on: WaitingOn | None = None  # while parked: the circuit it waits on
 
 
 class DeliveryPage(Model):

@@ -50,8 +50,8 @@ class Outage:
     def __init__(self, platform: Platform, consumer: ScriptedConsumer) -> None:
         self.platform = platform
         self.consumer = consumer
-        self.tenant_id, token = platform.new_tenant()
-        self.endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+        self.tenant_id, self.token = platform.new_tenant()
+        self.endpoint_id = platform.new_endpoint(self.token, consumer.url)["id"]
         self.producer = platform.new_key("producer")
         self.event_ids: list[str] = []
         self.delivery_ids: list[str] = []
@@ -179,6 +179,28 @@ def test_a_waking_retry_is_parked_and_its_workflow_ends(platform: Platform, cons
         )
     assert execution["status"] == "SUCCEEDED"
     assert len(outage.delivery(first).attempts) == 1  # parked on waking: no second attempt
+
+
+def test_the_api_shows_the_circuit_and_what_waits_on_it(platform: Platform, consumer: ScriptedConsumer) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    [parked] = outage.publish(1)
+    platform.pump()
+
+    health = platform.call("GET", f"/v1/endpoints/{outage.endpoint_id}/health", outage.token).json()
+    circuit = health["circuit"]
+    assert circuit["state"] == "open" and circuit["opened_at"] and circuit["next_probe_at"]
+    assert circuit["parked"] == outage.endpoint().parked_count >= 2 and circuit["drain"] is None
+    delivery = platform.call("GET", f"/v1/deliveries/{parked}", outage.token).json()
+    assert delivery["status"] == "queued" and delivery["parked_at"]
+    assert delivery["waiting_on"]["circuit"]["next_probe_at"] == circuit["next_probe_at"]
+    listed = platform.call("GET", f"/v1/deliveries?endpoint_id={outage.endpoint_id}", outage.token).json()
+    assert all(d["parked_at"] for d in listed["data"])  # every one of them waits on the circuit
+
+    recover_and_drain(outage)
+    after = platform.call("GET", f"/v1/endpoints/{outage.endpoint_id}/health", outage.token).json()["circuit"]
+    assert (after["state"], after["parked"], after["opened_at"]) == ("closed", 0, None)
+    assert platform.call("GET", f"/v1/deliveries/{parked}", outage.token).json()["waiting_on"] is None
 
 
 # --- Probe and drain ---

@@ -160,7 +160,9 @@ def list_deliveries() -> Response:
 @app.get("/v1/deliveries/<delivery_id>")
 def get_delivery(delivery_id: str) -> Response:
     tenant_id = require_tenant(app)
-    return json_response(200, delivery_detail(wiring.delivery_log_service().get(tenant_id, delivery_id)))
+    log = wiring.delivery_log_service()
+    delivery = log.get(tenant_id, delivery_id)
+    return json_response(200, delivery_detail(delivery, waiting_on=log.waiting_on(delivery)))
 
 
 @app.post("/v1/deliveries/<delivery_id>/replay")

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN
@@ -134,6 +135,25 @@ def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth) -> dict[str
         "consecutive_failures": health.consecutive_failures,
         "oldest_retrying": _retrying_view(health.oldest_retrying),
         "failing_since": _time(health.failing_since),
+        "circuit": circuit_view(endpoint),
+    }
+
+
+def circuit_view(endpoint: Endpoint) -> dict[str, Any]:
+    """The endpoint's circuit (domain/circuit.py) from its record: what the probe and the drain are doing."""
+    open_ = endpoint.circuit is CircuitState.OPEN
+    return {
+        "state": endpoint.circuit.value,
+        "opened_at": _time(endpoint.circuit_opened_at) if endpoint.circuit is not CircuitState.CLOSED else None,
+        "next_probe_at": _time(endpoint.next_probe_at) if open_ else None,
+        "probes_made": endpoint.probes_made if open_ else 0,
+        "parked": endpoint.parked_count,
+        "drain": {
+            "released": endpoint.drained_count,
+            "paused_until": _time(endpoint.drain_paused_until),
+        }
+        if endpoint.circuit is CircuitState.DRAINING
+        else None,
     }
 
 
@@ -219,6 +239,7 @@ def delivery_summary(delivery: Delivery) -> dict[str, Any]:
         "replay_of": delivery.replay_of,
         "last_status_code": last.status_code if last else None,
         "last_error": _error(last) if last else None,
+        "parked_at": _time(delivery.parked_at),
     }
 
 
@@ -228,7 +249,7 @@ def _error(attempt: Attempt) -> str | None:
     return f"{attempt.error.value}: {attempt.error_detail}" if attempt.error_detail else attempt.error.value
 
 
-def delivery_detail(delivery: Delivery) -> dict[str, Any]:
+def delivery_detail(delivery: Delivery, *, waiting_on: Endpoint | None = None) -> dict[str, Any]:
     attempts = [
         {
             "number": attempt.number,
@@ -240,7 +261,9 @@ def delivery_detail(delivery: Delivery) -> dict[str, Any]:
         }
         for attempt in delivery.attempts
     ]
-    return delivery_summary(delivery) | {"attempts": attempts}
+    # A parked delivery waits on its endpoint's circuit: say which state it is in and when the next probe is due.
+    waiting = None if waiting_on is None else {"circuit": circuit_view(waiting_on)}
+    return delivery_summary(delivery) | {"attempts": attempts, "waiting_on": waiting}
 
 
 def event_view(event: Event) -> dict[str, Any]:

@@ -23,6 +23,7 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=SWEEPER.name)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     circuits = wiring.circuit_service().sweep()
     metrics.add_metric(name="OpenCircuits", unit=MetricUnit.Count, value=circuits.examined)
+    metrics.add_metric(name="ParkedDeliveries", unit=MetricUnit.Count, value=circuits.parked)
     if circuits.restarted:
         logger.warning("probe workflows restarted", extra={"endpoint_ids": circuits.restarted})
     report = wiring.auto_disable_sweeper().sweep()

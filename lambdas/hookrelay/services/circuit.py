@@ -53,6 +53,7 @@ SWEEP_PAGE = 100  # parked deliveries read at a time by the sweep
 @dataclass
 class CircuitReport:
     examined: int = 0  # endpoints with an open or draining circuit
+    parked: int = 0  # deliveries parked behind them
     expired: int = 0
     cancelled: int = 0
     restarted: list[str] = field(default_factory=list)
@@ -225,6 +226,7 @@ class CircuitService:
         report = CircuitReport()
         for endpoint in self.circuits.open_circuits():
             report.examined += 1
+            report.parked += endpoint.parked_count
             if endpoint.state is not EndpointState.ENABLED:
                 report.cancelled += self._release_disabled(endpoint, now)
                 continue

@@ -12,7 +12,7 @@ from datetime import datetime
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.errors import InvalidCursor, InvalidRequest, NotFound
 from hookrelay.domain.lifecycle import is_visible_to
-from hookrelay.domain.models import Delivery, Event
+from hookrelay.domain.models import Delivery, Endpoint, Event
 from hookrelay.domain.paging import Position
 from hookrelay.services.ports import DeliveryFilter, DeliveryLog, EndpointRepository, EventRepository, UnknownPosition
 
@@ -92,6 +92,12 @@ class DeliveryLogService:
         if delivery is None or not is_visible_to(tenant_id, delivery, utcnow()):
             raise NotFound(f"no delivery {delivery_id!r}")
         return delivery
+
+    def waiting_on(self, delivery: Delivery) -> Endpoint | None:
+        """The endpoint whose circuit a parked delivery waits on (its state and next probe); None if not parked."""
+        if delivery.parked_at is None:
+            return None
+        return self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
 
     def event(self, tenant_id: str, event_id: str) -> Event:
         event = self.events.get(event_id)
