@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -109,7 +110,7 @@ class EndpointService:
         endpoint_id: str,
         *,
         url: str | _Keep = KEEP,
-        event_types: list[str] | _Keep = KEEP,
+        event_types: builtins.list[str] | _Keep = KEEP,  # builtins: `list` here is the method above
         description: str | _Keep | None = KEEP,
         max_in_flight: int | _Keep = KEEP,
     ) -> Endpoint:
