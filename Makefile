@@ -12,7 +12,7 @@ export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run consumer cli test lint format synth unit integration infra e2e bench
+.PHONY: install run consumer cli test lint typecheck format synth unit integration infra e2e bench
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -42,6 +42,7 @@ cli: install
 test: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
+	$(RUN) mypy
 	$(RUN) pytest $(ARGS)
 
 unit: install
@@ -59,6 +60,10 @@ e2e: install
 lint: install
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
+
+# mypy, strict on lambdas/ (the settings are [tool.mypy] in pyproject.toml)
+typecheck: install
+	$(RUN) mypy
 
 format: install
 	$(RUN) ruff format .

@@ -8,11 +8,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from hookrelay.domain.circuit import CircuitState
-from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, FailureNotice
+from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice
+from hookrelay.domain.paging import Position
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
 from hookrelay.services.ports import (
     AttemptRecord,
     CircuitCommand,
+    DeliveryFilter,
+    DeliveryPage,
     ParkedDelivery,
     ParkOutcome,
     RetryTicket,
@@ -132,6 +135,16 @@ class FakeEndpoints:
 
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
         return [e for (tenant, _), e in self.items.items() if tenant == tenant_id]
+
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        current = self.items.get((endpoint.tenant_id, endpoint.id))
+        if current is None or current.updated_at != expected_updated_at:
+            return False
+        if not self.same_spell(current, read or endpoint):
+            return False
+        # As the adapter: every attribute but the circuit's, which the delivery path owns.
+        self.put(endpoint.model_copy(update={name: getattr(current, name) for name in CIRCUIT_FIELDS}))
+        return True
 
     # The failing spell, with the adapter's conditions.
 
@@ -359,8 +372,9 @@ class FakeCircuits:
 
     def pause_drain(self, tenant_id: str, endpoint_id: str, until: datetime) -> bool:
         current = self.endpoints.get(tenant_id, endpoint_id)
-        ok = current is not None and current.circuit is CircuitState.DRAINING
-        return ok and self._change(current, ok, drain_paused_until=until)  # type: ignore[arg-type]
+        if current is None:
+            return False
+        return self._change(current, current.circuit is CircuitState.DRAINING, drain_paused_until=until)
 
     def close(self, endpoint: Endpoint, step: int) -> bool:
         now = self._now(endpoint)
@@ -481,3 +495,10 @@ class FakeParkingLot:
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
         return [self.deliveries.items[i] for i in dict.fromkeys(delivery_ids) if i in self.deliveries.items]
+
+
+class NoDeliveries:
+    """A delivery log with nothing in it, for the services that only search it (health, notices)."""
+
+    def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
+        return DeliveryPage([], None)

@@ -19,7 +19,8 @@ from hookrelay.services.auto_disable import (
     policy_from_config,
 )
 from hookrelay.services.endpoints import EndpointService
-from hookrelay.services.ports import DeliveryPage, EndpointNoticeMessage
+from hookrelay.services.ports import EndpointNoticeMessage
+from tests.support.fakes import NoDeliveries
 from tests.unit.test_delivery_service import ERROR_500, OK, TIMEOUT, World, retry
 from tests.unit.test_delivery_service import world as world  # the fixture
 from tests.unit.test_endpoint_service import ConditionalEndpoints
@@ -60,9 +61,9 @@ def test_the_threshold_and_the_day_scale_the_policy_the_warnings_stay_at_1_and_3
 
 
 @pytest.mark.parametrize(("days", "day_seconds"), [(3, None), (2, None), (31, None), ("x", None), (5, "0"), (5, "-1")])
-def test_a_policy_that_cannot_warn_before_it_disables_is_refused(days: object, day_seconds: object) -> None:
+def test_a_policy_that_cannot_warn_before_it_disables_is_refused(days: float | str, day_seconds: str | None) -> None:
     with pytest.raises(InvalidPolicy):
-        policy_from_config(days, day_seconds)  # type: ignore[arg-type]
+        policy_from_config(days, day_seconds)
 
 
 def test_the_default_policy_is_five_days_of_real_days() -> None:
@@ -83,11 +84,6 @@ class RecordingNotices:
             self.failures -= 1
             raise ConnectionError("SNS unreachable")
         self.published.append(message)
-
-
-class NoDeliveries:
-    def find(self, *_: Any) -> DeliveryPage:
-        return DeliveryPage([], None)
 
 
 def failing(endpoint_id: str = "ep_1", **fields: Any) -> Endpoint:
@@ -113,8 +109,8 @@ class Sweep:
     def at(self, moment: datetime) -> Any:
         sweeper = AutoDisableSweeper(
             endpoints=self.endpoints,
-            management=EndpointService(self.endpoints, NoDeliveries()),  # type: ignore[arg-type]
-            deliveries=NoDeliveries(),  # type: ignore[arg-type]
+            management=EndpointService(self.endpoints, NoDeliveries()),
+            deliveries=NoDeliveries(),
             notices=self.notices,
             clock=lambda: moment,
         )
@@ -205,7 +201,7 @@ def test_a_success_that_ends_the_spell_before_the_disable_keeps_the_endpoint_ena
 def test_enabling_after_an_auto_disable_starts_afresh() -> None:
     sweep = sweep_of(failing(failure_notice=F3))
     sweep.at(SINCE + 5 * DAY)
-    service = EndpointService(sweep.endpoints, NoDeliveries())  # type: ignore[arg-type]
+    service = EndpointService(sweep.endpoints, NoDeliveries())
     enabled = service.set_enabled("tn_1", "ep_1", True)
     assert (enabled.state, enabled.failing_since, enabled.failure_notice, enabled.disabled_reason) == (
         EndpointState.ENABLED,
@@ -219,12 +215,23 @@ def test_enabling_after_an_auto_disable_starts_afresh() -> None:
 # --- the failing spell, kept by the delivery path on transitions only ---
 
 
-def test_the_first_failure_starts_the_spell_at_its_attempt_and_later_failures_keep_it(world: World) -> None:
+def test_the_first_failure_starts_the_spell_at_its_attempt_and_later_failures_keep_it(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     writes: list[str] = []
     endpoints = world.endpoints
     mark_failing, mark_recovered = endpoints.mark_failing, endpoints.mark_recovered
-    endpoints.mark_failing = lambda *a: writes.append("failing") or mark_failing(*a)  # type: ignore[method-assign]
-    endpoints.mark_recovered = lambda *a: writes.append("recovered") or mark_recovered(*a)  # type: ignore[method-assign]
+
+    def counted_failing(tenant_id: str, endpoint_id: str, since: datetime) -> bool:
+        writes.append("failing")
+        return mark_failing(tenant_id, endpoint_id, since)
+
+    def counted_recovered(tenant_id: str, endpoint_id: str) -> bool:
+        writes.append("recovered")
+        return mark_recovered(tenant_id, endpoint_id)
+
+    monkeypatch.setattr(endpoints, "mark_failing", counted_failing)
+    monkeypatch.setattr(endpoints, "mark_recovered", counted_recovered)
 
     started = world.clock.now
     world.script(ERROR_500, TIMEOUT, OK)

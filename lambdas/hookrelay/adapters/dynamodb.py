@@ -36,7 +36,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def to_item(model: BaseModel, **extra: Any) -> dict[str, Any]:
-    item = json.loads(model.model_dump_json(exclude_none=True), parse_float=Decimal)
+    item: dict[str, Any] = json.loads(model.model_dump_json(exclude_none=True), parse_float=Decimal)
     item.update(extra)
     return item
 
@@ -125,7 +125,7 @@ class EndpointTable:
         values: dict[str, Any] = {":read": to_rfc3339(expected_updated_at)}
         read = read or endpoint
         spell = [
-            _as_read("failing_since", read.failing_since and to_rfc3339(read.failing_since), values),
+            _as_read("failing_since", to_rfc3339(read.failing_since) if read.failing_since else None, values),
             _as_read("failure_notice", read.failure_notice and read.failure_notice.value, values),
         ]
         item = _endpoint_item(endpoint)
@@ -464,6 +464,7 @@ class DeliveryTable:
             resume = page.get("LastEvaluatedKey")
             if resume is None:
                 return DeliveryPage([Delivery.model_validate(i) for i in found], None)
+        assert resume is not None  # MAX_PAGES_PER_READ >= 1: the loop ran, and returned when there was no key
         return DeliveryPage([Delivery.model_validate(i) for i in found], _position(resume))
 
     def count(self, where: DeliveryFilter, now: datetime) -> int:
@@ -471,7 +472,7 @@ class DeliveryTable:
         total = 0
         while True:
             page = self.table.query(**kwargs)
-            total += page["Count"]
+            total += int(page["Count"])
             if "LastEvaluatedKey" not in page:
                 return total
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -15,8 +15,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import requests
@@ -30,6 +31,16 @@ from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS, FailureKind
 from hookrelay.domain.models import RESPONSE_EXCERPT_BYTES
 from hookrelay.services.ports import SendResult
 
+if TYPE_CHECKING:  # types-requests' names for what build_connection_pool_key_attributes returns
+    from requests.adapters import _HostParams, _PoolKwargs
+
+    class _PinnedPoolKwargs(_PoolKwargs, total=False):
+        """urllib3 takes these pool keys too; the stub's TypedDict lists only those requests itself sets."""
+
+        server_hostname: str
+        assert_hostname: str
+
+
 USER_AGENT = "hookrelay/0.1 (+webhooks)"
 
 Resolver = Callable[[str, int], list[str]]
@@ -40,7 +51,7 @@ class BlockedDestination(requests.RequestException):
 
 
 def system_resolver(host: str, port: int) -> list[str]:
-    return [info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+    return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
 
 
 class Deadline:
@@ -137,12 +148,15 @@ class PinnedAddressAdapter(HTTPAdapter):
         super().__init__(max_retries=0)
         self.resolver = resolver
         self.allow_private = allow_private
+        self._pinned: weakref.WeakKeyDictionary[requests.PreparedRequest, str] = weakref.WeakKeyDictionary()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {"http": _DeadlineWatchedPool, "https": _DeadlineWatchedHTTPSPool}
 
     def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        if request.url is None:  # set by prepare(); a Session always prepares before it sends
+            raise requests.exceptions.InvalidURL("the request has no URL")
         parts = urlsplit(request.url)
         host = parts.hostname or ""
         port = parts.port or (443 if parts.scheme == "https" else 80)
@@ -151,19 +165,20 @@ class PinnedAddressAdapter(HTTPAdapter):
             blocked = [a for a in addresses if not is_public_address(a)]
             if blocked:
                 raise BlockedDestination(f"{host} resolves to non-public address {blocked[0]}")
-        request.pinned_address = addresses[0]  # type: ignore[attr-defined]
+        self._pinned[request] = addresses[0]
         request.headers["Host"] = parts.netloc.rpartition("@")[2]
         return super().send(request, *args, **kwargs)
 
     def build_connection_pool_key_attributes(
-        self, request: requests.PreparedRequest, verify: Any, cert: Any = None
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self, request: requests.PreparedRequest, verify: bool | str, cert: str | tuple[str, str] | None = None
+    ) -> tuple[_HostParams, _PoolKwargs]:
         host_params, pool_kwargs = super().build_connection_pool_key_attributes(request, verify, cert)
         hostname = host_params["host"]
-        host_params["host"] = request.pinned_address  # type: ignore[attr-defined]
+        host_params["host"] = self._pinned[request]
         if host_params["scheme"] == "https":
-            pool_kwargs["server_hostname"] = hostname  # SNI and certificate checks stay on the name
-            pool_kwargs["assert_hostname"] = hostname
+            # SNI and certificate checks stay on the name
+            pinned: _PinnedPoolKwargs = {**pool_kwargs, "server_hostname": hostname, "assert_hostname": hostname}
+            return host_params, pinned
         return host_params, pool_kwargs
 
 

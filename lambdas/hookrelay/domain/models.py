@@ -134,7 +134,8 @@ class Event(Record):
     def data(self) -> dict[str, Any]:
         """The payload, read from the body: stored once, as the exact text signed (and never as a DynamoDB
         map, whose nesting, number range and doubled size would refuse what the API accepts)."""
-        return json.loads(self.body)["data"]
+        data: dict[str, Any] = json.loads(self.body)["data"]
+        return data
 
 
 class Attempt(Record):

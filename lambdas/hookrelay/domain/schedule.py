@@ -237,10 +237,8 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if value.isascii() and value.isdigit():
         return float(value)
     try:
-        when = parsedate_to_datetime(value)
+        when = parsedate_to_datetime(value)  # raises ValueError on an invalid date (Python 3.10+)
     except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)

@@ -47,7 +47,7 @@ install_problem_handlers(app)
 
 
 @app.post("/v1/tenants")
-def create_tenant() -> Response:
+def create_tenant() -> Response[str]:
     require(app, admin=True)
     body = parse_body(app, CreateTenant)
     tenant, issued = wiring.tenant_service().create(body.name)
@@ -63,7 +63,7 @@ def create_tenant() -> Response:
 
 
 @app.post("/v1/api-keys")
-def create_api_key() -> Response:
+def create_api_key() -> Response[str]:
     require(app, admin=True)
     body = parse_body(app, CreateApiKey)
     issued = wiring.tenant_service().issue_key(body.role, body.description)
@@ -71,14 +71,14 @@ def create_api_key() -> Response:
 
 
 @app.delete("/v1/api-keys/<key_id>")
-def revoke_api_key(key_id: str) -> Response:
+def revoke_api_key(key_id: str) -> Response[str]:
     require(app, admin=True)
     wiring.key_service().revoke(key_id)
     return Response(status_code=204)
 
 
 @app.post("/v1/endpoints")
-def create_endpoint() -> Response:
+def create_endpoint() -> Response[str]:
     tenant_id = require_tenant(app)
     body = parse_body(app, CreateEndpoint)
     endpoint = wiring.endpoint_service().create(
@@ -92,45 +92,45 @@ def create_endpoint() -> Response:
 
 
 @app.get("/v1/endpoints")
-def list_endpoints() -> Response:
+def list_endpoints() -> Response[str]:
     tenant_id = require_tenant(app)
     return json_response(200, {"data": [endpoint_view(e) for e in wiring.endpoint_service().list(tenant_id)]})
 
 
 @app.get("/v1/endpoints/<endpoint_id>")
-def get_endpoint(endpoint_id: str) -> Response:
+def get_endpoint(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     return json_response(200, endpoint_view(wiring.endpoint_service().get(tenant_id, endpoint_id)))
 
 
 @app.patch("/v1/endpoints/<endpoint_id>")
-def update_endpoint(endpoint_id: str) -> Response:
+def update_endpoint(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     changes = parse_body(app, UpdateEndpoint).changes()
     return json_response(200, endpoint_view(wiring.endpoint_service().update(tenant_id, endpoint_id, **changes)))
 
 
 @app.delete("/v1/endpoints/<endpoint_id>")
-def delete_endpoint(endpoint_id: str) -> Response:
+def delete_endpoint(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     wiring.endpoint_service().delete(tenant_id, endpoint_id)
     return Response(status_code=204)
 
 
 @app.post("/v1/endpoints/<endpoint_id>/disable")
-def disable_endpoint(endpoint_id: str) -> Response:
+def disable_endpoint(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     return json_response(200, endpoint_view(wiring.endpoint_service().set_enabled(tenant_id, endpoint_id, False)))
 
 
 @app.post("/v1/endpoints/<endpoint_id>/enable")
-def enable_endpoint(endpoint_id: str) -> Response:
+def enable_endpoint(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     return json_response(200, endpoint_view(wiring.endpoint_service().set_enabled(tenant_id, endpoint_id, True)))
 
 
 @app.post("/v1/endpoints/<endpoint_id>/rotate-secret")
-def rotate_endpoint_secret(endpoint_id: str) -> Response:
+def rotate_endpoint_secret(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     # The body is optional: no body rotates with the default overlap.
     body = parse_body(app, RotateSecret) if app.current_event.decoded_body else RotateSecret()
@@ -141,7 +141,7 @@ def rotate_endpoint_secret(endpoint_id: str) -> Response:
 
 
 @app.get("/v1/endpoints/<endpoint_id>/health")
-def endpoint_health(endpoint_id: str) -> Response:
+def endpoint_health(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     return json_response(200, endpoint_health_view(*wiring.endpoint_service().health(tenant_id, endpoint_id)))
 
@@ -150,7 +150,7 @@ def endpoint_health(endpoint_id: str) -> Response:
 
 
 @app.get("/v1/deliveries")
-def list_deliveries() -> Response:
+def list_deliveries() -> Response[str]:
     tenant_id = require_tenant(app)
     query = DeliveryListQuery.model_validate(app.current_event.query_string_parameters or {})
     page = wiring.delivery_log_service().list(query.where(tenant_id), limit=query.limit, cursor=query.cursor)
@@ -158,7 +158,7 @@ def list_deliveries() -> Response:
 
 
 @app.get("/v1/deliveries/<delivery_id>")
-def get_delivery(delivery_id: str) -> Response:
+def get_delivery(delivery_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     log = wiring.delivery_log_service()
     delivery = log.get(tenant_id, delivery_id)
@@ -166,20 +166,20 @@ def get_delivery(delivery_id: str) -> Response:
 
 
 @app.post("/v1/deliveries/<delivery_id>/replay")
-def replay_delivery(delivery_id: str) -> Response:
+def replay_delivery(delivery_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     replay = wiring.replay_service().replay(tenant_id, delivery_id)
     return json_response(202, {"delivery_id": replay.id, "replay_of": replay.replay_of, "event_id": replay.event_id})
 
 
 @app.get("/v1/events/<event_id>")
-def get_event(event_id: str) -> Response:
+def get_event(event_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     return json_response(200, event_view(wiring.delivery_log_service().event(tenant_id, event_id)))
 
 
 @app.post("/v1/endpoints/<endpoint_id>/test")
-def test_endpoint(endpoint_id: str) -> Response:
+def test_endpoint(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     delivery = wiring.replay_service().send_test(tenant_id, endpoint_id)
     return json_response(202, {"event_id": delivery.event_id, "delivery_id": delivery.id})
@@ -196,7 +196,7 @@ start_redrive_once = IdempotentCommand(start_redrive, RedriveStarted)
 
 
 @app.post("/v1/endpoints/<endpoint_id>/redrive")
-def redrive_endpoint(endpoint_id: str) -> Response:
+def redrive_endpoint(endpoint_id: str) -> Response[str]:
     who, tenant_id = principal(app), require_tenant(app)
     body = parse_body(app, RedriveRequest)
     request = StartRedrive(tenant_id=tenant_id, endpoint_id=endpoint_id, **body.model_dump())
@@ -204,7 +204,7 @@ def redrive_endpoint(endpoint_id: str) -> Response:
 
 
 @app.get("/v1/redrives/<redrive_id>")
-def get_redrive(redrive_id: str) -> Response:
+def get_redrive(redrive_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     return json_response(200, redrive_view(wiring.redrive_service().get(tenant_id, redrive_id)))
 

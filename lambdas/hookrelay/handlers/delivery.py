@@ -11,6 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
+from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -48,14 +49,14 @@ def deliver(record: SQSRecord) -> None:
             "parked": report.parked,
         },
     )
-    if report.sent:
+    if report.sent and report.status is not None:  # sent: an attempt was made, so the delivery exists
         metrics.add_metric(name=attempts_metric(report.status), unit=MetricUnit.Count, value=1)
 
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
     # skip_group_on_error: after a failure, the group's later messages are returned too, keeping order.
     processor = SqsFifoPartialProcessor(skip_group_on_error=True)
     return process_partial_response(event, deliver, processor, context)

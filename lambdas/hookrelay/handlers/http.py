@@ -31,14 +31,14 @@ class ProblemError(Exception):
 
 def problem_response(
     status: int, title: str, detail: str, kind: str, instance: str | None = None, **extra: Any
-) -> Response:
+) -> Response[str]:
     body = {"type": PROBLEM_BASE + kind, "title": title, "status": status, "detail": detail, **extra}
     if instance:
         body["instance"] = instance
     return Response(status_code=status, content_type=PROBLEM_JSON, body=json.dumps(body))
 
 
-def json_response(status: int, body: Any) -> Response:
+def json_response(status: int, body: Any) -> Response[str]:
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
 
@@ -131,17 +131,14 @@ def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
     def instance() -> str:
         return app.current_event.raw_path
 
-    @app.exception_handler(ProblemError)
-    def _problem(error: ProblemError) -> Response:
+    def _problem(error: ProblemError) -> Response[str]:
         return problem_response(error.status, error.title, error.detail, error.kind, instance(), **error.extra)
 
-    @app.exception_handler(DomainError)
-    def _domain(error: DomainError) -> Response:
+    def _domain(error: DomainError) -> Response[str]:
         kind = type(error).__name__.lower()
         return problem_response(error.status, error.title, error.detail, kind, instance())
 
-    @app.exception_handler(ValidationError)
-    def _invalid(error: ValidationError) -> Response:
+    def _invalid(error: ValidationError) -> Response[str]:
         errors = [
             {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
             for e in error.errors(include_url=False, include_input=False)
@@ -151,10 +148,15 @@ def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
         )
 
     @app.not_found
-    def _not_found(_: NotFoundError) -> Response:
+    def _not_found(_: NotFoundError) -> Response[str]:
         return problem_response(404, "Not found", "no such route", "not-found", instance())
 
-    @app.exception_handler(Exception)
-    def _unexpected(error: Exception) -> Response:
+    def _unexpected(error: Exception) -> Response[str]:
         logger.exception("unhandled error")
         return problem_response(500, "Internal error", "something went wrong on our side", "internal", instance())
+
+    # Registered by call: Powertools' exception_handler decorator is unannotated, and would erase these types.
+    app.exception_handler(ProblemError)(_problem)
+    app.exception_handler(DomainError)(_domain)
+    app.exception_handler(ValidationError)(_invalid)
+    app.exception_handler(Exception)(_unexpected)

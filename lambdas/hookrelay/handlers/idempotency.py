@@ -75,12 +75,13 @@ class IdempotentCommand(Generic[RequestT, ResultT]):
         def run(*, command: Keyed) -> ResultT:
             return self.command(cast(RequestT, command.request))  # the very request passed in below
 
-        return idempotent_function(
+        once: Callable[..., ResultT] = idempotent_function(  # unannotated in Powertools: it returns `run`, wrapped
             data_keyword_argument="command",
             persistence_store=persistence,
             config=CONFIG,
             output_serializer=PydanticSerializer(self.result),
         )(run)
+        return once
 
     def __call__(self, app: APIGatewayHttpResolver, who: Principal, request: RequestT) -> ResultT:
         key = app.current_event.headers.get("idempotency-key")

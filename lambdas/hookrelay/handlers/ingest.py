@@ -38,7 +38,7 @@ publish_once = IdempotentCommand(publish, Accepted)
 
 @app.post("/v1/events")
 @tracer.capture_method(capture_response=False)
-def post_event() -> Response:
+def post_event() -> Response[str]:
     who = require(app, producer=True)
     accepted = publish_once(app, who, parse_body(app, PublishEvent))
     metrics.add_metric(name="EventsAccepted", unit=MetricUnit.Count, value=1)

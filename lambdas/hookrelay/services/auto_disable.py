@@ -22,7 +22,7 @@ from hookrelay.domain.models import Endpoint, FailureNotice
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ports import (
     DeliveryFilter,
-    DeliveryLog,
+    DeliverySearch,
     EndpointNoticeMessage,
     EndpointNotices,
     FailingEndpoints,
@@ -118,7 +118,7 @@ class SweepReport:
 class AutoDisableSweeper:
     endpoints: FailingEndpoints
     management: EndpointService  # the disable goes through the same path as a tenant's
-    deliveries: DeliveryLog  # read for a notice's last failure
+    deliveries: DeliverySearch  # read for a notice's last failure
     notices: EndpointNotices
     policy: AutoDisablePolicy = field(default_factory=AutoDisablePolicy)
     clock: Callable[[], datetime] = field(default=utcnow)

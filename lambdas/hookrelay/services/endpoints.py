@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -14,7 +15,7 @@ from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.domain.signing import generate_secret
-from hookrelay.services.ports import DeliveryFilter, DeliveryLog, EndpointRepository
+from hookrelay.services.ports import DeliveryFilter, DeliverySearch, EndpointRepository
 
 DEFAULT_SECRET_OVERLAP = timedelta(days=1)
 MAX_SECRET_OVERLAP = timedelta(days=7)
@@ -64,7 +65,7 @@ def _next_version(previous: datetime, now: datetime) -> datetime:
 @dataclass
 class EndpointService:
     endpoints: EndpointRepository
-    deliveries: DeliveryLog  # read for health
+    deliveries: DeliverySearch  # read for health
     allow_private_destinations: bool = False
     default_max_in_flight: int = 4
 
@@ -109,7 +110,7 @@ class EndpointService:
         endpoint_id: str,
         *,
         url: str | _Keep = KEEP,
-        event_types: list[str] | _Keep = KEEP,
+        event_types: builtins.list[str] | _Keep = KEEP,  # builtins: `list` here is the method above
         description: str | _Keep | None = KEEP,
         max_in_flight: int | _Keep = KEEP,
     ) -> Endpoint:

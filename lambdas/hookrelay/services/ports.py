@@ -372,11 +372,16 @@ class UnknownPosition(ValueError):
     """A position the log did not make for this filter (another query's, or forged)."""
 
 
-class DeliveryLog(DeliveryRepository, Protocol):
-    """Reading deliveries by index, newest first, never returning expired records."""
+class DeliverySearch(Protocol):
+    """Reading deliveries by index, newest first, never returning expired records: all that health and the
+    auto-disable notices need of the log."""
 
     def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
         """Up to `limit` deliveries from `start` on; UnknownPosition if `start` did not come from `find(where, …)`."""
+
+
+class DeliveryLog(DeliveryRepository, DeliverySearch, Protocol):
+    """The deliveries, written and read by index."""
 
     def count(self, where: DeliveryFilter, now: datetime) -> int: ...
 
