@@ -7,14 +7,17 @@ The whole system runs in this process on moto (`tests.support.aws.moto_stack`): 
 event source (`local.sqs_source.poll_once`) and the real delivery function, and retries through the
 real retry workflow executed by moto's interpreter. `bench.metering` counts every AWS request made,
 sizes DynamoDB and SQS requests, and times every function invocation; state transitions are read
-from the executions' histories. Those counts, per event, times the list prices in PRICES give the
+from the executions' histories, and so are the bytes of the execution log Step Functions writes at level ALL
+(`execution_log_bytes`). Those counts, per event, times the list prices in PRICES give the
 cost per million events of three scenarios:
 
 - happy path: one endpoint, every delivery answered 200;
-- one endpoint down for hours: every delivery answered 503 until the default schedule is exhausted.
-  Hours cannot be waited out, so the run uses a compressed schedule with the same number of attempts
-  (1 s apart): what one delivery costs depends on how many attempts, workflow loops and record
-  updates it takes, not on how long the Wait states last;
+- one endpoint down for a 6-hour outage, then back (the bad night of issue 9): its first five
+  deliveries fail and open its circuit, every later one is parked, one probe workflow retries the oldest
+  on the schedule, four probes fail (as many as the default schedule makes in 6 hours), the fifth gets
+  through and the drain delivers the parked deliveries in order. Hours cannot be waited out, so the
+  probes run 1 s apart: what the outage costs depends on how many attempts, probes, workflow loops and
+  record updates it takes, not on how long the Wait states last;
 - fan-out: ten endpoints subscribed to every event, all answering 200.
 
 Not counted: the free tiers; fixed monthly costs (idle SQS polling by the event source, alarms,
@@ -41,8 +44,9 @@ import boto3
 from bench.common import heading, machine, table
 from bench.metering import BENCH, EVENT_SOURCE, UNATTRIBUTED, ApiCall, Meter
 from hookrelay.adapters import schema
+from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
-from hookrelay.domain.schedule import DEFAULT_SCHEDULE
+from hookrelay.domain.schedule import DEFAULT_SCHEDULE, RetrySchedule
 from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, queue_trigger
 from local import gateway
 from local.sqs_source import poll_once
@@ -82,6 +86,13 @@ PRICES: dict[str, Price] = {
         0.025, 1e3, "state transition", "https://aws.amazon.com/step-functions/pricing/ (Standard workflows)"
     ),
     "logs_gb": Price(0.50, 1, "GB of logs", "https://aws.amazon.com/cloudwatch/pricing/ (Logs ingestion, Standard)"),
+    "vended_logs_gb": Price(
+        0.50,
+        1,
+        "GB of vended logs",
+        "https://aws.amazon.com/cloudwatch/pricing/ (Vended Logs to CloudWatch Logs, first 10 TB; Step Functions"
+        " execution logs are billed at this rate: docs.aws.amazon.com/step-functions/latest/dg/cw-logs.html)",
+    ),
 }
 
 API_PAYLOAD_UNIT = 512 * 1024  # HTTP API requests are metered in 512 KB increments
@@ -96,9 +107,25 @@ def deployed_settings() -> tuple[int, int]:
     return memory_mb, ATTEMPT_TIMEOUT_SECONDS
 
 
-def compressed_schedule(attempts: int) -> str:
-    """`attempts` attempts 1 s apart, with room to spare in the horizon so none is lost to a late wake-up."""
-    return json.dumps({"name": "compressed", "gaps": [0] + [1] * (attempts - 1), "horizon": 10 * attempts, "jitter": 0})
+def outage_schedule(probes: int) -> str:
+    """The opening failures' first retry 2 s later (so the failures that open the circuit are first attempts,
+    as when events come faster than the schedule's first gap), then probes 1 s apart: `probes` failed probes
+    and the one that gets through take about `probes` + 3 s instead of hours."""
+    return json.dumps(
+        {
+            "name": "outage",
+            "gaps": [0, 2] + [1] * (probes + 1),
+            "repeat_every": 2,  # a long horizon (within the 50 attempts a schedule may plan): the drain's
+            "horizon": 90,  # deliveries stay well within their own
+            "jitter": 0,
+        }
+    )
+
+
+def probes_in(schedule: RetrySchedule, outage_seconds: int) -> int:
+    """Probes that fail during an outage of `outage_seconds` from the circuit's opening (the published gaps,
+    anchored at the opening: probe n where a delivery's attempt n+1 would be); the next one gets through."""
+    return sum(1 for planned in schedule.planned() if 0 < planned.offset <= outage_seconds)
 
 
 @dataclass(frozen=True)
@@ -107,8 +134,9 @@ class Scenario:
     title: str
     events: int
     endpoints: int
-    status: int
+    status: int  # what the endpoints answer, once `failures` is used up
     retry_schedule: str = "default"
+    failures: int = 0  # the first requests answered 503 (the outage), in all
 
 
 @dataclass
@@ -119,6 +147,9 @@ class Run:
     api_units: int = 0
     transitions: int = 0
     executions: int = 0
+    probe_executions: int = 0
+    workflow_log_bytes: int = 0  # Step Functions execution logs (level ALL, with execution data)
+    requests_to_endpoints: int = 0
     attempts: Counter[int] = field(default_factory=Counter)  # attempts made -> deliveries
     statuses: Counter[str] = field(default_factory=Counter)
 
@@ -175,21 +206,30 @@ class Driver:
             time.sleep(0.05)
         raise TimeoutError(f"deliveries still running after {DRAIN_LIMIT_SECONDS} s")
 
-    def count_transitions(self, run: Run) -> None:
-        """Billed state transitions: every state entered, in every execution's history."""
+    def count_transitions(self, run: Run, before: set[str]) -> None:
+        """Billed state transitions: every state entered, in every execution's history (but the warm-up's);
+        and the execution log those histories make at level ALL (`execution_log_bytes`)."""
         with self.meter.origin(BENCH):
             pages = self.sfn.get_paginator("list_executions").paginate(
                 stateMachineArn=self.env[schema.RETRY_STATE_MACHINE_ARN]
             )
             for page in pages:
                 for execution in page["executions"]:
+                    if execution["executionArn"] in before:
+                        continue
                     run.executions += 1
+                    run.probe_executions += execution["name"].startswith("circuit-")
                     history = self.sfn.get_paginator("get_execution_history").paginate(
                         executionArn=execution["executionArn"]
                     )
-                    run.transitions += sum(
-                        1 for events in history for event in events["events"] if event["type"].endswith("StateEntered")
-                    )
+                    events = [event for page_ in history for event in page_["events"]]
+                    run.transitions += sum(1 for event in events if event["type"].endswith("StateEntered"))
+                    run.workflow_log_bytes += sum(execution_log_bytes(execution["executionArn"], e) for e in events)
+
+    def execution_arns(self) -> set[str]:
+        with self.meter.origin(BENCH):
+            executions = self.sfn.list_executions(stateMachineArn=self.env[schema.RETRY_STATE_MACHINE_ARN])
+        return {e["executionArn"] for e in executions["executions"]}
 
     def count_outcomes(self, run: Run, tenant_id: str) -> None:
         with self.meter.origin(BENCH):
@@ -198,6 +238,23 @@ class Driver:
                 if item["tenant_id"] == tenant_id:
                     run.statuses[item["status"]] += 1
                     run.attempts[int(item.get("attempt_count", 0))] += 1
+
+
+def execution_log_bytes(execution_arn: str, event: dict[str, Any]) -> int:
+    """The bytes of the CloudWatch Logs record Step Functions writes for one history event at level ALL with
+    execution data: the event's details (state name, input and output, error and cause) in the documented
+    record format (id, type, details, previous_event_id, event_timestamp, execution_arn, redrive_count)."""
+    details = next((value for key, value in event.items() if key.endswith("EventDetails")), {})
+    record = {
+        "id": str(event["id"]),
+        "type": event["type"],
+        "details": details,
+        "previous_event_id": str(event.get("previousEventId", 0)),
+        "event_timestamp": str(int(event["timestamp"].timestamp() * 1000)),
+        "execution_arn": execution_arn,
+        "redrive_count": "0",
+    }
+    return len(json.dumps(record, separators=(",", ":"), default=str).encode())
 
 
 def order(payload_bytes: int, number: int) -> dict[str, Any]:
@@ -210,6 +267,7 @@ def run_scenario(scenario: Scenario, payload_bytes: int) -> Run:
     run = Run(scenario, meter)
     healthy = ScriptedConsumer(default=Reply(200))
     consumer = ScriptedConsumer(default=Reply(scenario.status, b'{"ok": false}' if scenario.status >= 300 else b"ok"))
+    consumer.queue([Reply(503, b'{"ok": false}')] * scenario.failures)
     try:
         with meter.installed(), moto_stack(retry_schedule=scenario.retry_schedule) as env:
             # ATTEMPT_TIMEOUT_SECONDS stays moto_stack's 2 s: no attempt here comes near a timeout.
@@ -220,13 +278,15 @@ def run_scenario(scenario: Scenario, payload_bytes: int) -> Run:
                 driver.publish(None, warm_tenant, order(payload_bytes, number))
             driver.drain()
             tenant_id = driver.tenant_with_endpoints([f"{consumer.url}/{n}" for n in range(scenario.endpoints)])
+            warm_executions = driver.execution_arns()
             meter.reset()
             with meter.recorded():
                 for number in range(scenario.events):
                     driver.publish(run, tenant_id, order(payload_bytes, number))
                 driver.drain()
-            driver.count_transitions(run)
+            driver.count_transitions(run, warm_executions)
             driver.count_outcomes(run, tenant_id)
+            run.requests_to_endpoints = len(consumer.received)
     finally:
         healthy.close()
         consumer.close()
@@ -271,6 +331,12 @@ def bill(run: Run, memory_mb: int) -> tuple[list[Line], list[ApiCall]]:
         Line("DynamoDB", "read request units", sum(c.read_units for c in dynamodb), PRICES["dynamodb_rru"]),
         Line("Step Functions", "state transitions (Standard)", run.transitions, PRICES["transitions"]),
         Line("CloudWatch Logs", "GB ingested (the functions' output)", function_log_bytes / 1e9, PRICES["logs_gb"]),
+        Line(
+            "CloudWatch Logs",
+            "GB ingested (Step Functions execution logs, level ALL)",
+            run.workflow_log_bytes / 1e9,
+            PRICES["vended_logs_gb"],
+        ),
     ]
     return lines, left_out
 
@@ -326,7 +392,9 @@ def report(run: Run, memory_mb: int, attempt_timeout: int) -> float:
         f"{scenario.events} events measured, {deliveries} deliveries "
         f"({', '.join(f'{n} {s}' for s, n in sorted(run.statuses.items()))}); attempts per delivery: "
         + ", ".join(f"{a} attempts x {n}" for a, n in sorted(run.attempts.items()))
-        + f"; {run.executions} retry workflow executions, {run.transitions} state transitions\n"
+        + f"; {run.executions} workflow executions ({run.probe_executions} probe), {run.transitions} state"
+        f" transitions, {run.workflow_log_bytes / max(1, run.transitions):,.0f} bytes of execution log per transition;"
+        f" {run.requests_to_endpoints} requests to the endpoints\n"
     )
     print(
         table(
@@ -351,11 +419,12 @@ def report(run: Run, memory_mb: int, attempt_timeout: int) -> float:
         f" {money(PRICES['lambda_gb_s'].cost(0.1 * memory_mb / 1024 * len(delivery_invocations) * per_million))}"
         " per million events in this scenario."
     )
-    if scenario.status >= 500:
-        hanging = PRICES["lambda_gb_s"].cost(attempt_timeout * memory_mb / 1024 * len(delivery_invocations))
+    if scenario.failures:
+        hanging = PRICES["lambda_gb_s"].cost(attempt_timeout * memory_mb / 1024 * scenario.failures)
         print(
-            f"An endpoint that hangs instead of answering {scenario.status} holds every attempt for the"
-            f" {attempt_timeout} s timeout: +{money(hanging * per_million)} per million events of Lambda GB-s."
+            f"An endpoint that hangs instead of answering 503 holds each of the outage's {scenario.failures} failed"
+            f" attempts for the {attempt_timeout} s timeout: +{money(hanging * per_million)} per million events of"
+            f" Lambda GB-s at {scenario.events} events per outage."
         )
     return total
 
@@ -381,16 +450,21 @@ def breakdown(run: Run) -> str:
     return table(["made by", "request", "requests per event", "units per event"], rows, align="llrr")
 
 
+OUTAGE_HOURS = 6  # the bad night: down at 02:00, back at 08:00 (issue 9)
+OUTAGE_PROBES = probes_in(DEFAULT_SCHEDULE, OUTAGE_HOURS * 3600)
+
 SCENARIOS = {
     "happy": lambda n: Scenario("happy", "Happy path: 1 endpoint, every delivery 2xx", n, 1, 200),
-    "down": lambda n: Scenario(
-        "down",
-        f"One endpoint down for hours: every delivery answered 503 through the default schedule's"
-        f" {DEFAULT_SCHEDULE.max_attempts} attempts, then dead",
-        max(1, n // 10),
+    "outage": lambda n: Scenario(
+        "outage",
+        f"One endpoint down for a {OUTAGE_HOURS}-hour outage, then back: {OPEN_AFTER_FAILURES} failures open its"
+        f" circuit, the rest park, {OUTAGE_PROBES} probes fail (the default schedule's in {OUTAGE_HOURS} h), the next"
+        " gets through and the drain delivers them in order",
+        2 * n,
         1,
-        503,
-        compressed_schedule(DEFAULT_SCHEDULE.max_attempts),
+        200,
+        outage_schedule(OUTAGE_PROBES),
+        failures=OPEN_AFTER_FAILURES + OUTAGE_PROBES,
     ),
     "fanout": lambda n: Scenario("fanout", "Fan-out: 10 endpoints, every delivery 2xx", max(1, n // 4), 10, 200),
 }
@@ -398,7 +472,7 @@ SCENARIOS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--events", type=int, default=100, help="events in the happy path (down: /10, fan-out: /4)")
+    parser.add_argument("--events", type=int, default=100, help="events in the happy path (outage: x2, fan-out: /4)")
     parser.add_argument("--payload-bytes", type=int, default=1024, help="size of each event's data (default 1 KiB)")
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append", help="run only these")
     args = parser.parse_args(argv)
@@ -409,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         f" arm64 (lambdas/hookrelay/functions.py). Each event carries {args.payload_bytes} bytes of data."
     )
     totals = {}
-    for name in args.scenario or ["happy", "down", "fanout"]:
+    for name in args.scenario or ["happy", "outage", "fanout"]:
         scenario = SCENARIOS[name](args.events)
         started = time.monotonic()
         run = run_scenario(scenario, args.payload_bytes)

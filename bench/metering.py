@@ -14,11 +14,14 @@ It also sizes what DynamoDB and SQS bill by. DynamoDB on-demand units come from 
 moto's own backend before and after each write (an approximation: moto's `Item.size()` counts numbers as
 their decimal digits and leaves out the few bytes of list/map overhead DynamoDB adds), including the
 writes to every global secondary index the item is in (all project ALL) — twice when an update moves the
-item's index key. SQS requests are counted in 64 KiB chunks of payload.
+item's index key. A transaction (`TransactWriteItems`) bills two writes of every item it names, a
+ConditionCheck or a cancelled transaction's items too, and its index updates once. SQS requests are
+counted in 64 KiB chunks of payload.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import sys
 import threading
@@ -43,6 +46,7 @@ UNATTRIBUTED = "unattributed"
 SQS_CHUNK_BYTES = 64 * 1024
 WRITE_UNIT_BYTES = 1024
 READ_UNIT_BYTES = 4096
+TRANSACTION_FACTOR = 2  # DynamoDB: a transactional write costs 2 WRU per KB of every item it names
 
 _SERIALIZER = TypeSerializer()
 _TYPE_TAGS = frozenset({"S", "N", "B", "BOOL", "NULL", "M", "L", "SS", "NS", "BS"})
@@ -115,6 +119,13 @@ class DynamoDbSizer:
             return [(params["TableName"], params["Item"])]
         if operation in ("UpdateItem", "DeleteItem"):
             return [(params["TableName"], params["Key"])]
+        if operation == "TransactWriteItems":
+            return [
+                (request["TableName"], request.get("Key") or request["Item"])
+                for item in params["TransactItems"]
+                for kind, request in item.items()
+                if kind in ("Put", "Update", "Delete")
+            ]
         if operation == "BatchWriteItem":
             touched = []
             for table_name, requests in params["RequestItems"].items():
@@ -126,11 +137,23 @@ class DynamoDbSizer:
             return touched
         return []
 
-    def write_units(self, table_name: str, before: Snapshot | None, after: Snapshot | None) -> float:
+    def condition_checks(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+        """(table, key) of every item a transaction only checks: billed as a write of the item, no index."""
+        if operation != "TransactWriteItems":
+            return []
+        return [
+            (i["ConditionCheck"]["TableName"], i["ConditionCheck"]["Key"])
+            for i in params["TransactItems"]
+            if "ConditionCheck" in i
+        ]
+
+    def write_units(
+        self, table_name: str, before: Snapshot | None, after: Snapshot | None, item_factor: int = 1
+    ) -> float:
         def units(snapshot: Snapshot | None) -> int:
             return max(1, math.ceil(snapshot.size / WRITE_UNIT_BYTES)) if snapshot else 0
 
-        total = max(units(before), units(after), 1)
+        total = item_factor * max(units(before), units(after), 1)
         for names in self._index_key_names(self._table(table_name)):
             old = tuple(before.index_keys.get(n) for n in names) if before else None
             new = tuple(after.index_keys.get(n) for n in names) if after else None
@@ -143,6 +166,16 @@ class DynamoDbSizer:
         return total
 
     def read_units(self, operation: str, params: dict[str, Any], result: dict[str, Any]) -> float:
+        if operation == "BatchGetItem":  # each item read is rounded up on its own
+            total = 0.0
+            for table_name, request in params["RequestItems"].items():
+                consistent = 1.0 if request.get("ConsistentRead") else 0.5
+                for key in request["Keys"]:
+                    found = self.snapshot(table_name, key)
+                    total += consistent * max(1, math.ceil((found.size if found else 0) / READ_UNIT_BYTES))
+            return total
+        if "TableName" not in params:
+            return 0.0
         table_name = params["TableName"]
         consistent = 1.0 if params.get("ConsistentRead") else 0.5
         if operation == "GetItem":
@@ -185,6 +218,32 @@ class CountingStream:
 
     def isatty(self) -> bool:
         return False
+
+
+def _stdout_handlers(stdout: Any) -> list[logging.StreamHandler[Any]]:
+    """Every logging handler that writes to stdout (`stdout`, the real one or a meter's), on every logger."""
+    loggers = [logging.getLogger()] + [
+        logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)
+    ]
+    return [
+        handler
+        for logger in loggers
+        for handler in logger.handlers
+        if type(handler) is logging.StreamHandler
+        and (handler.stream in (stdout, sys.__stdout__) or isinstance(handler.stream, CountingStream))
+    ]
+
+
+def _rebind_stdout_handlers(stream: Any, stdout: Any) -> None:
+    """Point every logging handler writing to stdout (see `_stdout_handlers`) at `stream`.
+
+    Powertools' Logger binds its handler to `sys.stdout` as it is when the logger is made, i.e. when a
+    handler module is first imported: inside the first meter's `installed()`, so every later meter would see
+    none of the functions' log lines unless the handlers follow the meter.
+    """
+    for handler in _stdout_handlers(stdout):
+        if handler.stream is not stream:
+            handler.setStream(stream)
 
 
 class Meter:
@@ -256,10 +315,14 @@ class Meter:
         botocore.client.BaseClient._make_api_call = make_api_call  # type: ignore[method-assign]
         lambda_runtime.load_handler = load_handler  # type: ignore[assignment]
         if capture_stdout:
-            sys.stdout = CountingStream(self, original_stdout)  # type: ignore[assignment]
+            counting = CountingStream(self, original_stdout)
+            sys.stdout = counting  # type: ignore[assignment]
+            _rebind_stdout_handlers(counting, original_stdout)
         try:
             yield
         finally:
+            if capture_stdout:
+                _rebind_stdout_handlers(original_stdout, original_stdout)
             sys.stdout = original_stdout
             lambda_runtime.load_handler = original_load  # type: ignore[assignment]
             botocore.client.BaseClient._make_api_call = original_call  # type: ignore[method-assign]
@@ -305,11 +368,19 @@ class Meter:
                 call.empty = operation == "ReceiveMessage" and not (result or {}).get("Messages")
             if sizing:
                 sizer = self._dynamodb_sizer(client.meta.region_name)
+                # A transaction does two underlying writes (prepare, commit) of every item it names
+                # (TRANSACTION_FACTOR): its ConditionChecks and a cancelled transaction's items too. The
+                # indexes are maintained after the commit, at the standard rate.
+                factor = TRANSACTION_FACTOR if operation == "TransactWriteItems" else 1
                 for table_name, key, old in before:
                     if failed:  # a refused conditional write is billed too, for the item as it stands
-                        call.write_units += max(1, math.ceil((old.size if old else 0) / WRITE_UNIT_BYTES))
+                        call.write_units += factor * max(1, math.ceil((old.size if old else 0) / WRITE_UNIT_BYTES))
                     else:
-                        call.write_units += sizer.write_units(table_name, old, sizer.snapshot(table_name, key))
+                        after = sizer.snapshot(table_name, key)
+                        call.write_units += sizer.write_units(table_name, old, after, item_factor=factor)
+                for table_name, key in sizer.condition_checks(operation, params):
+                    checked = sizer.snapshot(table_name, key)
+                    call.write_units += factor * max(1, math.ceil((checked.size if checked else 0) / WRITE_UNIT_BYTES))
                 if not before and result is not None:
                     call.read_units = sizer.read_units(operation, params, result)
             with self.lock:
