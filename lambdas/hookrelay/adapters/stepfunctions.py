@@ -82,7 +82,7 @@ class StepFunctionsRetryWorkflow:
         self._start(execution_name(ticket.delivery_id, ticket.attempt), ticket)
 
     def _start(self, name: str, ticket: RetryTicket) -> None:
-        document = ticket_document(ticket) | {"status": DeliveryStatus.RETRYING.value}
+        document = ticket_document(ticket) | {"status": DeliveryStatus.RETRYING.value, "workflow": "retry"}
         try:
             # Named after the delivery (and the attempt, for a fresh one): a duplicate start is refused, not doubled.
             self.sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(document))
@@ -107,7 +107,7 @@ class StepFunctionsRetryWorkflow:
             self.sfn.start_execution(
                 stateMachineArn=self.state_machine_arn,
                 name=name,
-                input=json.dumps({"circuit": command_document(command)}),
+                input=json.dumps({"workflow": "circuit", "circuit": command_document(command)}),
             )
         except self.sfn.exceptions.ExecutionAlreadyExists:
             pass
