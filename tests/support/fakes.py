@@ -77,12 +77,13 @@ class FakeDeliveries:
         return claimed
 
     def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
-        current = self.items[delivery_id]
-        if current.status is not DeliveryStatus.ATTEMPTING or current.attempt_count != attempt_number:
+        current = self.items.get(delivery_id)
+        if current is None or current.status is not DeliveryStatus.ATTEMPTING or current.attempt_count != attempt_number:
             return False
         self.items[delivery_id] = current.model_copy(
             update={
                 "status": record.status,
+                "updated_at": record.completed_at or record.attempt.started_at,
                 "attempts": [*current.attempts, record.attempt],
                 "next_attempt_at": record.next_attempt_at,
                 "completed_at": record.completed_at,
@@ -102,19 +103,20 @@ class FakeDeliveries:
         *,
         expected: DeliveryStatus | None = None,
     ) -> bool:
-        if expected is not None and self.items[delivery_id].status is not expected:
+        current = self.items.get(delivery_id)
+        if current is None or (expected is not None and current.status is not expected):
             return False
         update: dict[str, object] = {"status": status, "updated_at": now, "claimed_at": None, "next_attempt_at": None}
         if status.is_terminal:
             update["completed_at"] = now
         if expires_at is not None:
             update["expires_at"] = expires_at
-        self.items[delivery_id] = self.items[delivery_id].model_copy(update=update)
+        self.items[delivery_id] = current.model_copy(update=update)
         return True
 
     def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
-        current = self.items[delivery_id]
-        if current.status is not DeliveryStatus.DEAD or current.dead_lettered_at is not None:
+        current = self.items.get(delivery_id)
+        if current is None or current.status is not DeliveryStatus.DEAD or current.dead_lettered_at is not None:
             return False
         self.items[delivery_id] = current.model_copy(update={"dead_lettered_at": at})
         return True

@@ -373,17 +373,18 @@ class DeliveryTable:
         if expires_at is not None:
             sets += ", expires_at = :e"
             values[":e"] = expires_at
-        condition: dict[str, Any] = {}
+        # Never an upsert: an unknown delivery is refused, not created as a record with a status and no body.
+        condition = "attribute_exists(id)"
         if expected is not None:
-            condition["ConditionExpression"] = "#s = :expected"
+            condition += " AND #s = :expected"
             values[":expected"] = expected.value
         return applied(
             self.table.update_item,
             Key={"id": delivery_id},
             UpdateExpression=f"SET {sets} REMOVE claimed_at, next_attempt_at",
+            ConditionExpression=condition,
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
-            **condition,
         )
 
     def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
