@@ -1,4 +1,4 @@
-"""DeliveryRepository: claims, attempts and status moves are conditional writes, the same on the fake and on DynamoDB."""
+"""DeliveryRepository: claims, attempts and status moves are conditional writes, alike on the fake and DynamoDB."""
 
 from __future__ import annotations
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from hookrelay.domain.circuit import CircuitState
-from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, FailureNotice
+from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
 from hookrelay.services.ports import (
     AttemptRecord,
@@ -78,7 +78,11 @@ class FakeDeliveries:
 
     def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
         current = self.items.get(delivery_id)
-        if current is None or current.status is not DeliveryStatus.ATTEMPTING or current.attempt_count != attempt_number:
+        if (
+            current is None
+            or current.status is not DeliveryStatus.ATTEMPTING
+            or current.attempt_count != attempt_number
+        ):
             return False
         self.items[delivery_id] = current.model_copy(
             update={
@@ -141,6 +145,18 @@ class FakeEndpoints:
     def same_spell(current: Endpoint, read: Endpoint) -> bool:
         return (current.failing_since, current.failure_notice) == (read.failing_since, read.failure_notice)
 
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        """As EndpointTable.replace: conditional on `updated_at` and the spell, leaving the circuit as stored."""
+        current = self.items.get((endpoint.tenant_id, endpoint.id))
+        if (
+            current is None
+            or current.updated_at != expected_updated_at
+            or not self.same_spell(current, read or endpoint)
+        ):
+            return False
+        self.put(endpoint.model_copy(update={name: getattr(current, name) for name in CIRCUIT_FIELDS}))
+        return True
+
     def _update(self, endpoint: Endpoint, **changes: object) -> None:
         self.items[(endpoint.tenant_id, endpoint.id)] = endpoint.model_copy(update=changes)
 
@@ -177,6 +193,21 @@ class FakeEndpoints:
         current = self.items.get((endpoint.tenant_id, endpoint.id))
         if current is not None and self.same_spell(current, endpoint.model_copy(update={"failure_notice": notice})):
             self._update(current, failure_notice=endpoint.failure_notice)
+
+
+class ConditionalEndpoints(FakeEndpoints):
+    """FakeEndpoints counting its conditional writes; `before_write` lets a test slip in a concurrent writer."""
+
+    def __init__(self, *endpoints: Endpoint) -> None:
+        super().__init__(*endpoints)
+        self.before_write: Callable[[], None] | None = None
+        self.writes = 0
+
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        self.writes += 1
+        if self.before_write is not None:
+            self.before_write()
+        return super().replace(endpoint, expected_updated_at=expected_updated_at, read=read)
 
 
 class FakeEvents:

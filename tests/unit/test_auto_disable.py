@@ -20,9 +20,9 @@ from hookrelay.services.auto_disable import (
 )
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ports import DeliveryPage, EndpointNoticeMessage
+from tests.support.fakes import ConditionalEndpoints
 from tests.unit.test_delivery_service import ERROR_500, OK, TIMEOUT, World, retry
 from tests.unit.test_delivery_service import world as world  # the fixture
-from tests.unit.test_endpoint_service import ConditionalEndpoints
 
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
