@@ -319,19 +319,31 @@ class RecordingDeadLetters:
         self.published.append(delivery)
 
 
+# What closing the circuit (or resetting it) clears, as DynamoCircuits.close and .reset remove it.
+_CLOSED_CIRCUIT: dict[str, object] = {
+    "circuit": CircuitState.CLOSED,
+    "next_probe_at": None,
+    "drain_paused_until": None,
+    "circuit_failures": 0,
+}
+
+
 class FakeCircuits:
     """The circuit's conditional updates, on FakeEndpoints' records."""
 
     def __init__(self, endpoints: FakeEndpoints) -> None:
         self.endpoints = endpoints
 
-    def _change(self, endpoint: Endpoint, when: bool, **changes: object) -> bool:
-        if when:
-            self.endpoints._update(self.endpoints.items[(endpoint.tenant_id, endpoint.id)], **changes)
-        return when
+    def _now(self, endpoint: Endpoint) -> Endpoint | None:
+        return self.endpoints.get(endpoint.tenant_id, endpoint.id)
 
-    def _now(self, endpoint: Endpoint) -> Endpoint:
-        return self.endpoints.items[(endpoint.tenant_id, endpoint.id)]
+    def _change(self, endpoint: Endpoint, when: Callable[[Endpoint], bool], **changes: object) -> bool:
+        """Apply the changes if the endpoint exists and `when` holds of it as it is now; whether they applied."""
+        now = self._now(endpoint)
+        if now is None or not when(now):
+            return False
+        self.endpoints._update(now, **{k: v(now) if callable(v) else v for k, v in changes.items()})
+        return True
 
     def count_failure(self, tenant_id: str, endpoint_id: str, delivery_id: str) -> Endpoint | None:
         current = self.endpoints.get(tenant_id, endpoint_id)
@@ -347,16 +359,18 @@ class FakeCircuits:
             self.endpoints._update(current, circuit_failures=0, circuit_failed=[])
 
     def open(self, endpoint: Endpoint, at: datetime, due_at: datetime, threshold: int) -> bool:
-        now = self._now(endpoint)
-        ok = now.state is EndpointState.ENABLED and now.circuit is CircuitState.CLOSED
         return self._change(
             endpoint,
-            ok and now.circuit_failures >= threshold,
+            lambda now: (
+                now.state is EndpointState.ENABLED
+                and now.circuit is CircuitState.CLOSED
+                and now.circuit_failures >= threshold
+            ),
             circuit=CircuitState.OPEN,
             circuit_opened_at=at,
             next_probe_at=due_at,
             probes_made=0,
-            circuit_step=now.circuit_step + 1,
+            circuit_step=lambda now: now.circuit_step + 1,
             circuit_failures=0,
             circuit_failed=[],
             drained_count=0,
@@ -364,10 +378,9 @@ class FakeCircuits:
         )
 
     def reopen(self, endpoint: Endpoint, at: datetime, due_at: datetime) -> bool:
-        ok = self._now(endpoint).circuit is CircuitState.DRAINING
         return self._change(
             endpoint,
-            ok,
+            lambda now: now.circuit is CircuitState.DRAINING,
             circuit=CircuitState.OPEN,
             circuit_opened_at=at,
             next_probe_at=due_at,
@@ -375,40 +388,57 @@ class FakeCircuits:
             drain_paused_until=None,
         )
 
+    @staticmethod
+    def _owned(state: CircuitState, step: int) -> Callable[[Endpoint], bool]:
+        return lambda now: now.circuit is state and now.circuit_step == step
+
     def probed(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit is CircuitState.OPEN and now.circuit_step == step
-        return self._change(endpoint, ok, next_probe_at=due_at, probes_made=now.probes_made + 1)
+        return self._change(
+            endpoint,
+            self._owned(CircuitState.OPEN, step),
+            next_probe_at=due_at,
+            probes_made=lambda now: now.probes_made + 1,
+        )
 
     def start_drain(self, endpoint: Endpoint, step: int) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit is CircuitState.OPEN and now.circuit_step == step
-        return self._change(endpoint, ok, circuit=CircuitState.DRAINING, drained_count=0, drain_paused_until=None)
+        return self._change(
+            endpoint,
+            self._owned(CircuitState.OPEN, step),
+            circuit=CircuitState.DRAINING,
+            drained_count=0,
+            drain_paused_until=None,
+        )
 
     def drained(self, endpoint: Endpoint, step: int, released: int, due_at: datetime) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit is CircuitState.DRAINING and now.circuit_step == step
-        return self._change(endpoint, ok, next_probe_at=due_at, drained_count=now.drained_count + released)
+        return self._change(
+            endpoint,
+            self._owned(CircuitState.DRAINING, step),
+            next_probe_at=due_at,
+            drained_count=lambda now: now.drained_count + released,
+        )
 
     def pause_drain(self, tenant_id: str, endpoint_id: str, until: datetime) -> bool:
         current = self.endpoints.get(tenant_id, endpoint_id)
-        ok = current is not None and current.circuit is CircuitState.DRAINING
-        return ok and self._change(current, ok, drain_paused_until=until)  # type: ignore[arg-type]
+        if current is None:
+            return False
+        return self._change(current, lambda now: now.circuit is CircuitState.DRAINING, drain_paused_until=until)
 
     def close(self, endpoint: Endpoint, step: int) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit is CircuitState.DRAINING and now.circuit_step == step and now.parked_count == 0
-        return self._change(endpoint, ok, circuit=CircuitState.CLOSED, next_probe_at=None, drain_paused_until=None)
+        owned = self._owned(CircuitState.DRAINING, step)
+        return self._change(endpoint, lambda now: owned(now) and now.parked_count == 0, **_CLOSED_CIRCUIT)
 
     def take_over(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit_step == step and now.circuit is not CircuitState.CLOSED
-        return self._change(endpoint, ok, circuit_step=step + 1, next_probe_at=due_at)
+        return self._change(
+            endpoint,
+            lambda now: now.circuit_step == step and now.circuit is not CircuitState.CLOSED,
+            circuit_step=step + 1,
+            next_probe_at=due_at,
+        )
 
     def reset(self, endpoint: Endpoint) -> bool:
-        now = self._now(endpoint)
-        ok = now.state is not EndpointState.ENABLED and now.parked_count == 0
-        return self._change(endpoint, ok, circuit=CircuitState.CLOSED, next_probe_at=None)
+        return self._change(
+            endpoint, lambda now: now.state is not EndpointState.ENABLED and now.parked_count == 0, **_CLOSED_CIRCUIT
+        )
 
     def open_circuits(self) -> Iterator[Endpoint]:
         yield from [e for e in self.endpoints.items.values() if e.circuit is not CircuitState.CLOSED]

@@ -173,7 +173,9 @@ class DynamoCircuits:
         return self._update(
             _key(endpoint),
             "SET #c = :closed REMOVE #mark, next_probe_at, drain_paused_until, circuit_failures",
-            "#state <> :enabled AND (attribute_not_exists(parked_count) OR parked_count = :zero)",
+            # attribute_exists: a missing `state` satisfies `<>`, and a reset must never create an endpoint.
+            "attribute_exists(id) AND #state <> :enabled AND "
+            "(attribute_not_exists(parked_count) OR parked_count = :zero)",
             {":closed": CircuitState.CLOSED.value, ":enabled": EndpointState.ENABLED.value, ":zero": 0},
         )
 
