@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from hookrelay.domain.circuit import CircuitState
+from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
 from hookrelay.services.ports import (
@@ -474,7 +475,7 @@ class FakeParkingLot:
         endpoint = self.endpoints.get(tenant_id, endpoint_id)
         if endpoint is None or endpoint.state is not EndpointState.ENABLED or endpoint.circuit is CircuitState.CLOSED:
             return ParkOutcome.CIRCUIT_CLOSED
-        order = current.event_order or f"{at.isoformat()}#{delivery_id}"
+        order = current.event_order or f"{to_rfc3339(at)}#{delivery_id}"
         self.deliveries.items[delivery_id] = current.model_copy(update={"parked_at": at, "event_order": order})
         self.parked_by[delivery_id] = endpoint_id
         self._count(tenant_id, endpoint_id, 1)
@@ -530,7 +531,12 @@ class FakeParkingLot:
         self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
     ) -> Delivery | None:
         current = self.deliveries.get(parked.id)
-        if current is None or self.parked_by.get(parked.id) != endpoint_id or current.status is not parked.status:
+        if (
+            current is None
+            or self.parked_by.get(parked.id) != endpoint_id
+            or current.status is not parked.status
+            or current.attempt_count != parked.attempt_count
+        ):
             return None
         return self._unpark(
             current,
@@ -540,6 +546,7 @@ class FakeParkingLot:
             updated_at=now,
             expires_at=expires_at,
             next_attempt_at=None,
+            claimed_at=None,
         )
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
