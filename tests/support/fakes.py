@@ -215,6 +215,7 @@ class FakeEvents:
     def __init__(self, *events: Event) -> None:
         self.items = {e.id: e for e in events}
         self.extensions: list[tuple[str, int]] = []
+        self.sequences: dict[tuple[str, str], int] = {}  # apart from the events, as the adapter keeps them
 
     def put(self, event: Event) -> None:
         self.items[event.id] = event
@@ -223,12 +224,15 @@ class FakeEvents:
         return self.items.get(event_id)
 
     def next_sequence(self, tenant_id: str, ordering_key: str) -> int:
-        raise NotImplementedError
+        key = (tenant_id, ordering_key)
+        self.sequences[key] = self.sequences.get(key, 0) + 1
+        return self.sequences[key]
 
     def extend_expiry(self, event_id: str, expires_at: int) -> None:
         self.extensions.append((event_id, expires_at))
-        event = self.items[event_id]
-        self.items[event_id] = event.model_copy(update={"expires_at": max(event.expires_at, expires_at)})
+        event = self.items.get(event_id)
+        if event is not None:
+            self.items[event_id] = event.model_copy(update={"expires_at": max(event.expires_at, expires_at)})
 
 
 @dataclass
