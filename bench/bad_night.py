@@ -160,7 +160,9 @@ def main() -> None:
     heading("The bad night: one endpoint down while N events arrive, one healthy beside it")
     print(machine())
     rows = [night(n, args.outage) for n in args.events]
-    print(table(["", *(f"N = {r['events']}" for r in rows)], [[name, *(row[name] for row in rows)] for name in rows[0]]))
+    print(
+        table(["", *(f"N = {r['events']}" for r in rows)], [[name, *(row[name] for row in rows)] for name in rows[0]])
+    )
 
 
 if __name__ == "__main__":

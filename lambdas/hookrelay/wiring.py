@@ -96,6 +96,15 @@ def _retry_workflow() -> StepFunctionsRetryWorkflow:
     return StepFunctionsRetryWorkflow(aws.client("stepfunctions"), os.environ[schema.RETRY_STATE_MACHINE_ARN])
 
 
+def _dead_letters() -> SqsDeadLetters:
+    return SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE.env_var])
+
+
+def _delivery_telemetry() -> PowertoolsTelemetry:
+    """The delivery path's logs and metrics: the delivery function's, whichever service writes them."""
+    return PowertoolsTelemetry(service=functions.DELIVERY.name)
+
+
 @cache
 def circuit_service() -> CircuitService:
     """The probe workflow's commands (delivery function) and the circuit sweep (sweeper function)."""
@@ -107,9 +116,9 @@ def circuit_service() -> CircuitService:
         events=EventTable(_table(schema.EVENTS)),
         queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         workflow=_retry_workflow(),
-        dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE.env_var]),
+        dead_letters=_dead_letters(),
         schedule=retry_schedule(),
-        telemetry=PowertoolsTelemetry(service=functions.DELIVERY.name),
+        telemetry=_delivery_telemetry(),
         attempts=delivery_service(),
     )
 
@@ -125,9 +134,9 @@ def delivery_service() -> DeliveryService:
             allow_private_destinations=allow_private_destinations(),
         ),
         workflow=_retry_workflow(),
-        dead_letters=SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE.env_var]),
+        dead_letters=_dead_letters(),
         schedule=retry_schedule(),
-        telemetry=PowertoolsTelemetry(service=functions.DELIVERY.name),
+        telemetry=_delivery_telemetry(),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking_lot(),
     )

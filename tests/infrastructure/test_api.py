@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hookrelay.functions import ROUTES, authorizer
-from tests.infrastructure.conftest import Synthesized, function_logical_ids
+from tests.support.synth import Synthesized, function_logical_ids
 
 
 def _authorizer(synthesized: Synthesized) -> tuple[str, dict]:

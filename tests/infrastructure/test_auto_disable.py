@@ -8,8 +8,16 @@ import pytest
 
 from hookrelay.adapters import schema
 from hookrelay.functions import FUNCTIONS, SWEEPER, scheduled
-from tests.infrastructure.conftest import Synthesized, function_logical_ids, logical_id_of
-from tests.infrastructure.test_iam import _actions_on, _as_list, _function_role, _role_statements, _table_of
+from tests.support.synth import (
+    Synthesized,
+    actions_on,
+    as_list,
+    function_logical_ids,
+    function_role,
+    logical_id_of,
+    role_statements,
+    table_of,
+)
 
 NOTICES_TOPIC = f"Notices/{schema.ENDPOINT_NOTICES_TOPIC.logical_name}"
 
@@ -65,28 +73,28 @@ def test_the_sweeper_gets_the_topic_and_the_threshold(synthesized: Synthesized) 
 
 
 def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes(synthesized: Synthesized) -> None:
-    statements = _role_statements(synthesized, _function_role(synthesized, "sweeper"))
+    statements = role_statements(synthesized, function_role(synthesized, "sweeper"))
     topic_id = logical_id_of(synthesized, "AWS::SNS::Topic", NOTICES_TOPIC)
     key_id = logical_id_of(synthesized, "AWS::KMS::Key", "Notices/NoticesKey")
-    services = {action.split(":")[0] for s in statements for action in _as_list(s["Action"])}
+    services = {action.split(":")[0] for s in statements for action in as_list(s["Action"])}
     # sqs: dead letters of parked deliveries past their horizon; states: restarting a lost probe workflow.
     assert services == {"dynamodb", "sns", "kms", "logs", "xray", "sqs", "states"}
 
-    sns = [s for s in statements if _actions_on([s], "sns:")]
-    assert _actions_on(sns, "sns:") == {"sns:Publish"}
-    assert [_as_list(s["Resource"]) for s in sns] == [[{"Ref": topic_id}]]
-    kms = [s for s in statements if _actions_on([s], "kms:")]
-    assert _actions_on(kms, "kms:") <= {"kms:Decrypt", "kms:GenerateDataKey*"}
-    assert all(_as_list(s["Resource"]) == [{"Fn::GetAtt": [key_id, "Arn"]}] for s in kms)
+    sns = [s for s in statements if actions_on([s], "sns:")]
+    assert actions_on(sns, "sns:") == {"sns:Publish"}
+    assert [as_list(s["Resource"]) for s in sns] == [[{"Ref": topic_id}]]
+    kms = [s for s in statements if actions_on([s], "kms:")]
+    assert actions_on(kms, "kms:") <= {"kms:Decrypt", "kms:GenerateDataKey*"}
+    assert all(as_list(s["Resource"]) == [{"Fn::GetAtt": [key_id, "Arn"]}] for s in kms)
 
     endpoints = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Endpoints")
     deliveries = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Deliveries")
     events = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Events")
     by_table: dict[str | None, set[str]] = {}
     for statement in statements:
-        for resource in _as_list(statement["Resource"]):
-            if _actions_on([statement], "dynamodb:"):
-                by_table.setdefault(_table_of(resource), set()).update(_actions_on([statement], "dynamodb:"))
+        for resource in as_list(statement["Resource"]):
+            if actions_on([statement], "dynamodb:"):
+                by_table.setdefault(table_of(resource), set()).update(actions_on([statement], "dynamodb:"))
     assert set(by_table) == {endpoints, deliveries, events}
     assert by_table[endpoints] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
         "dynamodb:PutItem",
@@ -104,8 +112,8 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes(synth
 
 @pytest.mark.parametrize("name", [function.name for function in FUNCTIONS if function is not SWEEPER])
 def test_no_other_function_publishes_notices(synthesized: Synthesized, name: str) -> None:
-    statements = _role_statements(synthesized, _function_role(synthesized, name))
-    assert _actions_on(statements, "sns:") == set() and _actions_on(statements, "kms:") == set()
+    statements = role_statements(synthesized, function_role(synthesized, name))
+    assert actions_on(statements, "sns:") == set() and actions_on(statements, "kms:") == set()
 
 
 def test_the_endpoints_table_has_the_sparse_failing_and_open_circuit_indexes(synthesized: Synthesized) -> None:

@@ -7,7 +7,7 @@ import json
 from aws_cdk import Validations
 from cfnlint.api import lint_file
 
-from tests.infrastructure.conftest import Synthesized
+from tests.support.synth import Synthesized
 
 
 def test_cdk_nag_reports_no_findings(synthesized: Synthesized) -> None:

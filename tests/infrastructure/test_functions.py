@@ -11,7 +11,7 @@ from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, schedule_from_config
 from hookrelay.functions import DELIVERY, FUNCTIONS, queue_trigger, queue_triggered
 from stacks.constructs.functions import Functions
-from tests.infrastructure.conftest import CUSTOM_RETRY_SCHEDULE, Synthesized, function_logical_ids, logical_id_of
+from tests.support.synth import CUSTOM_RETRY_SCHEDULE, Synthesized, function_logical_ids, logical_id_of
 
 
 def _function(synthesized: Synthesized, name: str) -> dict:

@@ -3,81 +3,64 @@ need, nothing broader."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from hookrelay.functions import FUNCTIONS, TableAccess
-from tests.infrastructure.conftest import Synthesized, function_logical_ids, logical_id_of
+from tests.support.synth import (
+    Synthesized,
+    actions_on,
+    as_list,
+    function_role,
+    logical_id_of,
+    role_statements,
+    table_of,
+)
 
 ACCESS = {function.name: function.access for function in FUNCTIONS}
 
 TASK_TOKEN_ACTIONS = {"states:SendTaskSuccess", "states:SendTaskFailure"}
 
 
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def _role_statements(synthesized: Synthesized, role_id: str) -> list[dict[str, Any]]:
-    """Every statement of every inline policy attached to a role."""
-    return [
-        statement
-        for policy in synthesized.properties("AWS::IAM::Policy")
-        if {"Ref": role_id} in policy["Roles"]
-        for statement in policy["PolicyDocument"]["Statement"]
-    ]
-
-
-def _function_role(synthesized: Synthesized, name: str) -> str:
-    function = synthesized.template["Resources"][function_logical_ids(synthesized)[name]]
-    return function["Properties"]["Role"]["Fn::GetAtt"][0]
-
-
-def _actions_on(statements: list[dict[str, Any]], prefix: str) -> set[str]:
-    return {action for s in statements for action in _as_list(s["Action"]) if action.startswith(prefix)}
-
-
 def test_no_policy_allows_a_service_wide_or_global_action(synthesized: Synthesized) -> None:
     for policy in synthesized.properties("AWS::IAM::Policy"):
         for statement in policy["PolicyDocument"]["Statement"]:
-            for action in _as_list(statement["Action"]):
+            for action in as_list(statement["Action"]):
                 assert action != "*" and not action.endswith(":*"), action
 
 
 def test_the_delivery_function_may_start_and_answer_only_the_retry_workflow(synthesized: Synthesized) -> None:
-    statements = _role_statements(synthesized, _function_role(synthesized, "delivery"))
+    statements = role_statements(synthesized, function_role(synthesized, "delivery"))
     state_machine = logical_id_of(synthesized, "AWS::StepFunctions::StateMachine", "RetryWorkflow/StateMachine")
-    states_statements = [s for s in statements if any(a.startswith("states:") for a in _as_list(s["Action"]))]
-    assert _actions_on(states_statements, "states:") == {"states:StartExecution", *TASK_TOKEN_ACTIONS}
+    states_statements = [s for s in statements if any(a.startswith("states:") for a in as_list(s["Action"]))]
+    assert actions_on(states_statements, "states:") == {"states:StartExecution", *TASK_TOKEN_ACTIONS}
     for statement in states_statements:
-        assert _as_list(statement["Resource"]) == [{"Ref": state_machine}]
+        assert as_list(statement["Resource"]) == [{"Ref": state_machine}]
 
 
 def test_only_the_delivery_function_and_the_sweeper_touch_the_retry_workflow(synthesized: Synthesized) -> None:
     for name in ACCESS:
-        statements = _role_statements(synthesized, _function_role(synthesized, name))
+        statements = role_statements(synthesized, function_role(synthesized, name))
         if name == "sweeper":  # restarts a lost probe workflow: starts and describes, never answers
-            assert _actions_on(statements, "states:") == {"states:StartExecution", "states:DescribeExecution"}
+            assert actions_on(statements, "states:") == {"states:StartExecution", "states:DescribeExecution"}
         elif name != "delivery":
-            assert _actions_on(statements, "states:") == set(), name
+            assert actions_on(statements, "states:") == set(), name
 
 
 def test_the_authorizer_only_reads_the_api_keys_table(synthesized: Synthesized) -> None:
-    statements = _role_statements(synthesized, _function_role(synthesized, "authorizer"))
+    statements = role_statements(synthesized, function_role(synthesized, "authorizer"))
     api_keys = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ApiKeys")
-    dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in _as_list(s["Action"]))]
-    assert [_as_list(s["Resource"]) for s in dynamodb] == [[{"Fn::GetAtt": [api_keys, "Arn"]}]]
-    assert not _actions_on(dynamodb, "dynamodb:") & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
-    assert _actions_on(statements, "sqs:") == set()
+    dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
+    assert [as_list(s["Resource"]) for s in dynamodb] == [[{"Fn::GetAtt": [api_keys, "Arn"]}]]
+    assert not actions_on(dynamodb, "dynamodb:") & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    assert actions_on(statements, "sqs:") == set()
 
 
 def test_each_function_touches_only_the_tables_its_access_names(synthesized: Synthesized) -> None:
     for name, access in ACCESS.items():
-        statements = _role_statements(synthesized, _function_role(synthesized, name))
+        statements = role_statements(synthesized, function_role(synthesized, name))
         granted = set()
         for statement in statements:
-            if any(a.startswith("dynamodb:") for a in _as_list(statement["Action"])):
-                for resource in _as_list(statement["Resource"]):
-                    granted.add(_table_of(resource))
+            if any(a.startswith("dynamodb:") for a in as_list(statement["Action"])):
+                for resource in as_list(statement["Resource"]):
+                    granted.add(table_of(resource))
         expected = {
             logical_id_of(synthesized, "AWS::DynamoDB::Table", f"Storage/{spec.logical_name}") for spec in access.tables
         }
@@ -87,14 +70,14 @@ def test_each_function_touches_only_the_tables_its_access_names(synthesized: Syn
 def test_read_only_tables_get_no_writes(synthesized: Synthesized) -> None:
     writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
     for name, access in ACCESS.items():
-        statements = _role_statements(synthesized, _function_role(synthesized, name))
+        statements = role_statements(synthesized, function_role(synthesized, name))
         for spec, mode in access.tables.items():
             table = logical_id_of(synthesized, "AWS::DynamoDB::Table", f"Storage/{spec.logical_name}")
             allowed = {
                 action
                 for s in statements
-                if any(_table_of(r) == table for r in _as_list(s["Resource"]))
-                for action in _as_list(s["Action"])
+                if any(table_of(r) == table for r in as_list(s["Resource"]))
+                for action in as_list(s["Action"])
             }
             if mode is TableAccess.READ:
                 assert not allowed & writes, (name, spec.logical_name)
@@ -104,13 +87,13 @@ def test_read_only_tables_get_no_writes(synthesized: Synthesized) -> None:
 
 def test_the_delivery_function_may_update_endpoints_but_never_put_or_delete_them(synthesized: Synthesized) -> None:
     # The failing spell (auto-disable) is an UpdateItem on the endpoint, made on the delivery path.
-    statements = _role_statements(synthesized, _function_role(synthesized, "delivery"))
+    statements = role_statements(synthesized, function_role(synthesized, "delivery"))
     endpoints = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Endpoints")
     on_endpoints = {
         action
         for s in statements
-        if any(_table_of(r) == endpoints for r in _as_list(s["Resource"]))
-        for action in _as_list(s["Action"])
+        if any(table_of(r) == endpoints for r in as_list(s["Resource"]))
+        for action in as_list(s["Action"])
     }
     writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
     assert on_endpoints & writes == {"dynamodb:UpdateItem"}
@@ -121,10 +104,10 @@ def test_the_workflow_role_only_sends_to_the_queues_the_asl_names(synthesized: S
     import statemachine
 
     (role_arn,) = [p["RoleArn"] for p in synthesized.properties("AWS::StepFunctions::StateMachine")]
-    statements = _role_statements(synthesized, role_arn["Fn::GetAtt"][0])
-    sqs = [s for s in statements if any(a.startswith("sqs:") for a in _as_list(s["Action"]))]
-    assert _actions_on(sqs, "sqs:") == {"sqs:SendMessage"}
-    sent_to = {resource["Fn::GetAtt"][0] for s in sqs for resource in _as_list(s["Resource"])}
+    statements = role_statements(synthesized, role_arn["Fn::GetAtt"][0])
+    sqs = [s for s in statements if any(a.startswith("sqs:") for a in as_list(s["Action"]))]
+    assert actions_on(sqs, "sqs:") == {"sqs:SendMessage"}
+    sent_to = {resource["Fn::GetAtt"][0] for s in sqs for resource in as_list(s["Resource"])}
     named = {"DeliveryQueueUrl": "Queues/DeliveryQueue", "DeadLetterQueueUrl": "Queues/DeadLetterQueue"}
     expected = {
         logical_id_of(synthesized, "AWS::SQS::Queue", path)
@@ -132,19 +115,8 @@ def test_the_workflow_role_only_sends_to_the_queues_the_asl_names(synthesized: S
         if substitution in statemachine.SUBSTITUTIONS
     }
     assert sent_to == expected
-    other = {a.split(":")[0] for s in statements for a in _as_list(s["Action"])} - {"sqs"}
+    other = {a.split(":")[0] for s in statements for a in as_list(s["Action"])} - {"sqs"}
     assert other <= {"logs", "xray"}  # execution logging and tracing, which CDK adds
-
-
-def _table_of(resource: Any) -> str | None:
-    """The table logical id an IAM resource points at (the table or its indexes), or None."""
-    if isinstance(resource, dict) and "Fn::GetAtt" in resource:
-        return resource["Fn::GetAtt"][0]
-    if isinstance(resource, dict) and "Fn::Join" in resource:
-        for part in resource["Fn::Join"][1]:
-            if isinstance(part, dict) and "Fn::GetAtt" in part:
-                return part["Fn::GetAtt"][0]
-    return None
 
 
 def test_only_idempotency_records_are_deleted(synthesized: Synthesized) -> None:
@@ -154,7 +126,7 @@ def test_only_idempotency_records_are_deleted(synthesized: Synthesized) -> None:
     for name in ACCESS:
         if name == "ingest":
             continue
-        statements = _role_statements(synthesized, _function_role(synthesized, name))
+        statements = role_statements(synthesized, function_role(synthesized, name))
         for statement in statements:
-            if "dynamodb:DeleteItem" in _as_list(statement["Action"]):
-                assert {_table_of(r) for r in _as_list(statement["Resource"])} == {idempotency}, name
+            if "dynamodb:DeleteItem" in as_list(statement["Action"]):
+                assert {table_of(r) for r in as_list(statement["Resource"])} == {idempotency}, name

@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from scripts.build_lambda_asset import RUNTIME_PROVIDED
 from stacks.constructs.functions import Functions
-from tests.infrastructure.conftest import ROOT, Synthesized
+from tests.support.synth import ROOT, Synthesized
 
 PACKAGE_DIR = ROOT / "lambdas" / "hookrelay"
 # What every Lambda Python runtime provides besides the standard library.

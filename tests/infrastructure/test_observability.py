@@ -6,7 +6,7 @@ from typing import Any
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from tests.infrastructure.conftest import Synthesized, function_logical_ids, logical_id_of
+from tests.support.synth import Synthesized, function_logical_ids, logical_id_of
 
 
 def _alarms(synthesized: Synthesized) -> list[dict[str, Any]]:

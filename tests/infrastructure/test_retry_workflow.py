@@ -9,7 +9,7 @@ import pytest
 
 import statemachine
 from stacks.constructs.retry_workflow import MissingSubstitution, definition_substitutions
-from tests.infrastructure.conftest import Synthesized
+from tests.support.synth import Synthesized
 
 
 def _state_machine(synthesized: Synthesized) -> dict[str, Any]:

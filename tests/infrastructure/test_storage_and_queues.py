@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hookrelay.adapters import schema
-from tests.infrastructure.conftest import Synthesized, logical_id_of
+from tests.support.synth import Synthesized, logical_id_of
 
 
 def _table(synthesized: Synthesized, spec: schema.TableSpec) -> dict:

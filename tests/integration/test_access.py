@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Platform
 from tests.support.consumer import ScriptedConsumer
+from tests.support.platform import Platform
 
 
 def test_no_key_is_401_and_a_wrong_key_403(platform: Platform) -> None:

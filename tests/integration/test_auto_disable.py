@@ -23,9 +23,9 @@ from hookrelay.services.auto_disable import AutoDisableSweeper, SweepReport
 from local.lambda_runtime import LocalContext
 from local.schedule import ScheduledFunction
 from local.sqs_source import poll_once
-from tests.conftest import Platform
 from tests.support.aws import patched_env
 from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.platform import Platform
 
 DAY = timedelta(days=1)
 

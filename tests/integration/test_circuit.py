@@ -28,10 +28,10 @@ from hookrelay.domain.models import Delivery, Endpoint
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import DeliveryMessage
 from scripts.create_admin_key import create_admin_key
-from tests.conftest import Platform
-from tests.integration.test_retry_workflow import QueuePump, wait_until
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.platform import Platform
+from tests.support.pump import QueuePump, wait_until
 
 SCHEDULE = json.dumps({"name": "circuit-test", "gaps": [0, 3, 1, 1], "repeat_every": 3, "horizon": 120})
 HORIZON_SECONDS = 120

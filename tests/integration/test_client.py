@@ -17,9 +17,9 @@ from standardwebhooks import Webhook
 
 from hookrelay.adapters import schema
 from local.sqs_source import poll_once
-from tests.conftest import Platform
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.gateway_adapter import GATEWAY_URL, gateway_session
+from tests.support.platform import Platform
 from tests.support.records import seed
 
 ClientFor = Callable[[str], HookrelayClient]

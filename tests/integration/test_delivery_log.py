@@ -13,9 +13,9 @@ import pytest
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.status import DeliveryStatus
 from scripts.create_admin_key import create_admin_key
-from tests.conftest import Platform
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.platform import Platform
 from tests.support.records import Seeded, make, seed, store
 
 START = datetime(2030, 1, 1, tzinfo=UTC)

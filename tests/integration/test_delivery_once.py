@@ -13,8 +13,8 @@ from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable
 from local.lambda_runtime import invoke
 from local.sqs_source import to_record
-from tests.conftest import Platform
 from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.platform import Platform
 
 
 def deliveries() -> DeliveryTable:

@@ -15,8 +15,8 @@ from hookrelay.domain.clock import from_rfc3339, to_rfc3339, utcnow
 from hookrelay.domain.models import Endpoint
 from hookrelay.domain.status import DeliveryStatus
 from local.sqs_source import poll_once
-from tests.conftest import Platform
 from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.platform import Platform
 from tests.support.records import seed
 
 PROBLEM = "application/problem+json"

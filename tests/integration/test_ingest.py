@@ -9,8 +9,8 @@ import boto3
 import pytest
 
 from hookrelay.adapters.dynamodb import DeliveryTable, EventTable
-from tests.conftest import Platform
 from tests.support.consumer import ScriptedConsumer
+from tests.support.platform import Platform
 
 
 @pytest.fixture

@@ -25,9 +25,9 @@ from local.lambda_runtime import RUNNING, invoke
 from local.provision import queue_name
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
-from tests.conftest import Platform
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.platform import Platform
 
 READS = {"GetItem", "Query", "Scan", "BatchGetItem"}
 TABLE_OPERATIONS: dict[TableAccess, set[str]] = {

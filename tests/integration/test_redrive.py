@@ -16,8 +16,8 @@ from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import DeliveryMessage, QueuedMessage, RedriveJob
 from local.sqs_source import poll_once
 from scripts.redrive_dead_letters import main as redrive_dead_letters
-from tests.conftest import Platform
 from tests.support.consumer import ScriptedConsumer
+from tests.support.platform import Platform
 from tests.support.records import Seeded, make, store
 
 # The consumer's handler was broken for six hours, two days ago (a redrive never reaches past now).

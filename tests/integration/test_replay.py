@@ -6,8 +6,8 @@ from standardwebhooks import Webhook
 
 from hookrelay import wiring
 from hookrelay.domain.models import EndpointState
-from tests.conftest import Platform
 from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.platform import Platform
 
 
 def publish(platform: Platform, tenant_id: str) -> dict:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -21,38 +19,14 @@ from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable, EventTable
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.models import Delivery
-from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
-from tests.conftest import Platform
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.platform import Platform
+from tests.support.pump import QueuePump, wait_until
 
 TEST_SCHEDULE = json.dumps({"name": "test", "gaps": [0, 1, 1, 1], "horizon": 10, "retry_after_cap": 5})
 ATTEMPTS_IN_SCHEDULE = 4
-WAIT_LIMIT_SECONDS = 30.0
-
-
-class QueuePump:
-    """The SQS event source in a background thread: keeps feeding the delivery queue to the real handler."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.sqs = boto3.client("sqs")
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            if poll_once(self.sqs, self.url) == 0:
-                self.stop.wait(0.05)
-
-    def __enter__(self) -> QueuePump:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -74,16 +48,6 @@ def publish(platform: Platform, consumer: ScriptedConsumer) -> tuple[str, str]:
     assert accepted.status == 202, accepted.body
     [delivery_id] = accepted.json()["delivery_ids"]
     return accepted.json()["event_id"], delivery_id
-
-
-def wait_until(condition: Callable[[], Any], what: str, limit: float = WAIT_LIMIT_SECONDS) -> Any:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"gave up after {limit}s waiting for {what}")
 
 
 def executions(platform: Platform) -> list[dict[str, Any]]:

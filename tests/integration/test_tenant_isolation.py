@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.status import DeliveryStatus
-from tests.conftest import Platform
+from tests.support.platform import Platform
 from tests.support.records import seed
 
 

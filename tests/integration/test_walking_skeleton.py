@@ -6,8 +6,8 @@ import json
 
 from standardwebhooks import Webhook
 
-from tests.conftest import Platform
 from tests.support.consumer import ScriptedConsumer
+from tests.support.platform import Platform
 
 
 def test_event_is_delivered_signed_and_verifiable(platform: Platform, consumer: ScriptedConsumer) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from hookrelay.domain.circuit import CircuitState
+from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice
 from hookrelay.domain.paging import Position
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
@@ -80,12 +81,17 @@ class FakeDeliveries:
         return claimed
 
     def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
-        current = self.items[delivery_id]
-        if current.status is not DeliveryStatus.ATTEMPTING or current.attempt_count != attempt_number:
+        current = self.items.get(delivery_id)
+        if (
+            current is None
+            or current.status is not DeliveryStatus.ATTEMPTING
+            or current.attempt_count != attempt_number
+        ):
             return False
         self.items[delivery_id] = current.model_copy(
             update={
                 "status": record.status,
+                "updated_at": record.completed_at or record.attempt.started_at,
                 "attempts": [*current.attempts, record.attempt],
                 "next_attempt_at": record.next_attempt_at,
                 "completed_at": record.completed_at,
@@ -105,19 +111,20 @@ class FakeDeliveries:
         *,
         expected: DeliveryStatus | None = None,
     ) -> bool:
-        if expected is not None and self.items[delivery_id].status is not expected:
+        current = self.items.get(delivery_id)
+        if current is None or (expected is not None and current.status is not expected):
             return False
         update: dict[str, object] = {"status": status, "updated_at": now, "claimed_at": None, "next_attempt_at": None}
         if status.is_terminal:
             update["completed_at"] = now
         if expires_at is not None:
             update["expires_at"] = expires_at
-        self.items[delivery_id] = self.items[delivery_id].model_copy(update=update)
+        self.items[delivery_id] = current.model_copy(update=update)
         return True
 
     def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
-        current = self.items[delivery_id]
-        if current.status is not DeliveryStatus.DEAD or current.dead_lettered_at is not None:
+        current = self.items.get(delivery_id)
+        if current is None or current.status is not DeliveryStatus.DEAD or current.dead_lettered_at is not None:
             return False
         self.items[delivery_id] = current.model_copy(update={"dead_lettered_at": at})
         return True
@@ -136,21 +143,23 @@ class FakeEndpoints:
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
         return [e for (tenant, _), e in self.items.items() if tenant == tenant_id]
 
-    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
-        current = self.items.get((endpoint.tenant_id, endpoint.id))
-        if current is None or current.updated_at != expected_updated_at:
-            return False
-        if not self.same_spell(current, read or endpoint):
-            return False
-        # As the adapter: every attribute but the circuit's, which the delivery path owns.
-        self.put(endpoint.model_copy(update={name: getattr(current, name) for name in CIRCUIT_FIELDS}))
-        return True
-
     # The failing spell, with the adapter's conditions.
 
     @staticmethod
     def same_spell(current: Endpoint, read: Endpoint) -> bool:
         return (current.failing_since, current.failure_notice) == (read.failing_since, read.failure_notice)
+
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        """As EndpointTable.replace: conditional on `updated_at` and the spell, leaving the circuit as stored."""
+        current = self.items.get((endpoint.tenant_id, endpoint.id))
+        if (
+            current is None
+            or current.updated_at != expected_updated_at
+            or not self.same_spell(current, read or endpoint)
+        ):
+            return False
+        self.put(endpoint.model_copy(update={name: getattr(current, name) for name in CIRCUIT_FIELDS}))
+        return True
 
     def _update(self, endpoint: Endpoint, **changes: object) -> None:
         self.items[(endpoint.tenant_id, endpoint.id)] = endpoint.model_copy(update=changes)
@@ -190,10 +199,26 @@ class FakeEndpoints:
             self._update(current, failure_notice=endpoint.failure_notice)
 
 
+class ConditionalEndpoints(FakeEndpoints):
+    """FakeEndpoints counting its conditional writes; `before_write` lets a test slip in a concurrent writer."""
+
+    def __init__(self, *endpoints: Endpoint) -> None:
+        super().__init__(*endpoints)
+        self.before_write: Callable[[], None] | None = None
+        self.writes = 0
+
+    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        self.writes += 1
+        if self.before_write is not None:
+            self.before_write()
+        return super().replace(endpoint, expected_updated_at=expected_updated_at, read=read)
+
+
 class FakeEvents:
     def __init__(self, *events: Event) -> None:
         self.items = {e.id: e for e in events}
         self.extensions: list[tuple[str, int]] = []
+        self.sequences: dict[tuple[str, str], int] = {}  # apart from the events, as the adapter keeps them
 
     def put(self, event: Event) -> None:
         self.items[event.id] = event
@@ -202,12 +227,15 @@ class FakeEvents:
         return self.items.get(event_id)
 
     def next_sequence(self, tenant_id: str, ordering_key: str) -> int:
-        raise NotImplementedError
+        key = (tenant_id, ordering_key)
+        self.sequences[key] = self.sequences.get(key, 0) + 1
+        return self.sequences[key]
 
     def extend_expiry(self, event_id: str, expires_at: int) -> None:
         self.extensions.append((event_id, expires_at))
-        event = self.items[event_id]
-        self.items[event_id] = event.model_copy(update={"expires_at": max(event.expires_at, expires_at)})
+        event = self.items.get(event_id)
+        if event is not None:
+            self.items[event_id] = event.model_copy(update={"expires_at": max(event.expires_at, expires_at)})
 
 
 @dataclass
@@ -299,19 +327,31 @@ class RecordingDeadLetters:
         self.published.append(delivery)
 
 
+# What closing the circuit (or resetting it) clears, as DynamoCircuits.close and .reset remove it.
+_CLOSED_CIRCUIT: dict[str, object] = {
+    "circuit": CircuitState.CLOSED,
+    "next_probe_at": None,
+    "drain_paused_until": None,
+    "circuit_failures": 0,
+}
+
+
 class FakeCircuits:
     """The circuit's conditional updates, on FakeEndpoints' records."""
 
     def __init__(self, endpoints: FakeEndpoints) -> None:
         self.endpoints = endpoints
 
-    def _change(self, endpoint: Endpoint, when: bool, **changes: object) -> bool:
-        if when:
-            self.endpoints._update(self.endpoints.items[(endpoint.tenant_id, endpoint.id)], **changes)
-        return when
+    def _now(self, endpoint: Endpoint) -> Endpoint | None:
+        return self.endpoints.get(endpoint.tenant_id, endpoint.id)
 
-    def _now(self, endpoint: Endpoint) -> Endpoint:
-        return self.endpoints.items[(endpoint.tenant_id, endpoint.id)]
+    def _change(self, endpoint: Endpoint, when: Callable[[Endpoint], bool], **changes: object) -> bool:
+        """Apply the changes if the endpoint exists and `when` holds of it as it is now; whether they applied."""
+        now = self._now(endpoint)
+        if now is None or not when(now):
+            return False
+        self.endpoints._update(now, **{k: v(now) if callable(v) else v for k, v in changes.items()})
+        return True
 
     def count_failure(self, tenant_id: str, endpoint_id: str, delivery_id: str) -> Endpoint | None:
         current = self.endpoints.get(tenant_id, endpoint_id)
@@ -327,16 +367,18 @@ class FakeCircuits:
             self.endpoints._update(current, circuit_failures=0, circuit_failed=[])
 
     def open(self, endpoint: Endpoint, at: datetime, due_at: datetime, threshold: int) -> bool:
-        now = self._now(endpoint)
-        ok = now.state is EndpointState.ENABLED and now.circuit is CircuitState.CLOSED
         return self._change(
             endpoint,
-            ok and now.circuit_failures >= threshold,
+            lambda now: (
+                now.state is EndpointState.ENABLED
+                and now.circuit is CircuitState.CLOSED
+                and now.circuit_failures >= threshold
+            ),
             circuit=CircuitState.OPEN,
             circuit_opened_at=at,
             next_probe_at=due_at,
             probes_made=0,
-            circuit_step=now.circuit_step + 1,
+            circuit_step=lambda now: now.circuit_step + 1,
             circuit_failures=0,
             circuit_failed=[],
             drained_count=0,
@@ -344,10 +386,9 @@ class FakeCircuits:
         )
 
     def reopen(self, endpoint: Endpoint, at: datetime, due_at: datetime) -> bool:
-        ok = self._now(endpoint).circuit is CircuitState.DRAINING
         return self._change(
             endpoint,
-            ok,
+            lambda now: now.circuit is CircuitState.DRAINING,
             circuit=CircuitState.OPEN,
             circuit_opened_at=at,
             next_probe_at=due_at,
@@ -355,41 +396,57 @@ class FakeCircuits:
             drain_paused_until=None,
         )
 
+    @staticmethod
+    def _owned(state: CircuitState, step: int) -> Callable[[Endpoint], bool]:
+        return lambda now: now.circuit is state and now.circuit_step == step
+
     def probed(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit is CircuitState.OPEN and now.circuit_step == step
-        return self._change(endpoint, ok, next_probe_at=due_at, probes_made=now.probes_made + 1)
+        return self._change(
+            endpoint,
+            self._owned(CircuitState.OPEN, step),
+            next_probe_at=due_at,
+            probes_made=lambda now: now.probes_made + 1,
+        )
 
     def start_drain(self, endpoint: Endpoint, step: int) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit is CircuitState.OPEN and now.circuit_step == step
-        return self._change(endpoint, ok, circuit=CircuitState.DRAINING, drained_count=0, drain_paused_until=None)
+        return self._change(
+            endpoint,
+            self._owned(CircuitState.OPEN, step),
+            circuit=CircuitState.DRAINING,
+            drained_count=0,
+            drain_paused_until=None,
+        )
 
     def drained(self, endpoint: Endpoint, step: int, released: int, due_at: datetime) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit is CircuitState.DRAINING and now.circuit_step == step
-        return self._change(endpoint, ok, next_probe_at=due_at, drained_count=now.drained_count + released)
+        return self._change(
+            endpoint,
+            self._owned(CircuitState.DRAINING, step),
+            next_probe_at=due_at,
+            drained_count=lambda now: now.drained_count + released,
+        )
 
     def pause_drain(self, tenant_id: str, endpoint_id: str, until: datetime) -> bool:
         current = self.endpoints.get(tenant_id, endpoint_id)
         if current is None:
             return False
-        return self._change(current, current.circuit is CircuitState.DRAINING, drain_paused_until=until)
+        return self._change(current, lambda now: now.circuit is CircuitState.DRAINING, drain_paused_until=until)
 
     def close(self, endpoint: Endpoint, step: int) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit is CircuitState.DRAINING and now.circuit_step == step and now.parked_count == 0
-        return self._change(endpoint, ok, circuit=CircuitState.CLOSED, next_probe_at=None, drain_paused_until=None)
+        owned = self._owned(CircuitState.DRAINING, step)
+        return self._change(endpoint, lambda now: owned(now) and now.parked_count == 0, **_CLOSED_CIRCUIT)
 
     def take_over(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
-        now = self._now(endpoint)
-        ok = now.circuit_step == step and now.circuit is not CircuitState.CLOSED
-        return self._change(endpoint, ok, circuit_step=step + 1, next_probe_at=due_at)
+        return self._change(
+            endpoint,
+            lambda now: now.circuit_step == step and now.circuit is not CircuitState.CLOSED,
+            circuit_step=step + 1,
+            next_probe_at=due_at,
+        )
 
     def reset(self, endpoint: Endpoint) -> bool:
-        now = self._now(endpoint)
-        ok = now.state is not EndpointState.ENABLED and now.parked_count == 0
-        return self._change(endpoint, ok, circuit=CircuitState.CLOSED, next_probe_at=None)
+        return self._change(
+            endpoint, lambda now: now.state is not EndpointState.ENABLED and now.parked_count == 0, **_CLOSED_CIRCUIT
+        )
 
     def open_circuits(self) -> Iterator[Endpoint]:
         yield from [e for e in self.endpoints.items.values() if e.circuit is not CircuitState.CLOSED]
@@ -425,7 +482,7 @@ class FakeParkingLot:
         endpoint = self.endpoints.get(tenant_id, endpoint_id)
         if endpoint is None or endpoint.state is not EndpointState.ENABLED or endpoint.circuit is CircuitState.CLOSED:
             return ParkOutcome.CIRCUIT_CLOSED
-        order = current.event_order or f"{at.isoformat()}#{delivery_id}"
+        order = current.event_order or f"{to_rfc3339(at)}#{delivery_id}"
         self.deliveries.items[delivery_id] = current.model_copy(update={"parked_at": at, "event_order": order})
         self.parked_by[delivery_id] = endpoint_id
         self._count(tenant_id, endpoint_id, 1)
@@ -481,7 +538,12 @@ class FakeParkingLot:
         self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
     ) -> Delivery | None:
         current = self.deliveries.get(parked.id)
-        if current is None or self.parked_by.get(parked.id) != endpoint_id or current.status is not parked.status:
+        if (
+            current is None
+            or self.parked_by.get(parked.id) != endpoint_id
+            or current.status is not parked.status
+            or current.attempt_count != parked.attempt_count
+        ):
             return None
         return self._unpark(
             current,
@@ -491,6 +553,7 @@ class FakeParkingLot:
             updated_at=now,
             expires_at=expires_at,
             next_attempt_at=None,
+            claimed_at=None,
         )
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:

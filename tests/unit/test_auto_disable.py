@@ -20,10 +20,8 @@ from hookrelay.services.auto_disable import (
 )
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ports import EndpointNoticeMessage
-from tests.support.fakes import NoDeliveries
-from tests.unit.test_delivery_service import ERROR_500, OK, TIMEOUT, World, retry
-from tests.unit.test_delivery_service import world as world  # the fixture
-from tests.unit.test_endpoint_service import ConditionalEndpoints
+from tests.support.delivery_world import ERROR_500, OK, TIMEOUT, World, make_world, retry
+from tests.support.fakes import ConditionalEndpoints, NoDeliveries
 
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
@@ -213,6 +211,11 @@ def test_enabling_after_an_auto_disable_starts_afresh() -> None:
 
 
 # --- the failing spell, kept by the delivery path on transitions only ---
+
+
+@pytest.fixture
+def world() -> World:
+    return make_world()
 
 
 def test_the_first_failure_starts_the_spell_at_its_attempt_and_later_failures_keep_it(

@@ -7,7 +7,6 @@ import io
 import json
 import logging
 import re
-from dataclasses import dataclass
 from datetime import timedelta
 
 import pytest
@@ -15,118 +14,19 @@ import pytest
 from hookrelay.adapters import schema
 from hookrelay.adapters.stepfunctions import EXECUTION_NAME_MAX, execution_name
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE, PowertoolsTelemetry
-from hookrelay.domain.classification import FailureKind
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.envelope import retry_group_id
-from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event, SigningSecret
-from hookrelay.domain.schedule import RetrySchedule
-from hookrelay.domain.signing import generate_secret
+from hookrelay.domain.models import EndpointState
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.auto_disable import DEFAULT_DISABLE_AFTER_DAYS
-from hookrelay.services.delivery import EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS, DeliveryService
-from hookrelay.services.ports import DeliveryMessage, SendResult
-from tests.support.fakes import (
-    FakeCircuits,
-    FakeClock,
-    FakeDeliveries,
-    FakeEndpoints,
-    FakeEvents,
-    FakeParkingLot,
-    RecordingDeadLetters,
-    RecordingTelemetry,
-    RecordingWorkflow,
-    ScriptedSender,
-)
-
-SCHEDULE = RetrySchedule(name="test", gaps=(0, 10, 20, 40), horizon=70, retry_after_cap=30)
-OK = SendResult(200, 5)
-ERROR_500 = SendResult(500, 5)
-NOT_FOUND = SendResult(404, 5)
-TIMEOUT = SendResult(None, 2000, FailureKind.TIMEOUT, "ReadTimeout")
-
-
-@dataclass
-class World:
-    clock: FakeClock
-    deliveries: FakeDeliveries
-    endpoints: FakeEndpoints
-    events: FakeEvents
-    sender: ScriptedSender
-    workflow: RecordingWorkflow
-    dead_letters: RecordingDeadLetters
-    telemetry: RecordingTelemetry
-    service: DeliveryService
-    delivery: Delivery
-    event: Event
-
-    def script(self, *results: SendResult) -> None:
-        self.sender.results.extend(results)
-
-    def message(self, attempt: int, token: str | None = None) -> DeliveryMessage:
-        return DeliveryMessage(self.delivery.id, self.delivery.tenant_id, attempt, "grp", f"dedup-{attempt}", token)
-
-    def current(self) -> Delivery:
-        return self.deliveries.items[self.delivery.id]
+from hookrelay.services.delivery import EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS
+from hookrelay.services.ports import SendResult
+from tests.support.delivery_world import ERROR_500, NOT_FOUND, OK, SCHEDULE, TIMEOUT, World, make_world, retry
 
 
 @pytest.fixture
 def world() -> World:
-    clock = FakeClock()
-    now = clock.now
-    endpoint = Endpoint(
-        id="ep_1",
-        tenant_id="tn_1",
-        url="https://consumer.example/hook",
-        event_types=["*"],
-        secrets=[SigningSecret(secret=generate_secret(), created_at=now)],
-        created_at=now,
-        updated_at=now,
-    )
-    event = Event(
-        id="evt_1",
-        tenant_id="tn_1",
-        type="order.updated",
-        timestamp=now,
-        body='{"id":"evt_1","type":"order.updated","data":{"id":1}}',
-        expires_at=epoch_seconds(now + timedelta(seconds=SCHEDULE.horizon, days=RETENTION_DAYS)),
-    )
-    delivery = Delivery(
-        id="dlv_1",
-        tenant_id="tn_1",
-        endpoint_id="ep_1",
-        event_id="evt_1",
-        event_type="order.updated",
-        message_group_id="grp",
-        created_at=now,
-        updated_at=now,
-    )
-    deliveries, events = FakeDeliveries(), FakeEvents(event)
-    deliveries.put_many([delivery])
-    endpoints, sender = FakeEndpoints(endpoint), ScriptedSender(clock)
-    workflow, dead_letters, telemetry = RecordingWorkflow(), RecordingDeadLetters(), RecordingTelemetry()
-    service = DeliveryService(
-        deliveries,
-        endpoints,
-        events,
-        sender,
-        workflow,
-        dead_letters,
-        SCHEDULE,
-        telemetry,
-        FakeCircuits(endpoints),
-        FakeParkingLot(deliveries, endpoints),
-        clock=clock,
-        sleep=clock.sleep,
-    )
-    return World(
-        clock, deliveries, endpoints, events, sender, workflow, dead_letters, telemetry, service, delivery, event
-    )
-
-
-def retry(world: World, attempt: int) -> None:
-    """What the workflow does: wait until next_attempt_at, then send the attempt with a task token."""
-    world.clock.now = max(world.clock.now, world.current().next_attempt_at)
-    world.service.attempt(world.message(attempt, token=f"token-{attempt}"))
+    return make_world()
 
 
 def test_a_first_time_success_is_delivered_and_starts_no_workflow(world: World) -> None:

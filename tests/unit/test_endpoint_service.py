@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,27 +11,7 @@ from hookrelay.domain.clock import utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.services.endpoints import MAX_ACTIVE_SECRETS, WRITE_ATTEMPTS, EndpointService, _next_version
-from tests.support.fakes import FakeEndpoints, NoDeliveries
-
-
-class ConditionalEndpoints(FakeEndpoints):
-    """FakeEndpoints with the conditional write; `before_write` lets a test slip in a concurrent writer."""
-
-    def __init__(self, *endpoints: Endpoint) -> None:
-        super().__init__(*endpoints)
-        self.before_write: Callable[[], None] | None = None
-        self.writes = 0
-
-    def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
-        self.writes += 1
-        if self.before_write is not None:
-            self.before_write()
-        current = self.items[(endpoint.tenant_id, endpoint.id)]
-        read = read or endpoint
-        if current.updated_at != expected_updated_at or not self.same_spell(current, read):
-            return False
-        self.put(endpoint)
-        return True
+from tests.support.fakes import ConditionalEndpoints, NoDeliveries
 
 
 def an_endpoint(**fields: Any) -> Endpoint:

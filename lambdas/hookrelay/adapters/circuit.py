@@ -16,11 +16,19 @@ from boto3.dynamodb.conditions import Key
 from botocore.exceptions import ClientError
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.dynamodb import applied, conditional_write
+from hookrelay.adapters.dynamodb import (
+    CLAIM_UPDATE,
+    applied,
+    claim_values,
+    claimable_condition,
+    conditional_write,
+    query_items,
+    tenant_status,
+)
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState
-from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
+from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import ParkedDelivery, ParkOutcome
 
 _PARKED = schema.PARKED_INDEX
@@ -173,21 +181,17 @@ class DynamoCircuits:
         return self._update(
             _key(endpoint),
             "SET #c = :closed REMOVE #mark, next_probe_at, drain_paused_until, circuit_failures",
-            "#state <> :enabled AND (attribute_not_exists(parked_count) OR parked_count = :zero)",
+            # attribute_exists: a missing `state` satisfies `<>`, and a reset must never create an endpoint.
+            "attribute_exists(id) AND #state <> :enabled AND "
+            "(attribute_not_exists(parked_count) OR parked_count = :zero)",
             {":closed": CircuitState.CLOSED.value, ":enabled": EndpointState.ENABLED.value, ":zero": 0},
         )
 
     def open_circuits(self) -> Iterator[Endpoint]:
-        kwargs: dict[str, Any] = {
-            "IndexName": _CIRCUITS.name,
-            "KeyConditionExpression": Key(_CIRCUITS.partition_key).eq(_OPEN_MARK),
-        }
-        while True:
-            page = self.table.query(**kwargs)
-            yield from (Endpoint.model_validate(item) for item in page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        items = query_items(
+            self.table, IndexName=_CIRCUITS.name, KeyConditionExpression=Key(_CIRCUITS.partition_key).eq(_OPEN_MARK)
+        )
+        yield from (Endpoint.model_validate(item) for item in items)
 
 
 def _cancelled(error: ClientError) -> list[str] | None:
@@ -236,7 +240,7 @@ class DynamoParkingLot:
     def park(
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
     ) -> ParkOutcome:
-        claimable = {f":c{i}": status.value for i, status in enumerate(sorted(CLAIMABLE_STATUSES))}
+        claimable, claimable_values = claimable_condition()
         park = {
             "Update": {
                 "TableName": self.deliveries.name,
@@ -245,7 +249,7 @@ class DynamoParkingLot:
                 "UpdateExpression": "SET #parked = :endpoint, parked_at = :at, "
                 "event_order = if_not_exists(event_order, :fallback)",
                 "ConditionExpression": f"tenant_id = :tenant AND endpoint_id = :endpoint AND "
-                f"attribute_not_exists(#parked) AND #s IN ({', '.join(claimable)})"
+                f"attribute_not_exists(#parked) AND {claimable}"
                 + ("" if attempt_number is None else " AND attempt_count = :made"),
                 "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
                 "ExpressionAttributeValues": {
@@ -254,7 +258,7 @@ class DynamoParkingLot:
                     ":at": to_rfc3339(at),
                     ":fallback": f"{to_rfc3339(at)}#{delivery_id}",
                     **({} if attempt_number is None else {":made": attempt_number - 1}),
-                    **claimable,
+                    **claimable_values,
                 },
             }
         }
@@ -281,26 +285,19 @@ class DynamoParkingLot:
     def claim(
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, now: datetime
     ) -> Delivery | None:
-        claimable = {f":c{i}": status.value for i, status in enumerate(sorted(CLAIMABLE_STATUSES))}
-        at = to_rfc3339(now)
+        claimable, claimable_values = claimable_condition()
         claim = {
             "Update": {
                 "TableName": self.deliveries.name,
                 "Key": {"id": delivery_id},
-                "UpdateExpression": "SET #s = :attempting, tenant_status = :ts, attempt_count = :n, claimed_at = :now, "
-                "updated_at = :now, first_attempt_at = if_not_exists(first_attempt_at, :now) REMOVE #parked, parked_at",
-                "ConditionExpression": f"tenant_id = :tenant AND #parked = :endpoint AND "
-                f"#s IN ({', '.join(claimable)}) AND attempt_count = :made",
+                "UpdateExpression": f"{CLAIM_UPDATE} REMOVE #parked, parked_at",
+                "ConditionExpression": f"tenant_id = :tenant AND #parked = :endpoint AND {claimable} "
+                "AND attempt_count = :made",
                 "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
                 "ExpressionAttributeValues": {
-                    ":attempting": DeliveryStatus.ATTEMPTING.value,
-                    ":ts": f"{tenant_id}#{DeliveryStatus.ATTEMPTING.value}",
-                    ":n": attempt_number,
-                    ":made": attempt_number - 1,
-                    ":now": at,
-                    ":tenant": tenant_id,
+                    **claim_values(tenant_id, attempt_number, now),
                     ":endpoint": endpoint_id,
-                    **claimable,
+                    **claimable_values,
                 },
             }
         }
@@ -322,7 +319,7 @@ class DynamoParkingLot:
                 "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
                 "ExpressionAttributeValues": {
                     ":status": status.value,
-                    ":ts": f"{parked.tenant_id}#{status.value}",
+                    ":ts": tenant_status(parked.tenant_id, status),
                     ":now": to_rfc3339(now),
                     ":e": expires_at,
                     ":endpoint": endpoint_id,

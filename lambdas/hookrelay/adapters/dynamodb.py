@@ -59,6 +59,22 @@ def applied(write: Callable[..., dict[str, Any]], **request: Any) -> bool:
     return conditional_write(write, **request) is not None
 
 
+def query_pages(table: Any, **query: Any) -> Iterator[dict[str, Any]]:
+    """Every page of a query (or of an index read), following `LastEvaluatedKey` to the end."""
+    while True:
+        page = table.query(**query)
+        yield page
+        if "LastEvaluatedKey" not in page:
+            return
+        query = {**query, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+
+def query_items(table: Any, **query: Any) -> Iterator[dict[str, Any]]:
+    """Every item a query finds, page after page."""
+    for page in query_pages(table, **query):
+        yield from page["Items"]
+
+
 class TenantTable:
     def __init__(self, table: Any) -> None:
         self.table = table
@@ -91,6 +107,7 @@ class ApiKeyTable:
 
 
 _FAILING = schema.FAILING_ENDPOINTS_INDEX
+_PARKED = schema.PARKED_INDEX
 _FAILING_MARK = "1"  # the constant partition of the sparse failing-endpoints index
 
 
@@ -145,14 +162,8 @@ class EndpointTable:
         )
 
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
-        items: list[dict[str, Any]] = []
-        kwargs: dict[str, Any] = {"KeyConditionExpression": Key("tenant_id").eq(tenant_id)}
-        while True:
-            page = self.table.query(**kwargs)
-            items.extend(page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return [Endpoint.model_validate(item) for item in items]
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        items = query_items(self.table, KeyConditionExpression=Key("tenant_id").eq(tenant_id))
+        return [Endpoint.model_validate(item) for item in items]
 
     # --- The failing spell: written on transitions only (first failure after a success, first success after) ---
 
@@ -180,18 +191,14 @@ class EndpointTable:
         )
 
     def failing(self, since_before: datetime) -> Iterator[Endpoint]:
-        kwargs: dict[str, Any] = {
-            "IndexName": _FAILING.name,
-            "KeyConditionExpression": Key(_FAILING.partition_key).eq(_FAILING_MARK)
+        items = query_items(
+            self.table,
+            IndexName=_FAILING.name,
+            KeyConditionExpression=Key(_FAILING.partition_key).eq(_FAILING_MARK)
             & Key(_FAILING.sort_key).lte(to_rfc3339(since_before)),
-            "ScanIndexForward": True,  # longest failing first
-        }
-        while True:
-            page = self.table.query(**kwargs)
-            yield from (Endpoint.model_validate(item) for item in page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            ScanIndexForward=True,  # longest failing first
+        )
+        yield from (Endpoint.model_validate(item) for item in items)
 
     def record_notice(self, endpoint: Endpoint, notice: FailureNotice) -> bool:
         return self._set_notice(endpoint, notice, expected=endpoint.failure_notice)
@@ -264,12 +271,38 @@ class EventTable:
         )
 
 
-def _tenant_status(tenant_id: str, status: DeliveryStatus) -> str:
+def tenant_status(tenant_id: str, status: DeliveryStatus) -> str:
+    """The by_tenant_status index's partition key of a delivery."""
     return f"{tenant_id}#{status.value}"
 
 
+def claimable_condition() -> tuple[str, dict[str, str]]:
+    """The condition that the delivery's status (`#s`) is one a new attempt may be claimed from, and its values."""
+    values = {f":c{i}": status.value for i, status in enumerate(sorted(CLAIMABLE_STATUSES))}
+    return f"#s IN ({', '.join(values)})", values
+
+
+# Claiming a delivery for attempt :n, off the delivery queue or out of the parking lot alike.
+CLAIM_UPDATE = (
+    "SET #s = :attempting, tenant_status = :ts, attempt_count = :n, claimed_at = :now, "
+    "updated_at = :now, first_attempt_at = if_not_exists(first_attempt_at, :now)"
+)
+
+
+def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str, Any]:
+    """CLAIM_UPDATE's values, with `:made` (the attempts made before this one) and `:tenant` for the condition."""
+    return {
+        ":attempting": DeliveryStatus.ATTEMPTING.value,
+        ":ts": tenant_status(tenant_id, DeliveryStatus.ATTEMPTING),
+        ":tenant": tenant_id,
+        ":n": attempt_number,
+        ":made": attempt_number - 1,
+        ":now": to_rfc3339(now),
+    }
+
+
 def _delivery_item(delivery: Delivery) -> dict[str, Any]:
-    return to_item(delivery, tenant_status=_tenant_status(delivery.tenant_id, delivery.status))
+    return to_item(delivery, tenant_status=tenant_status(delivery.tenant_id, delivery.status))
 
 
 class DeliveryTable:
@@ -287,28 +320,20 @@ class DeliveryTable:
     def claim(
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
     ) -> Delivery | None:
-        claimable = {f":c{i}": status.value for i, status in enumerate(sorted(CLAIMABLE_STATUSES))}
+        claimable, claimable_values = claimable_condition()
         result = conditional_write(
             self.table.update_item,
             Key={"id": delivery_id},
-            UpdateExpression=(
-                "SET #s = :attempting, tenant_status = :ts, attempt_count = :n, claimed_at = :now, "
-                "updated_at = :now, first_attempt_at = if_not_exists(first_attempt_at, :now)"
-            ),
+            UpdateExpression=CLAIM_UPDATE,
             ConditionExpression=(
-                "tenant_id = :tenant AND attribute_not_exists(parked_endpoint) AND ("
-                f"(#s IN ({', '.join(claimable)}) AND attempt_count = :prev) "
+                f"tenant_id = :tenant AND attribute_not_exists({_PARKED.partition_key}) AND ("
+                f"({claimable} AND attempt_count = :made) "
                 "OR (#s = :attempting AND attempt_count = :n AND claimed_at < :stale))"
             ),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={
-                ":attempting": DeliveryStatus.ATTEMPTING.value,
-                ":ts": _tenant_status(tenant_id, DeliveryStatus.ATTEMPTING),
-                ":tenant": tenant_id,
-                **claimable,
-                ":n": attempt_number,
-                ":prev": attempt_number - 1,
-                ":now": to_rfc3339(now),
+                **claim_values(tenant_id, attempt_number, now),
+                **claimable_values,
                 ":stale": to_rfc3339(stale_before),
             },
             ReturnValues="ALL_NEW",
@@ -326,7 +351,7 @@ class DeliveryTable:
         removes = ["claimed_at"]
         values: dict[str, Any] = {
             ":status": record.status.value,
-            ":ts": _tenant_status(tenant_id, record.status),
+            ":ts": tenant_status(tenant_id, record.status),
             ":empty": [],
             ":attempt": [to_item(record.attempt)],
             ":now": now,
@@ -365,7 +390,7 @@ class DeliveryTable:
         sets = "#s = :status, tenant_status = :ts, updated_at = :now"
         values: dict[str, Any] = {
             ":status": status.value,
-            ":ts": _tenant_status(tenant_id, status),
+            ":ts": tenant_status(tenant_id, status),
             ":now": to_rfc3339(now),
         }
         if status.is_terminal:
@@ -373,17 +398,18 @@ class DeliveryTable:
         if expires_at is not None:
             sets += ", expires_at = :e"
             values[":e"] = expires_at
-        condition: dict[str, Any] = {}
+        # Never an upsert: an unknown delivery is refused, not created as a record with a status and no body.
+        condition = "attribute_exists(id)"
         if expected is not None:
-            condition["ConditionExpression"] = "#s = :expected"
+            condition += " AND #s = :expected"
             values[":expected"] = expected.value
         return applied(
             self.table.update_item,
             Key={"id": delivery_id},
             UpdateExpression=f"SET {sets} REMOVE claimed_at, next_attempt_at",
+            ConditionExpression=condition,
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
-            **condition,
         )
 
     def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
@@ -415,7 +441,7 @@ class DeliveryTable:
             return _INDEXES["by_event"], where.event_id
         # Everything but `delivered` is rare next to an endpoint's whole history: read the status partition.
         if where.status and not (where.endpoint_id and where.status is DeliveryStatus.DELIVERED):
-            return _INDEXES["by_tenant_status"], _tenant_status(where.tenant_id, where.status)
+            return _INDEXES["by_tenant_status"], tenant_status(where.tenant_id, where.status)
         if where.endpoint_id:
             return _INDEXES["by_endpoint"], where.endpoint_id
         return _INDEXES["by_tenant"], where.tenant_id
@@ -468,14 +494,7 @@ class DeliveryTable:
         return DeliveryPage([Delivery.model_validate(i) for i in found], _position(resume))
 
     def count(self, where: DeliveryFilter, now: datetime) -> int:
-        kwargs = self._query(where, now) | {"Select": "COUNT"}
-        total = 0
-        while True:
-            page = self.table.query(**kwargs)
-            total += int(page["Count"])
-            if "LastEvaluatedKey" not in page:
-                return total
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return sum(int(page["Count"]) for page in query_pages(self.table, **self._query(where, now), Select="COUNT"))
 
     def _start_key(self, where: DeliveryFilter, start: Position) -> dict[str, str]:
         """The index key `start` stands for, if it could have come from a read of `where` (else UnknownPosition)."""

@@ -1,0 +1,61 @@
+"""The system on moto, driven from a test the way API Gateway and the SQS event source drive it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+from hookrelay.adapters import schema
+from local import gateway
+from local.sqs_source import poll_once
+
+
+@dataclass
+class Platform:
+    """The system on moto, driven the way API Gateway and the SQS event source drive it."""
+
+    env: dict[str, str]
+    admin_token: str
+
+    def call(self, method: str, path: str, token: str | None, body: Any = None, headers: dict[str, str] | None = None):
+        all_headers = dict(headers or {})
+        if token:
+            all_headers["authorization"] = f"Bearer {token}"
+        raw = body if isinstance(body, bytes) else (json.dumps(body).encode() if body is not None else b"")
+        if raw:
+            all_headers.setdefault("content-type", "application/json")
+        path, _, query = path.partition("?")
+        return gateway.handle(method, path, query, all_headers, raw)
+
+    @property
+    def sqs(self) -> Any:
+        return boto3.client("sqs")
+
+    def pump(self, max_batches: int = 20) -> int:
+        """Feed the delivery handler until the delivery queue is empty; returns messages handled."""
+        handled = 0
+        for _ in range(max_batches):
+            count = poll_once(self.sqs, self.env[schema.DELIVERY_QUEUE.env_var])
+            if count == 0:
+                break
+            handled += count
+        return handled
+
+    def new_tenant(self, name: str = "acme") -> tuple[str, str]:
+        created = self.call("POST", "/v1/tenants", self.admin_token, {"name": name})
+        assert created.status == 201, created.body
+        document = created.json()
+        return document["tenant_id"], document["api_key"]["token"]
+
+    def new_key(self, role: str) -> str:
+        created = self.call("POST", "/v1/api-keys", self.admin_token, {"role": role})
+        assert created.status == 201, created.body
+        return created.json()["token"]
+
+    def new_endpoint(self, tenant_token: str, url: str, event_types: list[str] | None = None) -> dict[str, Any]:
+        created = self.call("POST", "/v1/endpoints", tenant_token, {"url": url, "event_types": event_types or ["*"]})
+        assert created.status == 201, created.body
+        return created.json()
