@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the figures, not thousands of log lines
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
 
 import boto3
