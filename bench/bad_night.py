@@ -22,7 +22,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the figures, not thousands of log lines
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
 
 import boto3
 
