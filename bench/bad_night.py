@@ -13,8 +13,10 @@ closed), and the healthy endpoint's latency beside the outage as a ratio to its 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -154,6 +156,7 @@ def night(events: int, outage: float) -> dict[str, object]:
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR1)  # `kill -USR1 <pid>` prints every thread's stack, if a run seems stuck
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, nargs="+", default=[2000, 4000])
     parser.add_argument("--outage", type=float, default=30.0)

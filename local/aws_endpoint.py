@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import requests
 from moto.server import ThreadedMotoServer
 
+from local import moto_transactions
+
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
     "AWS_SECRET_ACCESS_KEY": "local",
@@ -45,6 +47,7 @@ class AwsEndpoint:
 def start_aws_endpoint(port: int = 0) -> AwsEndpoint:
     """Start moto's server, switch on state machine execution, and point this process's AWS clients at it."""
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per AWS call is noise, not information
+    moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = AwsEndpoint(server, server.get_host_and_port()[1])

@@ -57,6 +57,8 @@ def deliver(record: SQSRecord) -> None:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    # skip_group_on_error: after a failure, the group's later messages are returned too, keeping order.
-    processor = SqsFifoPartialProcessor(skip_group_on_error=True)
+    # The FIFO processor returns a failed message and every later one of the batch, keeping the queue's order.
+    # The event source hands over one message at a time (functions.DELIVERY's batch size), so there is no
+    # "later one" and `skip_group_on_error` would change nothing: it is left out. A larger batch needs it back.
+    processor = SqsFifoPartialProcessor()
     return process_partial_response(event, deliver, processor, context)
