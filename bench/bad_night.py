@@ -43,9 +43,10 @@ BASELINE_EVENTS = 200
 
 
 class Pump:
-    """The delivery queue's event source, on two threads (the function's concurrency, as on a 2-core machine)."""
+    """The delivery queue's event source on one thread: in one process, concurrent invocations would share the
+    handlers' Powertools state (metrics), which Lambda never does (one invocation per environment at a time)."""
 
-    def __init__(self, url: str, threads: int = 2) -> None:
+    def __init__(self, url: str, threads: int = 1) -> None:
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._run, args=(url,), daemon=True) for _ in range(threads)]
 

@@ -169,13 +169,16 @@ def test_reopen_moves_draining_back_to_open_and_clears_the_pause(stores: Stores)
     assert stores.circuits.probed(endpoint, endpoint.circuit_step, at(20))
     assert stores.circuits.start_drain(endpoint, endpoint.circuit_step)
     stores.circuits.pause_drain(TENANT, "ep_1", at(30))
-    assert stores.circuits.reopen(endpoint, at(40), at(100))
+    opened_at = stored(stores).circuit_opened_at
+    assert stores.circuits.reopen(endpoint, at(100))
     after = stored(stores)
-    assert after.circuit is CircuitState.OPEN and after.circuit_opened_at == at(40) and after.next_probe_at == at(100)
-    assert after.probes_made == 0 and after.drain_paused_until is None
+    assert after.circuit is CircuitState.OPEN and after.next_probe_at == at(100)
+    # The same outage: the schedule's anchor stays, and the failed release counts as a probe.
+    assert after.circuit_opened_at == opened_at and after.probes_made == 2
+    assert after.drain_paused_until is None
     assert after.circuit_step == endpoint.circuit_step  # the running probe workflow carries on
-    assert not stores.circuits.reopen(endpoint, at(41), at(101))  # open, not draining
-    assert stored(stores).circuit_opened_at == at(40)
+    assert not stores.circuits.reopen(endpoint, at(101))  # open, not draining
+    assert stored(stores).next_probe_at == at(100)
 
 
 # --- close, take_over, reset ---
@@ -250,7 +253,7 @@ def test_reset_is_refused_for_an_enabled_endpoint_or_one_with_parked_deliveries(
 
 TRANSITIONS: dict[str, Callable[[CircuitRepository, Endpoint], bool]] = {
     "open": lambda c, e: c.open(e, at(0), at(1), 0),
-    "reopen": lambda c, e: c.reopen(e, at(0), at(1)),
+    "reopen": lambda c, e: c.reopen(e, at(1)),
     "probed": lambda c, e: c.probed(e, 0, at(1)),
     "start_drain": lambda c, e: c.start_drain(e, 0),
     "drained": lambda c, e: c.drained(e, 0, 1, at(1)),

@@ -385,14 +385,14 @@ class FakeCircuits:
             drain_paused_until=None,
         )
 
-    def reopen(self, endpoint: Endpoint, at: datetime, due_at: datetime) -> bool:
+    def reopen(self, endpoint: Endpoint, due_at: datetime) -> bool:
+        stored = self.endpoints.get(endpoint.tenant_id, endpoint.id)
         return self._change(
             endpoint,
             lambda now: now.circuit is CircuitState.DRAINING,
             circuit=CircuitState.OPEN,
-            circuit_opened_at=at,
             next_probe_at=due_at,
-            probes_made=0,
+            probes_made=(stored.probes_made if stored else 0) + 1,
             drain_paused_until=None,
         )
 

@@ -108,18 +108,16 @@ class DynamoCircuits:
             },
         )
 
-    def reopen(self, endpoint: Endpoint, at: datetime, due_at: datetime) -> bool:
+    def reopen(self, endpoint: Endpoint, due_at: datetime) -> bool:
         return self._update(
             _key(endpoint),
-            "SET #c = :open, circuit_opened_at = :at, next_probe_at = :due, probes_made = :zero "
-            "REMOVE drain_paused_until",
+            "SET #c = :open, next_probe_at = :due ADD probes_made :one REMOVE drain_paused_until",
             "#c = :draining",
             {
                 ":open": CircuitState.OPEN.value,
                 ":draining": CircuitState.DRAINING.value,
-                ":at": to_rfc3339(at),
                 ":due": to_rfc3339(due_at),
-                ":zero": 0,
+                ":one": 1,
             },
         )
 

@@ -263,8 +263,15 @@ class DeliveryService:
                 if self.circuits.pause_drain(endpoint.tenant_id, endpoint.id, until):
                     self.telemetry.count(DRAIN_PAUSED)
                     return True
-            due = circuit.next_probe_at(self.schedule, opened_at=now, probes_made=0, now=now)
-            if self.circuits.reopen(endpoint, now, due):
+            # The same outage: its probes go on where the schedule was, never back to its short first gaps.
+            due = circuit.next_probe_at(
+                self.schedule,
+                opened_at=endpoint.circuit_opened_at or now,
+                probes_made=endpoint.probes_made + 1,
+                now=now,
+                retry_after=decision.retry_after,
+            )
+            if self.circuits.reopen(endpoint, due):
                 self.telemetry.count(CIRCUIT_REOPENED)
             return True
         counted = self.circuits.count_failure(endpoint.tenant_id, endpoint.id, message.delivery_id)

@@ -62,8 +62,9 @@ class CircuitRepository(Protocol):
     def open(self, endpoint: Endpoint, at: datetime, due_at: datetime, threshold: int) -> bool:
         """closed → open, if the failures counted reach `threshold`; a new probe workflow step."""
 
-    def reopen(self, endpoint: Endpoint, at: datetime, due_at: datetime) -> bool:
-        """draining → open (a released delivery failed); the running probe workflow carries on probing."""
+    def reopen(self, endpoint: Endpoint, due_at: datetime) -> bool:
+        """draining → open (a released delivery failed: it counts as a failed probe); the running probe workflow
+        carries on probing, on the same outage's schedule (anchored at the first opening, not restarted)."""
 
     def probed(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
         """A probe failed: count it and note when the next is due (while open and still owned by `step`)."""
