@@ -31,6 +31,7 @@ from bench.common import heading, machine, median, percentile, table
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import EndpointTable
 from hookrelay.domain.circuit import CircuitState
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
 from tests.conftest import Platform
@@ -96,7 +97,8 @@ def order_violations(consumer: ScriptedConsumer, order: list[str]) -> tuple[int,
 
 
 def night(events: int, outage: float) -> dict[str, object]:
-    with moto_stack(retry_schedule=SCHEDULE) as env:
+    # The deployed attempt timeout, not the moto tests' 2 s: one saturated process answers some requests late.
+    with moto_stack(retry_schedule=SCHEDULE, ATTEMPT_TIMEOUT_SECONDS=str(ATTEMPT_TIMEOUT_SECONDS)) as env:
         platform = Platform(env=env, admin_token=create_admin_key(env[schema.API_KEYS.env_var]).token)
         failing, healthy = ScriptedConsumer(), ScriptedConsumer()
         tenant_id, token = platform.new_tenant()
