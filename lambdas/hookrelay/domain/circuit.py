@@ -112,6 +112,13 @@ def next_probe_at(
     return planned
 
 
+def next_probe_after_failure(
+    schedule: RetrySchedule, *, opened_at: datetime, probes_made: int, now: datetime, retry_after: float | None
+) -> datetime:
+    """After a failed probe (or a failed release, which counts as one): the outage's next slot."""
+    return next_probe_at(schedule, opened_at=opened_at, probes_made=probes_made + 1, now=now, retry_after=retry_after)
+
+
 class _Midpoint(random.Random):
     """Probes are one per endpoint, not a crowd: no jitter needed to spread them."""
 

@@ -119,10 +119,10 @@ class CircuitService:
             )
             report = self.attempts.attempt(message)
             if report.outcome is Outcome.RETRY:
-                due = circuit.next_probe_at(
+                due = circuit.next_probe_after_failure(
                     self.schedule,
                     opened_at=endpoint.circuit_opened_at or now,
-                    probes_made=endpoint.probes_made + 1,
+                    probes_made=endpoint.probes_made,
                     now=now,
                     retry_after=report.retry_after,
                 )
@@ -212,12 +212,16 @@ class CircuitService:
 
     def _hand_over(self, endpoint: Endpoint, now: datetime) -> None:
         """Past COMMANDS_PER_EXECUTION, a fresh workflow takes over (an execution's history is bounded)."""
-        if self.circuits.take_over(endpoint, endpoint.circuit_step, now):
-            kind = CircuitCommandKind.PROBE if endpoint.circuit is CircuitState.OPEN else CircuitCommandKind.DRAIN
-            due = max(endpoint.next_probe_at or now, now) if kind is CircuitCommandKind.PROBE else now
-            self.workflow.start_probe(
-                CircuitCommand(endpoint.tenant_id, endpoint.id, endpoint.circuit_step + 1, kind, due)
-            )
+        probe_due = max(endpoint.next_probe_at or now, now)
+        self._start_fresh_workflow(endpoint, probe_due if endpoint.circuit is CircuitState.OPEN else now, now)
+
+    def _start_fresh_workflow(self, endpoint: Endpoint, due: datetime, now: datetime) -> bool:
+        """Take the circuit over from its workflow (step + 1) and start the one that carries on from here."""
+        if not self.circuits.take_over(endpoint, endpoint.circuit_step, now):
+            return False
+        kind = CircuitCommandKind.PROBE if endpoint.circuit is CircuitState.OPEN else CircuitCommandKind.DRAIN
+        self.workflow.start_probe(CircuitCommand(endpoint.tenant_id, endpoint.id, endpoint.circuit_step + 1, kind, due))
+        return True
 
     # --- The sweep ---
 
@@ -252,11 +256,7 @@ class CircuitService:
         due = endpoint.next_probe_at or endpoint.circuit_opened_at or now
         if due > now - LOST_AFTER or self.workflow.probe_running(endpoint.id, endpoint.circuit_step):
             return
-        if self.circuits.take_over(endpoint, endpoint.circuit_step, now):
-            kind = CircuitCommandKind.PROBE if endpoint.circuit is CircuitState.OPEN else CircuitCommandKind.DRAIN
-            self.workflow.start_probe(
-                CircuitCommand(endpoint.tenant_id, endpoint.id, endpoint.circuit_step + 1, kind, now)
-            )
+        if self._start_fresh_workflow(endpoint, now, now):
             self.telemetry.count(PROBE_WORKFLOWS_RESTARTED)
             report.restarted.append(endpoint.id)
 

@@ -264,10 +264,10 @@ class DeliveryService:
                     self.telemetry.count(DRAIN_PAUSED)
                     return True
             # The same outage: its probes go on where the schedule was, never back to its short first gaps.
-            due = circuit.next_probe_at(
+            due = circuit.next_probe_after_failure(
                 self.schedule,
                 opened_at=endpoint.circuit_opened_at or now,
-                probes_made=endpoint.probes_made + 1,
+                probes_made=endpoint.probes_made,
                 now=now,
                 retry_after=decision.retry_after,
             )
