@@ -13,8 +13,9 @@ wraps it to count and time each call, attributed to who made it:
 It also sizes what DynamoDB and SQS bill by. DynamoDB on-demand units come from item sizes read out of
 moto's own backend before and after each write (an approximation: moto's `Item.size()` counts numbers as
 their decimal digits and leaves out the few bytes of list/map overhead DynamoDB adds), including the
-writes to every global secondary index the item is in (all project ALL) — twice when an update moves the
-item's index key. A transaction (`TransactWriteItems`) bills two writes of every item it names, a
+writes to every global secondary index the item is in, sized as the entry the index holds (its keys, the
+table's key and its projected attributes): a write that changes none of an entry's projected attributes
+does not write that index, one that moves the entry's key writes it twice (the old entry out, the new in). A transaction (`TransactWriteItems`) bills two writes of every item it names, a
 ConditionCheck or a cancelled transaction's items too, and its index updates once. SQS requests are
 counted in 64 KiB chunks of payload.
 """
@@ -72,11 +73,20 @@ class Invocation:
 
 
 @dataclass(frozen=True)
+class IndexEntry:
+    """An item as one index holds it: the entry's key, its projected values, and its size."""
+
+    key: tuple[Any, ...]
+    projected: dict[str, Any]
+    size: int
+
+
+@dataclass(frozen=True)
 class Snapshot:
-    """What a write's cost depends on: the item's size and the values of its index key attributes."""
+    """What a write's cost depends on: the item's size and its entry in each index it is in."""
 
     size: int
-    index_keys: dict[str, Any]
+    entries: dict[str, IndexEntry]
 
 
 def _typed(value: Any) -> dict[str, Any]:
@@ -102,16 +112,28 @@ class DynamoDbSizer:
         names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
         return {name: _typed(item[name]) for name in names}
 
-    def _index_key_names(self, table: Any) -> list[list[str]]:
-        return [[key["AttributeName"] for key in index.schema] for index in table.global_indexes]
+    def _entry(self, table: Any, index: Any, item: Any) -> IndexEntry | None:
+        key_names = [key["AttributeName"] for key in index.schema]
+        if any(name not in item.attrs for name in key_names):
+            return None  # a sparse index: the item is not in it
+        projection = index.projection
+        kind = projection.get("ProjectionType", "ALL")
+        table_keys = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+        if kind == "ALL":
+            names = set(item.attrs)
+        else:
+            names = {*key_names, *table_keys, *(projection.get("NonKeyAttributes", []) if kind == "INCLUDE" else [])}
+        projected = {name: item.attrs[name] for name in names if name in item.attrs}
+        size = sum(len(name.encode()) + value.size() for name, value in projected.items())
+        return IndexEntry(tuple(item.attrs[name].value for name in key_names), projected, size)
 
     def snapshot(self, table_name: str, key: dict[str, Any]) -> Snapshot | None:
         table = self._table(table_name)
         item = self.backend.get_item(table_name, self._key(table, key))
         if item is None:
             return None
-        names = {name for names in self._index_key_names(table) for name in names}
-        return Snapshot(item.size(), {name: item.attrs[name].value for name in names if name in item.attrs})
+        entries = {index.name: self._entry(table, index, item) for index in table.global_indexes}
+        return Snapshot(item.size(), {name: entry for name, entry in entries.items() if entry is not None})
 
     def writes_of(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """(table, key) of every item a write call touches."""
@@ -150,19 +172,17 @@ class DynamoDbSizer:
     def write_units(
         self, table_name: str, before: Snapshot | None, after: Snapshot | None, item_factor: int = 1
     ) -> float:
-        def units(snapshot: Snapshot | None) -> int:
-            return max(1, math.ceil(snapshot.size / WRITE_UNIT_BYTES)) if snapshot else 0
+        def units(size: int) -> int:
+            return max(1, math.ceil(size / WRITE_UNIT_BYTES))
 
-        total = item_factor * max(units(before), units(after), 1)
-        for names in self._index_key_names(self._table(table_name)):
-            old = tuple(before.index_keys.get(n) for n in names) if before else None
-            new = tuple(after.index_keys.get(n) for n in names) if after else None
-            in_old = old is not None and None not in old
-            in_new = new is not None and None not in new
-            if in_old and in_new and old == new:
-                total += units(after)
+        total = item_factor * max(units(before.size) if before else 0, units(after.size) if after else 0, 1)
+        for index in self._table(table_name).global_indexes:
+            old = before.entries.get(index.name) if before else None
+            new = after.entries.get(index.name) if after else None
+            if old and new and old.key == new.key:
+                total += 0 if old.projected == new.projected else units(new.size)
             else:  # an entry leaves the index, arrives, or both (its key moved)
-                total += (units(before) if in_old else 0) + (units(after) if in_new else 0)
+                total += (units(old.size) if old else 0) + (units(new.size) if new else 0)
         return total
 
     def read_units(self, operation: str, params: dict[str, Any], result: dict[str, Any]) -> float:

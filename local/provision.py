@@ -43,7 +43,10 @@ def create_table(dynamodb: Any, spec: schema.TableSpec, name: str) -> None:
                     {"AttributeName": index.partition_key, "KeyType": "HASH"},
                     {"AttributeName": index.sort_key, "KeyType": "RANGE"},
                 ],
-                "Projection": {"ProjectionType": "ALL"},
+                "Projection": {
+                    "ProjectionType": index.projection,
+                    **({"NonKeyAttributes": list(index.non_key_attributes)} if index.non_key_attributes else {}),
+                },
             }
         )
     kwargs: dict[str, Any] = {

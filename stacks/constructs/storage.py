@@ -48,6 +48,7 @@ class Storage(Construct):
                 index_name=index.name,
                 partition_key=_string_key(index.partition_key),
                 sort_key=_string_key(index.sort_key),
-                projection_type=dynamodb.ProjectionType.ALL,
+                projection_type=dynamodb.ProjectionType(index.projection),
+                non_key_attributes=list(index.non_key_attributes) or None,
             )
         return table

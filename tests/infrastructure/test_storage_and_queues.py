@@ -40,6 +40,17 @@ def test_tables_have_the_keys_indexes_and_ttl_of_their_spec(synthesized: Synthes
                 {"AttributeName": index.partition_key, "KeyType": "HASH"},
                 {"AttributeName": index.sort_key, "KeyType": "RANGE"},
             ]
+            projection = indexes[index.name]["Projection"]
+            assert projection["ProjectionType"] == index.projection, index.name
+            assert sorted(projection.get("NonKeyAttributes", [])) == sorted(index.non_key_attributes), index.name
+
+
+def test_no_index_projects_the_whole_item(synthesized: Synthesized) -> None:
+    """An index projecting ALL is rewritten, and billed, on every update of its items (issue 12)."""
+    for spec in schema.ALL_TABLES:
+        properties = _table(synthesized, spec)["Properties"]
+        for index in properties.get("GlobalSecondaryIndexes", []):
+            assert index["Projection"]["ProjectionType"] in ("KEYS_ONLY", "INCLUDE"), index["IndexName"]
         ttl = properties.get("TimeToLiveSpecification")
         if spec.ttl_attribute:
             assert ttl == {"AttributeName": spec.ttl_attribute, "Enabled": True}, spec.logical_name

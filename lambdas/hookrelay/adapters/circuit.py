@@ -17,13 +17,16 @@ from botocore.exceptions import ClientError
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import (
-    CLAIM_UPDATE,
     applied,
+    claim_update,
     claim_values,
     claimable_condition,
     conditional_write,
+    deliveries_by_id,
+    endpoints_of,
     query_items,
-    tenant_status,
+    set_status_key,
+    update_expression,
 )
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
@@ -34,7 +37,6 @@ from hookrelay.services.ports import ParkedDelivery, ParkOutcome
 _PARKED = schema.PARKED_INDEX
 _CIRCUITS = schema.OPEN_CIRCUITS_INDEX
 _OPEN_MARK = "1"  # the constant partition of the sparse open-circuits index
-_BATCH_GET_LIMIT = 100  # DynamoDB's BatchGetItem maximum
 
 
 def _key(endpoint: Endpoint) -> dict[str, str]:
@@ -186,10 +188,10 @@ class DynamoCircuits:
         )
 
     def open_circuits(self) -> Iterator[Endpoint]:
-        items = query_items(
+        entries = query_items(
             self.table, IndexName=_CIRCUITS.name, KeyConditionExpression=Key(_CIRCUITS.partition_key).eq(_OPEN_MARK)
         )
-        yield from (Endpoint.model_validate(item) for item in items)
+        yield from endpoints_of(self.table, entries)
 
 
 def _cancelled(error: ClientError) -> list[str] | None:
@@ -288,7 +290,7 @@ class DynamoParkingLot:
             "Update": {
                 "TableName": self.deliveries.name,
                 "Key": {"id": delivery_id},
-                "UpdateExpression": f"{CLAIM_UPDATE} REMOVE #parked, parked_at",
+                "UpdateExpression": claim_update("#parked", "parked_at"),
                 "ConditionExpression": f"tenant_id = :tenant AND #parked = :endpoint AND {claimable} "
                 "AND attempt_count = :made",
                 "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
@@ -307,23 +309,24 @@ class DynamoParkingLot:
     def end(
         self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
     ) -> Delivery | None:
+        sets = ["#s = :status", "updated_at = :now", "completed_at = :now", "expires_at = :e"]
+        removes = ["#parked", "parked_at", "next_attempt_at", "claimed_at"]
         end = {
             "Update": {
                 "TableName": self.deliveries.name,
                 "Key": {"id": parked.id},
-                "UpdateExpression": "SET #s = :status, tenant_status = :ts, updated_at = :now, completed_at = :now, "
-                "expires_at = :e REMOVE #parked, parked_at, next_attempt_at, claimed_at",
-                "ConditionExpression": "#parked = :endpoint AND #s = :was AND attempt_count = :made",
-                "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
                 "ExpressionAttributeValues": {
+                    **set_status_key(parked.tenant_id, status, sets, removes),
                     ":status": status.value,
-                    ":ts": tenant_status(parked.tenant_id, status),
                     ":now": to_rfc3339(now),
                     ":e": expires_at,
                     ":endpoint": endpoint_id,
                     ":was": parked.status.value,
                     ":made": parked.attempt_count,
                 },
+                "UpdateExpression": update_expression(sets, removes),
+                "ConditionExpression": "#parked = :endpoint AND #s = :was AND attempt_count = :made",
+                "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
             }
         }
         if self._transact([end, self._count(parked.tenant_id, endpoint_id, -1)]) is not None:
@@ -332,16 +335,8 @@ class DynamoParkingLot:
         return None if item is None else Delivery.model_validate(item)
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
-        found: list[Delivery] = []
-        unique = list(dict.fromkeys(delivery_ids))
-        for start in range(0, len(unique), _BATCH_GET_LIMIT):
-            keys: list[dict[str, str]] = [{"id": i} for i in unique[start : start + _BATCH_GET_LIMIT]]
-            request: dict[str, Any] = {self.deliveries.name: {"Keys": keys, "ConsistentRead": True}}
-            while request:
-                result = self.client.batch_get_item(RequestItems=request)
-                found.extend(Delivery.model_validate(i) for i in result["Responses"].get(self.deliveries.name, []))
-                request = result.get("UnprocessedKeys") or {}
-        return found
+        items = deliveries_by_id(self.deliveries, delivery_ids, consistent=True)
+        return [Delivery.model_validate(item) for item in items.values()]
 
 
 def _parked(item: dict[str, Any]) -> ParkedDelivery:

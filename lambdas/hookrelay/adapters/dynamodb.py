@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import json
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
@@ -191,14 +192,14 @@ class EndpointTable:
         )
 
     def failing(self, since_before: datetime) -> Iterator[Endpoint]:
-        items = query_items(
+        entries = query_items(
             self.table,
             IndexName=_FAILING.name,
             KeyConditionExpression=Key(_FAILING.partition_key).eq(_FAILING_MARK)
             & Key(_FAILING.sort_key).lte(to_rfc3339(since_before)),
             ScanIndexForward=True,  # longest failing first
         )
-        yield from (Endpoint.model_validate(item) for item in items)
+        yield from endpoints_of(self.table, entries)
 
     def record_notice(self, endpoint: Endpoint, notice: FailureNotice) -> bool:
         return self._set_notice(endpoint, notice, expected=endpoint.failure_notice)
@@ -271,9 +272,30 @@ class EventTable:
         )
 
 
-def tenant_status(tenant_id: str, status: DeliveryStatus) -> str:
-    """The by_tenant_status index's partition key of a delivery."""
-    return f"{tenant_id}#{status.value}"
+# The statuses a reader looks for among many delivered deliveries: only these are in the by_tenant_status
+# index (the rest are read from the tenant's or endpoint's log and filtered), so a claim (`attempting`) and
+# a first-time delivery move no index entry.
+STATUS_INDEXED = frozenset({DeliveryStatus.RETRYING, DeliveryStatus.DEAD, DeliveryStatus.CANCELLED})
+
+
+def tenant_status(tenant_id: str, status: DeliveryStatus) -> str | None:
+    """The by_tenant_status index's partition key of a delivery in `status`, or None when it is not indexed."""
+    return f"{tenant_id}#{status.value}" if status in STATUS_INDEXED else None
+
+
+def set_status_key(tenant_id: str, status: DeliveryStatus, sets: list[str], removes: list[str]) -> dict[str, str]:
+    """Add `tenant_status` to an update's SET or REMOVE clauses for `status`; the values it needs (`:ts`)."""
+    key = tenant_status(tenant_id, status)
+    if key is None:
+        removes.append("tenant_status")
+        return {}
+    sets.append("tenant_status = :ts")
+    return {":ts": key}
+
+
+def update_expression(sets: Sequence[str], removes: Sequence[str]) -> str:
+    clauses = [f"{verb} {', '.join(paths)}" for verb, paths in (("SET", sets), ("REMOVE", removes)) if paths]
+    return " ".join(clauses)
 
 
 def claimable_condition() -> tuple[str, dict[str, str]]:
@@ -283,17 +305,25 @@ def claimable_condition() -> tuple[str, dict[str, str]]:
 
 
 # Claiming a delivery for attempt :n, off the delivery queue or out of the parking lot alike.
-CLAIM_UPDATE = (
-    "SET #s = :attempting, tenant_status = :ts, attempt_count = :n, claimed_at = :now, "
-    "updated_at = :now, first_attempt_at = if_not_exists(first_attempt_at, :now)"
+_CLAIM_SETS = (
+    "#s = :attempting",
+    "attempt_count = :n",
+    "claimed_at = :now",
+    "updated_at = :now",
+    "first_attempt_at = if_not_exists(first_attempt_at, :now)",
 )
 
 
+def claim_update(*removes: str) -> str:
+    """The claim's update expression, also removing `removes` (`attempting` is not in the status index)."""
+    assert tenant_status("", DeliveryStatus.ATTEMPTING) is None
+    return update_expression(_CLAIM_SETS, ("tenant_status", *removes))
+
+
 def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str, Any]:
-    """CLAIM_UPDATE's values, with `:made` (the attempts made before this one) and `:tenant` for the condition."""
+    """The claim's values, with `:made` (the attempts made before this one) and `:tenant` for the condition."""
     return {
         ":attempting": DeliveryStatus.ATTEMPTING.value,
-        ":ts": tenant_status(tenant_id, DeliveryStatus.ATTEMPTING),
         ":tenant": tenant_id,
         ":n": attempt_number,
         ":made": attempt_number - 1,
@@ -302,7 +332,42 @@ def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str
 
 
 def _delivery_item(delivery: Delivery) -> dict[str, Any]:
-    return to_item(delivery, tenant_status=tenant_status(delivery.tenant_id, delivery.status))
+    key = tenant_status(delivery.tenant_id, delivery.status)
+    return to_item(delivery, **({} if key is None else {"tenant_status": key}))
+
+
+_BATCH_GET_LIMIT = 100  # DynamoDB's BatchGetItem maximum
+
+
+def batch_get(table: Any, keys: Sequence[dict[str, Any]], *, consistent: bool) -> list[dict[str, Any]]:
+    """The items of `keys` that exist (in no particular order), in as many BatchGetItem calls as it takes.
+
+    How the index reads get their items: the indexes project keys and a few attributes, not whole items."""
+    client = table.meta.client  # the resource's client: takes and returns Python values, like the table
+    found: list[dict[str, Any]] = []
+    for start in range(0, len(keys), _BATCH_GET_LIMIT):
+        request: dict[str, Any] = {
+            table.name: {"Keys": list(keys[start : start + _BATCH_GET_LIMIT]), "ConsistentRead": consistent}
+        }
+        while request:
+            result = client.batch_get_item(RequestItems=request)
+            found.extend(result["Responses"].get(table.name, []))
+            request = result.get("UnprocessedKeys") or {}
+    return found
+
+
+def endpoints_of(table: Any, entries: Iterator[dict[str, Any]], page: int = _BATCH_GET_LIMIT) -> Iterator[Endpoint]:
+    """The endpoints of a sparse index's entries (keys only), in the index's order, read back page by page."""
+    while chunk := list(itertools.islice(entries, page)):
+        keys = [{"tenant_id": entry["tenant_id"], "id": entry["id"]} for entry in chunk]
+        items = {(i["tenant_id"], i["id"]): i for i in batch_get(table, keys, consistent=True)}
+        found = (items.get((key["tenant_id"], key["id"])) for key in keys)
+        yield from (Endpoint.model_validate(item) for item in found if item is not None)
+
+
+def deliveries_by_id(table: Any, ids: Sequence[str], *, consistent: bool) -> dict[str, dict[str, Any]]:
+    items = batch_get(table, [{"id": i} for i in dict.fromkeys(ids)], consistent=consistent)
+    return {item["id"]: item for item in items}
 
 
 class DeliveryTable:
@@ -324,7 +389,7 @@ class DeliveryTable:
         result = conditional_write(
             self.table.update_item,
             Key={"id": delivery_id},
-            UpdateExpression=CLAIM_UPDATE,
+            UpdateExpression=claim_update(),
             ConditionExpression=(
                 f"tenant_id = :tenant AND attribute_not_exists({_PARKED.partition_key}) AND ("
                 f"({claimable} AND attempt_count = :made) "
@@ -344,14 +409,13 @@ class DeliveryTable:
         now = to_rfc3339(record.attempt.started_at if record.completed_at is None else record.completed_at)
         sets = [
             "#s = :status",
-            "tenant_status = :ts",
             "attempts = list_append(if_not_exists(attempts, :empty), :attempt)",
             "updated_at = :now",
         ]
         removes = ["claimed_at"]
         values: dict[str, Any] = {
+            **set_status_key(tenant_id, record.status, sets, removes),
             ":status": record.status.value,
-            ":ts": tenant_status(tenant_id, record.status),
             ":empty": [],
             ":attempt": [to_item(record.attempt)],
             ":now": now,
@@ -371,7 +435,7 @@ class DeliveryTable:
         return applied(
             self.table.update_item,
             Key={"id": delivery_id},
-            UpdateExpression=f"SET {', '.join(sets)} REMOVE {', '.join(removes)}",
+            UpdateExpression=update_expression(sets, removes),
             ConditionExpression="#s = :attempting AND attempt_count = :n",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
@@ -387,16 +451,17 @@ class DeliveryTable:
         *,
         expected: DeliveryStatus | None = None,
     ) -> bool:
-        sets = "#s = :status, tenant_status = :ts, updated_at = :now"
+        sets = ["#s = :status", "updated_at = :now"]
+        removes = ["claimed_at", "next_attempt_at"]
         values: dict[str, Any] = {
+            **set_status_key(tenant_id, status, sets, removes),
             ":status": status.value,
-            ":ts": tenant_status(tenant_id, status),
             ":now": to_rfc3339(now),
         }
         if status.is_terminal:
-            sets += ", completed_at = :now"
+            sets.append("completed_at = :now")
         if expires_at is not None:
-            sets += ", expires_at = :e"
+            sets.append("expires_at = :e")
             values[":e"] = expires_at
         # Never an upsert: an unknown delivery is refused, not created as a record with a status and no body.
         condition = "attribute_exists(id)"
@@ -406,7 +471,7 @@ class DeliveryTable:
         return applied(
             self.table.update_item,
             Key={"id": delivery_id},
-            UpdateExpression=f"SET {sets} REMOVE claimed_at, next_attempt_at",
+            UpdateExpression=update_expression(sets, removes),
             ConditionExpression=condition,
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
@@ -427,26 +492,28 @@ class DeliveryTable:
     def _index(self, where: DeliveryFilter) -> tuple[IndexSpec, str]:
         """The index that makes the filter combination selective; never a scan.
 
-        | filter given                       | index            | partition          | still filtered          |
-        |------------------------------------|------------------|--------------------|-------------------------|
-        | event_id                           | by_event         | event id           | status, endpoint        |
-        | status (but not endpoint+delivered)| by_tenant_status | tenant#status      | endpoint                |
-        | endpoint_id                        | by_endpoint      | endpoint id        | status                  |
-        | nothing                            | by_tenant        | tenant id          |                         |
+        | filter given                            | index            | partition     | then filtered          |
+        |-----------------------------------------|------------------|---------------|------------------------|
+        | event_id                                | by_event         | event id      | status, endpoint       |
+        | status retrying, dead or cancelled      | by_tenant_status | tenant#status | endpoint               |
+        | endpoint_id                             | by_endpoint      | endpoint id   | status                 |
+        | nothing, or another status              | by_tenant        | tenant id     | status                 |
 
-        Every read also filters on the tenant (so an index keyed by a bare endpoint or event id can never
-        hand out another tenant's record) and on expiry.
+        The other statuses are the bulk of a log (delivered) or its newest records (queued, attempting), so
+        reading the log newest first and filtering finds them quickly. Every read also filters on the tenant
+        (so an index keyed by a bare endpoint or event id can never hand out another tenant's record) and on
+        expiry.
         """
         if where.event_id:
             return _INDEXES["by_event"], where.event_id
-        # Everything but `delivered` is rare next to an endpoint's whole history: read the status partition.
-        if where.status and not (where.endpoint_id and where.status is DeliveryStatus.DELIVERED):
-            return _INDEXES["by_tenant_status"], tenant_status(where.tenant_id, where.status)
+        if where.status and (partition := tenant_status(where.tenant_id, where.status)):
+            return _INDEXES["by_tenant_status"], partition
         if where.endpoint_id:
             return _INDEXES["by_endpoint"], where.endpoint_id
         return _INDEXES["by_tenant"], where.tenant_id
 
     def _query(self, where: DeliveryFilter, now: datetime) -> dict[str, Any]:
+        """The index read for `where`, filtering on what the index projects; `_matches` checks the rest."""
         index, partition = self._index(where)
         key = Key(index.partition_key).eq(partition)
         lower = _lower_inclusive(where.since) if where.since else None
@@ -457,12 +524,13 @@ class DeliveryTable:
             key &= Key(index.sort_key).gte(lower)
         elif upper:
             key &= Key(index.sort_key).lte(upper)
-        condition = Attr("tenant_id").eq(where.tenant_id) & _not_expired(now)
-        if where.status and index.partition_key != "tenant_status":
-            condition &= Attr("status").eq(where.status.value)
+        projected = {index.partition_key, index.sort_key, *index.include}
+        condition = Attr("tenant_id").eq(where.tenant_id)
         if where.endpoint_id and index.partition_key != "endpoint_id":
             condition &= Attr("endpoint_id").eq(where.endpoint_id)
-        if where.ended_before:
+        if "expires_at" in projected:
+            condition &= _not_expired(now)
+        if where.ended_before and "completed_at" in projected:
             condition &= Attr("completed_at").lt(to_rfc3339(where.ended_before))
         return {
             "IndexName": index.name,
@@ -471,30 +539,42 @@ class DeliveryTable:
             "ScanIndexForward": False,  # newest first
         }
 
+    def _matched(self, entries: Sequence[dict[str, Any]], where: DeliveryFilter, now: datetime) -> list[Delivery]:
+        """The deliveries of a page of index entries that match `where`, in the page's order.
+
+        The items are read back (eventually consistent, like the index) and every condition is checked on
+        them, including those the index filtered on: a record may have moved since the index saw it."""
+        items = deliveries_by_id(self.table, [entry["id"] for entry in entries], consistent=False)
+        found = (Delivery.model_validate(items[e["id"]]) for e in entries if e["id"] in items)
+        return [delivery for delivery in found if _matches(delivery, where, now)]
+
     def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
         index, _ = self._index(where)
         # One more than asked for: finding it proves there is a next page without a wasted empty one.
         kwargs = self._query(where, now) | {"Limit": limit + 1}
         resume = self._start_key(where, start) if start else None
-        found: list[dict[str, Any]] = []
+        found: list[tuple[dict[str, Any], Delivery]] = []
         for _ in range(MAX_PAGES_PER_READ):
             if resume:
                 kwargs["ExclusiveStartKey"] = resume
             page = self.table.query(**kwargs)
-            for item in page["Items"]:
-                found.append(item)
+            entries = {entry["id"]: entry for entry in page["Items"]}
+            for delivery in self._matched(page["Items"], where, now):
+                found.append((entries[delivery.id], delivery))
                 if len(found) > limit:
                     # Resume right after the last item returned, not after the page DynamoDB read.
-                    last = {name: found[limit - 1][name] for name in ("id", index.partition_key, index.sort_key)}
-                    return DeliveryPage([Delivery.model_validate(i) for i in found[:limit]], _position(last))
+                    last = found[limit - 1][0]
+                    key = {name: last[name] for name in ("id", index.partition_key, index.sort_key)}
+                    return DeliveryPage([d for _, d in found[:limit]], _position(key))
             resume = page.get("LastEvaluatedKey")
             if resume is None:
-                return DeliveryPage([Delivery.model_validate(i) for i in found], None)
+                return DeliveryPage([d for _, d in found], None)
         assert resume is not None  # MAX_PAGES_PER_READ >= 1: the loop ran, and returned when there was no key
-        return DeliveryPage([Delivery.model_validate(i) for i in found], _position(resume))
+        return DeliveryPage([d for _, d in found], _position(resume))
 
     def count(self, where: DeliveryFilter, now: datetime) -> int:
-        return sum(int(page["Count"]) for page in query_pages(self.table, **self._query(where, now), Select="COUNT"))
+        query = self._query(where, now) | {"Limit": _BATCH_GET_LIMIT}
+        return sum(len(self._matched(page["Items"], where, now)) for page in query_pages(self.table, **query))
 
     def _start_key(self, where: DeliveryFilter, start: Position) -> dict[str, str]:
         """The index key `start` stands for, if it could have come from a read of `where` (else UnknownPosition)."""
@@ -576,6 +656,22 @@ _INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
 # A read stops after this many index pages even if it found fewer than `limit` matches (a very selective
 # filter over a long range), returning a cursor that resumes after the last item it read.
 MAX_PAGES_PER_READ = 10
+
+
+def _matches(delivery: Delivery, where: DeliveryFilter, now: datetime) -> bool:
+    """`where` and not expired, checked on a delivery read back from the table (as `_query` filters the index)."""
+    return (
+        delivery.tenant_id == where.tenant_id
+        and (where.status is None or delivery.status is where.status)
+        and (where.endpoint_id is None or delivery.endpoint_id == where.endpoint_id)
+        and (where.event_id is None or delivery.event_id == where.event_id)
+        and (delivery.expires_at is None or delivery.expires_at > epoch_seconds(now))
+        and (where.ended_before is None or _ended_before(delivery, where.ended_before))
+    )
+
+
+def _ended_before(delivery: Delivery, moment: datetime) -> bool:
+    return delivery.completed_at is not None and delivery.completed_at < moment
 
 
 def _not_expired(now: datetime) -> ConditionBase:

@@ -7,9 +7,24 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class IndexSpec:
+    """A global secondary index. It projects its keys, the table's key and `include`, never the whole item:
+    an index that projected ALL would be rewritten by every update of the item, whatever it changed, and
+    each copy billed as a write. So `include` holds only attributes that never change while an item is in
+    the index (or change only when its key moves anyway), and readers fetch the items themselves."""
+
     name: str
     partition_key: str
     sort_key: str
+    include: tuple[str, ...] = ()
+
+    @property
+    def non_key_attributes(self) -> tuple[str, ...]:
+        """`include` less the index's own keys, which every index projects (and DynamoDB refuses to list)."""
+        return tuple(name for name in self.include if name not in (self.partition_key, self.sort_key))
+
+    @property
+    def projection(self) -> str:
+        return "INCLUDE" if self.non_key_attributes else "KEYS_ONLY"
 
 
 @dataclass(frozen=True)
@@ -40,18 +55,35 @@ ENDPOINTS = TableSpec(
 # Events also hold the per-(tenant, ordering key) sequence counters, under `seq#` keys with no TTL.
 EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="expires_at")
 # `parked_endpoint` is set only while a delivery is parked behind its endpoint's circuit: the index holds
-# exactly the parked deliveries of each endpoint, in event order (domain.circuit.park_order).
-PARKED_INDEX = IndexSpec("parked", "parked_endpoint", "event_order")
+# exactly the parked deliveries of each endpoint, in event order (domain.circuit.park_order), with what the
+# drain needs to release them (none of it changes while a delivery is parked).
+PARKED_INDEX = IndexSpec(
+    "parked",
+    "parked_endpoint",
+    "event_order",
+    include=("tenant_id", "status", "attempt_count", "created_at", "first_attempt_at", "message_group_id"),
+)
+# The delivery log's indexes project the attributes a read filters on before it fetches the page's items:
+# the owner and the ids never change. `tenant_status` is sparse: set only while a delivery is in one of the
+# statuses a reader looks for among many delivered ones (`adapters.dynamodb.STATUS_INDEXED`), so the happy
+# path never writes that index, and its completion attributes are projected because they are set when a
+# delivery enters it.
+_LOG_ATTRIBUTES = ("tenant_id", "endpoint_id", "event_id")
 DELIVERIES = TableSpec(
     "Deliveries",
     "DELIVERIES_TABLE",
     partition_key="id",
     ttl_attribute="expires_at",
     indexes=(
-        IndexSpec("by_tenant", "tenant_id", "created_at"),
-        IndexSpec("by_tenant_status", "tenant_status", "created_at"),
-        IndexSpec("by_endpoint", "endpoint_id", "created_at"),
-        IndexSpec("by_event", "event_id", "created_at"),
+        IndexSpec("by_tenant", "tenant_id", "created_at", include=_LOG_ATTRIBUTES),
+        IndexSpec(
+            "by_tenant_status",
+            "tenant_status",
+            "created_at",
+            include=(*_LOG_ATTRIBUTES, "completed_at", "expires_at"),
+        ),
+        IndexSpec("by_endpoint", "endpoint_id", "created_at", include=_LOG_ATTRIBUTES),
+        IndexSpec("by_event", "event_id", "created_at", include=_LOG_ATTRIBUTES),
         PARKED_INDEX,
     ),
 )
