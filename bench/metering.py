@@ -15,8 +15,9 @@ moto's own backend before and after each write (an approximation: moto's `Item.s
 their decimal digits and leaves out the few bytes of list/map overhead DynamoDB adds), including the
 writes to every global secondary index the item is in, sized as the entry the index holds (its keys, the
 table's key and its projected attributes): a write that changes none of an entry's projected attributes
-does not write that index, one that moves the entry's key writes it twice (the old entry out, the new in). A transaction (`TransactWriteItems`) bills two writes of every item it names, a
-ConditionCheck or a cancelled transaction's items too, and its index updates once. SQS requests are
+does not write that index, one that moves the entry's key writes it twice (the old entry out, the new in).
+A transaction (`TransactWriteItems`) bills two writes of every item it names, a ConditionCheck or a
+cancelled transaction's items too, and its index updates once. SQS requests are
 counted in 64 KiB chunks of payload.
 """
 

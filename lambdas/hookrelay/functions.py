@@ -48,6 +48,7 @@ class Access:
     sends_to: tuple[schema.QueueSpec, ...] = ()
     drains: tuple[schema.QueueSpec, ...] = ()  # queues the function receives from and deletes from itself
     starts_retries: bool = False  # states:StartExecution on the retry workflow (retry and probe executions)
+    stops_retries: bool = False  # states:StopExecution of its executions (a retry execution whose delivery parked)
     answers_retries: bool = False  # states:SendTask{Success,Failure} for the workflow's task tokens
     watches_probes: bool = False  # states:DescribeExecution on the retry workflow's executions (a lost probe)
     publishes: tuple[schema.TopicSpec, ...] = ()  # SNS topics the function publishes to
@@ -173,6 +174,7 @@ API = Function(
             schema.EVENTS: TableAccess.READ_REWRITE,  # test events are written; replays extend expiry
             schema.REDRIVES: TableAccess.READ_REWRITE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency deletes a failed request's record
+            schema.PARKING_LOT: TableAccess.READ,  # how many deliveries wait behind an open circuit
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
     ),
@@ -188,14 +190,15 @@ DELIVERY = Function(
     timeout_seconds=schema.DELIVERY_FUNCTION_TIMEOUT_SECONDS,
     access=Access(
         tables={
-            # The failing spell and the circuit (conditional updates; the parked count in the park transactions).
-            schema.ENDPOINTS: TableAccess.READ_UPDATE,
+            schema.ENDPOINTS: TableAccess.READ_UPDATE,  # the failing spell and the circuit (conditional updates)
             schema.EVENTS: TableAccess.READ_UPDATE,  # extend_expiry when a delivery ends
-            # Claims, attempts, status changes and parking are conditional updates (some in transactions).
+            # Claims, attempts, status changes and the parked mark are conditional updates.
             schema.DELIVERIES: TableAccess.READ_UPDATE,
+            schema.PARKING_LOT: TableAccess.READ_WRITE,  # entries put when parked, deleted when claimed
         },
         sends_to=(schema.DEAD_LETTER_QUEUE, schema.DELIVERY_QUEUE),  # dead letters; the drain's releases
         starts_retries=True,
+        stops_retries=True,
         answers_retries=True,
     ),
 )
@@ -231,6 +234,7 @@ SWEEPER = Function(
             schema.ENDPOINTS: TableAccess.READ_REWRITE,
             # A notice's last failure; parked deliveries ended past their horizon or for a disabled endpoint.
             schema.DELIVERIES: TableAccess.READ_UPDATE,
+            schema.PARKING_LOT: TableAccess.READ_WRITE,  # the lots of open circuits, and their ended entries
             schema.EVENTS: TableAccess.READ_UPDATE,  # an ended delivery's event is kept for the redrive window
         },
         sends_to=(schema.DEAD_LETTER_QUEUE,),  # parked deliveries that die past their horizon

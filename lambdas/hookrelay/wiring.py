@@ -32,6 +32,7 @@ from hookrelay.services.delivery import DeliveryService
 from hookrelay.services.delivery_log import DeliveryLogService
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ingest import IngestService
+from hookrelay.services.parking import Parking
 from hookrelay.services.redrive import DeadLetterDrain, RedriveJobRunner, RedriveService
 from hookrelay.services.replay import ReplayService
 from hookrelay.services.tenants import TenantService
@@ -72,6 +73,7 @@ def endpoint_service() -> EndpointService:
     return EndpointService(
         EndpointTable(_table(schema.ENDPOINTS)),
         delivery_table(),
+        _parking(),
         allow_private_destinations=allow_private_destinations(),
     )
 
@@ -88,8 +90,13 @@ def ingest_service() -> IngestService:
     )
 
 
-def _parking_lot() -> DynamoParkingLot:
-    return DynamoParkingLot(_table(schema.DELIVERIES), _table(schema.ENDPOINTS))
+def _parking() -> Parking:
+    endpoints = _table(schema.ENDPOINTS)
+    return Parking(
+        DynamoParkingLot(_table(schema.DELIVERIES), _table(schema.PARKING_LOT)),
+        DynamoCircuits(endpoints),
+        EndpointTable(endpoints),
+    )
 
 
 def _retry_workflow() -> StepFunctionsRetryWorkflow:
@@ -111,7 +118,7 @@ def circuit_service() -> CircuitService:
     return CircuitService(
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
-        parking=_parking_lot(),
+        parking=_parking(),
         deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
         queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
@@ -138,7 +145,7 @@ def delivery_service() -> DeliveryService:
         schedule=retry_schedule(),
         telemetry=_delivery_telemetry(),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
-        parking=_parking_lot(),
+        parking=_parking(),
     )
 
 
@@ -158,6 +165,7 @@ def delivery_log_service() -> DeliveryLogService:
         deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        parking=_parking(),
     )
 
 

@@ -128,6 +128,15 @@ class Functions(Construct):
             )
 
     @staticmethod
+    def _acknowledge_executions(function: lambda_.Function, reason: str) -> None:
+        acknowledge(
+            function.role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+            '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"RetryWorkflowStateMachineE5633325"}]}]}:*]',
+            reason,
+        )
+
+    @staticmethod
     def _acknowledge_index_grants(function: lambda_.Function, table: dynamodb.Table) -> None:
         table_id = Stack.of(table).get_logical_id(table.node.default_child)
         acknowledge(
@@ -189,12 +198,17 @@ class Functions(Construct):
             self._retry_workflow.grant_start_execution(function)
         if access.watches_probes:
             self._retry_workflow.grant_execution(function, "states:DescribeExecution")
-            acknowledge(
-                function.role,
-                "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
-                '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"RetryWorkflowStateMachineE5633325"}]}]}:*]',
+            self._acknowledge_executions(
+                function,
                 "DescribeExecution of the retry workflow's own executions (named per endpoint and step, so not known "
                 "at deploy time): the sweep checks that an open circuit's probe workflow still runs.",
+            )
+        if access.stops_retries:
+            self._retry_workflow.grant_execution(function, "states:StopExecution")
+            self._acknowledge_executions(
+                function,
+                "StopExecution of the retry workflow's own executions (named per delivery, so not known at deploy "
+                "time): a retry execution whose delivery was parked when the circuit opened ends at once.",
             )
         if access.answers_retries:
             # Step Functions authorizes task-token calls against the state machine whose task issued the token

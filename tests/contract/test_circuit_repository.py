@@ -9,8 +9,8 @@ import pytest
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.models import Endpoint, EndpointState
-from hookrelay.services.ports import CircuitRepository, ParkOutcome
-from tests.support.builders import TENANT, a_delivery, an_endpoint, at
+from hookrelay.services.ports import CircuitRepository
+from tests.support.builders import TENANT, an_endpoint, at
 from tests.support.stores import Stores
 
 THRESHOLD = 3
@@ -38,11 +38,6 @@ def draining(stores: Stores) -> Endpoint:
     endpoint = opened(stores)
     assert stores.circuits.start_drain(endpoint, endpoint.circuit_step)
     return stored(stores)
-
-
-def park_one(stores: Stores) -> None:
-    stores.deliveries.put_many([a_delivery()])
-    assert stores.parking.park("dlv_1", TENANT, "ep_1", 1, at(1)) is ParkOutcome.PARKED
 
 
 # --- counting failures while closed ---
@@ -184,27 +179,40 @@ def test_reopen_moves_draining_back_to_open_and_clears_the_pause(stores: Stores)
 # --- close, take_over, reset ---
 
 
-def test_close_ends_the_drain_when_nothing_is_parked(stores: Stores) -> None:
+def test_close_ends_the_drain_once_the_close_began(stores: Stores) -> None:
     endpoint = draining(stores)
     stores.circuits.pause_drain(TENANT, "ep_1", at(30))
+    assert not stores.circuits.close(endpoint, endpoint.circuit_step)  # not begun
+    assert not stores.circuits.begin_close(endpoint, endpoint.circuit_step - 1)  # a stale workflow
+    assert stores.circuits.begin_close(endpoint, endpoint.circuit_step)
+    assert stored(stores).circuit_closing
     assert not stores.circuits.close(endpoint, endpoint.circuit_step - 1)  # a stale workflow
     assert stores.circuits.close(endpoint, endpoint.circuit_step)
     after = stored(stores)
     assert after.circuit is CircuitState.CLOSED and after.next_probe_at is None and after.drain_paused_until is None
-    assert after.circuit_failures == 0 and list(stores.circuits.open_circuits()) == []
+    assert after.circuit_failures == 0 and not after.circuit_closing and list(stores.circuits.open_circuits()) == []
 
 
-def test_close_is_refused_while_a_delivery_is_parked(stores: Stores) -> None:
-    opened(stores)
-    park_one(stores)
-    endpoint = stored(stores)
-    stores.circuits.start_drain(endpoint, endpoint.circuit_step)
+def test_hold_open_makes_a_close_that_began_fail(stores: Stores) -> None:
+    endpoint = draining(stores)
+    assert not stores.circuits.hold_open(endpoint)  # nothing to hold: no close began
+    assert stores.circuits.begin_close(endpoint, endpoint.circuit_step)
+    assert stores.circuits.hold_open(endpoint)
     assert not stores.circuits.close(endpoint, endpoint.circuit_step)
-    assert stored(stores).circuit is CircuitState.DRAINING and stored(stores).parked_count == 1
+    assert stored(stores).circuit is CircuitState.DRAINING and not stored(stores).circuit_closing
+
+
+def test_hold_open_is_refused_once_closed(stores: Stores) -> None:
+    endpoint = draining(stores)
+    assert stores.circuits.begin_close(endpoint, endpoint.circuit_step)
+    assert stores.circuits.close(endpoint, endpoint.circuit_step)
+    assert not stores.circuits.hold_open(endpoint)
+    assert stored(stores).circuit is CircuitState.CLOSED
 
 
 def test_close_is_refused_while_open(stores: Stores) -> None:
     endpoint = opened(stores)
+    assert not stores.circuits.begin_close(endpoint, endpoint.circuit_step)
     assert not stores.circuits.close(endpoint, endpoint.circuit_step)
     assert stored(stores).circuit is CircuitState.OPEN
 
@@ -242,11 +250,8 @@ def test_reset_closes_the_circuit_of_a_disabled_endpoint_with_nothing_parked(sto
     assert list(stores.circuits.open_circuits()) == []
 
 
-def test_reset_is_refused_for_an_enabled_endpoint_or_one_with_parked_deliveries(stores: Stores) -> None:
+def test_reset_is_refused_for_an_enabled_endpoint(stores: Stores) -> None:
     endpoint = opened(stores)
-    assert not stores.circuits.reset(endpoint)
-    park_one(stores)
-    endpoint = disable(stores)
     assert not stores.circuits.reset(endpoint)
     assert stored(stores).circuit is CircuitState.OPEN
 
@@ -257,6 +262,8 @@ TRANSITIONS: dict[str, Callable[[CircuitRepository, Endpoint], bool]] = {
     "probed": lambda c, e: c.probed(e, 0, at(1)),
     "start_drain": lambda c, e: c.start_drain(e, 0),
     "drained": lambda c, e: c.drained(e, 0, 1, at(1)),
+    "begin_close": lambda c, e: c.begin_close(e, 0),
+    "hold_open": lambda c, e: c.hold_open(e),
     "close": lambda c, e: c.close(e, 0),
     "take_over": lambda c, e: c.take_over(e, 0, at(1)),
     "reset": lambda c, e: c.reset(e),

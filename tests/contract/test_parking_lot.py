@@ -1,5 +1,7 @@
-"""ParkingLot: deliveries parked behind an endpoint's circuit, read back in event order, and the endpoint's parked
-count moving in step with every park and unpark, alike on the fake and on DynamoDB."""
+"""ParkingLot: deliveries parked behind an endpoint's circuit, read back in event order from the endpoint's lot; a
+crash between a record's write and the lot's is repaired by the next write for that delivery; and the parking
+protocol (services/parking.py) that keeps a closing circuit from leaving anything behind. Alike on the fake and
+on DynamoDB."""
 
 from __future__ import annotations
 
@@ -7,13 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from hookrelay.domain.circuit import park_order
+from hookrelay.domain.circuit import CircuitState, park_order
 from hookrelay.domain.clock import to_rfc3339
-from hookrelay.domain.models import Delivery, EndpointState
+from hookrelay.domain.models import Delivery, Endpoint, EndpointState
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.parking import Parking
 from hookrelay.services.ports import ParkedDelivery, ParkOutcome
 from tests.support.builders import TENANT, a_delivery, an_endpoint, at
-from tests.support.stores import Stores
+from tests.support.stores import Stores, crash_before_next_lot_write
 
 
 def open_circuit(stores: Stores, endpoint_id: str = "ep_1") -> None:
@@ -24,9 +27,7 @@ def open_circuit(stores: Stores, endpoint_id: str = "ep_1") -> None:
 
 
 def parked_count(stores: Stores, endpoint_id: str = "ep_1") -> int:
-    endpoint = stores.endpoints.get(TENANT, endpoint_id)
-    assert endpoint is not None
-    return endpoint.parked_count
+    return stores.parking.count(endpoint_id)
 
 
 def stored(stores: Stores, delivery_id: str = "dlv_1") -> Delivery:
@@ -62,21 +63,16 @@ def test_parking_twice_says_already_parked_and_counts_once(stores: Stores) -> No
     assert parked_count(stores) == 1 and stored(stores).parked_at == at(5)
 
 
-def test_nothing_parks_behind_a_closed_circuit(stores: Stores) -> None:
-    stores.endpoints.put(an_endpoint())
-    assert park(stores, a_delivery()) is ParkOutcome.CIRCUIT_CLOSED
-    assert stored(stores).parked_at is None and parked_ids(stores) == [] and parked_count(stores) == 0
-
-
-def test_nothing_parks_behind_a_disabled_endpoint_or_an_unknown_one(stores: Stores) -> None:
+def test_a_crash_between_the_mark_and_the_lot_entry_is_repaired_by_parking_again(stores: Stores) -> None:
     open_circuit(stores)
-    read = stores.endpoints.get(TENANT, "ep_1")
-    assert read is not None
-    off = read.model_copy(update={"state": EndpointState.DISABLED, "updated_at": at(1)})
-    assert stores.endpoints.replace(off, expected_updated_at=read.updated_at)
-    assert park(stores, a_delivery()) is ParkOutcome.CIRCUIT_CLOSED
-    assert park(stores, a_delivery("dlv_2", endpoint_id="ep_missing")) is ParkOutcome.CIRCUIT_CLOSED
-    assert parked_ids(stores) == [] and parked_count(stores) == 0
+    stores.deliveries.put_many([a_delivery()])
+    crash_before_next_lot_write(stores, "put")
+    with pytest.raises(RuntimeError):
+        stores.parking.park("dlv_1", TENANT, "ep_1", 1, at(5))
+    assert stored(stores).parked_at == at(5) and parked_ids(stores) == []  # marked, not in the lot
+    # The message comes back (its handler crashed): whichever attempt it carries, the entry is written.
+    assert stores.parking.park("dlv_1", TENANT, "ep_1", 1, at(6)) is ParkOutcome.ALREADY_PARKED
+    assert parked_ids(stores) == ["dlv_1"] and parked_count(stores) == 1
 
 
 @pytest.mark.parametrize(
@@ -120,7 +116,7 @@ def test_a_delivery_without_an_event_order_parks_in_the_order_it_parked(stores: 
     assert stored(stores).event_order == f"{to_rfc3339(at(5))}#dlv_1"
 
 
-# --- parked: the index, oldest event first ---
+# --- parked: the lot, oldest event first ---
 
 
 def test_parked_lists_the_endpoints_parked_deliveries_oldest_event_first(stores: Stores) -> None:
@@ -155,7 +151,7 @@ def test_parked_shows_what_the_drain_needs_of_each_delivery(stores: Stores) -> N
 # --- claim ---
 
 
-def test_claiming_a_parked_delivery_takes_it_off_the_index_for_its_attempt(stores: Stores) -> None:
+def test_claiming_a_parked_delivery_takes_it_out_of_the_lot_for_its_attempt(stores: Stores) -> None:
     open_circuit(stores)
     park(stores, a_delivery())
     claimed = stores.parking.claim("dlv_1", TENANT, "ep_1", 1, at(10))
@@ -195,7 +191,7 @@ def test_a_delivery_that_is_not_parked_is_not_claimed_by_the_drain(stores: Store
 # --- end ---
 
 
-def test_ending_a_parked_delivery_takes_it_off_the_index(stores: Stores) -> None:
+def test_ending_a_parked_delivery_takes_it_out_of_the_lot(stores: Stores) -> None:
     open_circuit(stores)
     park(stores, a_delivery(status=DeliveryStatus.RETRYING, attempt_count=2, next_attempt_at=at(50)), attempt=None)
     [read] = stores.parking.parked("ep_1", 10)
@@ -224,7 +220,112 @@ def test_a_parked_delivery_read_at_another_attempt_is_not_ended(stores: Stores) 
     assert stored(stores).status is DeliveryStatus.RETRYING and parked_count(stores) == 1
 
 
-# --- get_many, and the count kept in step ---
+# --- a crash after the record left the lot, before its entry did ---
+
+
+def test_a_stale_entry_left_by_a_crash_after_the_claim_goes_at_the_next_claim(stores: Stores) -> None:
+    open_circuit(stores)
+    park(stores, a_delivery())
+    crash_before_next_lot_write(stores, "drop")
+    with pytest.raises(RuntimeError):
+        stores.parking.claim("dlv_1", TENANT, "ep_1", 1, at(10))
+    assert stored(stores).status is DeliveryStatus.ATTEMPTING and parked_ids(stores) == ["dlv_1"]
+    # The drain releases it again; its claim is refused (the attempt is taken) and drops the stale entry.
+    assert stores.parking.claim("dlv_1", TENANT, "ep_1", 1, at(11)) is None
+    assert parked_ids(stores) == [] and stored(stores).claimed_at == at(10)
+
+
+def test_a_stale_entry_left_by_a_crash_after_an_end_goes_at_the_next_end(stores: Stores) -> None:
+    open_circuit(stores)
+    park(stores, a_delivery())
+    [read] = stores.parking.parked("ep_1", 10)
+    crash_before_next_lot_write(stores, "drop")
+    with pytest.raises(RuntimeError):
+        stores.parking.end(read, "ep_1", DeliveryStatus.DEAD, at(20), 1)
+    assert stored(stores).status is DeliveryStatus.DEAD and parked_ids(stores) == ["dlv_1"]
+    assert stores.parking.end(read, "ep_1", DeliveryStatus.DEAD, at(21), 1) is None
+    assert parked_ids(stores) == [] and stored(stores).completed_at == at(20)
+
+
+def test_a_claim_refused_for_another_attempt_keeps_the_entry_of_a_delivery_still_parked(stores: Stores) -> None:
+    open_circuit(stores)
+    park(stores, a_delivery())
+    assert stores.parking.claim("dlv_1", TENANT, "ep_1", 2, at(10)) is None  # a duplicate of a later attempt
+    assert parked_ids(stores) == ["dlv_1"]
+
+
+# --- unpark ---
+
+
+def test_unpark_takes_a_parked_delivery_back_out_unattempted(stores: Stores) -> None:
+    open_circuit(stores)
+    park(stores, a_delivery())
+    assert stores.parking.unpark("dlv_1", "ep_other") is False
+    assert stores.parking.unpark("dlv_1", "ep_1") is True
+    assert stored(stores).parked_at is None and stored(stores).status is DeliveryStatus.QUEUED
+    assert parked_ids(stores) == [] and stores.parking.unpark("dlv_1", "ep_1") is False
+    claimed = stores.deliveries.claim("dlv_1", TENANT, 1, at(10), at(0))  # attempted as any queued delivery
+    assert claimed is not None and claimed.status is DeliveryStatus.ATTEMPTING
+
+
+# --- the parking protocol: a circuit that closes as a delivery parks ---
+
+
+def park_behind(stores: Stores, delivery_id: str = "dlv_1", endpoint_id: str = "ep_1") -> ParkOutcome:
+    return protocol(stores).park(delivery_id, TENANT, endpoint_id, 1, at(5))
+
+
+def protocol(stores: Stores) -> Parking:
+    return Parking(stores.parking, stores.circuits, stores.endpoints)
+
+
+def draining(stores: Stores) -> Endpoint:
+    open_circuit(stores)
+    endpoint = stores.endpoints.get(TENANT, "ep_1")
+    assert endpoint is not None and stores.circuits.start_drain(endpoint, endpoint.circuit_step)
+    return endpoint
+
+
+def test_behind_a_closed_circuit_a_delivery_is_taken_back_out(stores: Stores) -> None:
+    stores.endpoints.put(an_endpoint())
+    stores.deliveries.put_many([a_delivery()])
+    assert park_behind(stores) is ParkOutcome.CIRCUIT_CLOSED
+    assert stored(stores).parked_at is None and parked_ids(stores) == [] and parked_count(stores) == 0
+
+
+def test_behind_a_disabled_endpoint_or_an_unknown_one_nothing_stays_parked(stores: Stores) -> None:
+    open_circuit(stores)
+    read = stores.endpoints.get(TENANT, "ep_1")
+    assert read is not None
+    off = read.model_copy(update={"state": EndpointState.DISABLED, "updated_at": at(1)})
+    assert stores.endpoints.replace(off, expected_updated_at=read.updated_at)
+    stores.deliveries.put_many([a_delivery(), a_delivery("dlv_2", endpoint_id="ep_missing")])
+    assert park_behind(stores) is ParkOutcome.CIRCUIT_CLOSED
+    assert park_behind(stores, "dlv_2", "ep_missing") is ParkOutcome.CIRCUIT_CLOSED
+    assert parked_ids(stores) == [] and parked_ids(stores, "ep_missing") == []
+
+
+def test_a_delivery_parked_while_the_circuit_closes_holds_it_open(stores: Stores) -> None:
+    endpoint = draining(stores)
+    assert stores.circuits.begin_close(endpoint, endpoint.circuit_step)  # the closer marks, then reads the lot
+    stores.deliveries.put_many([a_delivery()])
+    assert park_behind(stores) is ParkOutcome.PARKED  # parked after the closer's read: it clears the mark
+    assert not stores.circuits.close(endpoint, endpoint.circuit_step)  # so the close fails
+    after = stores.endpoints.get(TENANT, "ep_1")
+    assert after is not None and after.circuit is CircuitState.DRAINING and parked_ids(stores) == ["dlv_1"]
+
+
+def test_the_drain_closes_only_an_empty_lot(stores: Stores) -> None:
+    endpoint = draining(stores)
+    park(stores, a_delivery())
+    assert not protocol(stores).close_if_empty(endpoint, endpoint.circuit_step)
+    stores.parking.claim("dlv_1", TENANT, "ep_1", 1, at(10))
+    assert protocol(stores).close_if_empty(endpoint, endpoint.circuit_step)
+    after = stores.endpoints.get(TENANT, "ep_1")
+    assert after is not None and after.circuit is CircuitState.CLOSED
+
+
+# --- get_many, and the count ---
 
 
 def test_get_many_reads_those_that_exist_once_each(stores: Stores) -> None:
@@ -235,7 +336,7 @@ def test_get_many_reads_those_that_exist_once_each(stores: Stores) -> None:
     assert sorted(found, key=lambda d: d.id) == deliveries
 
 
-def test_the_parked_count_says_what_the_index_holds(stores: Stores) -> None:
+def test_the_parked_count_says_what_the_lot_holds(stores: Stores) -> None:
     open_circuit(stores)
     for n in range(1, 5):
         park(stores, a_delivery(f"dlv_{n}", event_order=park_order(at(n), f"evt_{n}")))

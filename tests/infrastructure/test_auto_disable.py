@@ -72,7 +72,7 @@ def test_the_sweeper_gets_the_topic_and_the_threshold(synthesized: Synthesized) 
     assert schema.ENDPOINT_HEALTH_DAY_SECONDS not in variables  # the local stack's --fast knob only
 
 
-def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes(synthesized: Synthesized) -> None:
+def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes_a_record(synthesized: Synthesized) -> None:
     statements = role_statements(synthesized, function_role(synthesized, "sweeper"))
     topic_id = logical_id_of(synthesized, "AWS::SNS::Topic", NOTICES_TOPIC)
     key_id = logical_id_of(synthesized, "AWS::KMS::Key", "Notices/NoticesKey")
@@ -95,7 +95,10 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes(synth
         for resource in as_list(statement["Resource"]):
             if actions_on([statement], "dynamodb:"):
                 by_table.setdefault(table_of(resource), set()).update(actions_on([statement], "dynamodb:"))
-    assert set(by_table) == {endpoints, deliveries, events}
+    lot = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ParkingLot")
+    assert set(by_table) == {endpoints, deliveries, events, lot}
+    # The lot's entries go when their parked deliveries end (the records themselves are never deleted).
+    assert "dynamodb:DeleteItem" in by_table[lot]
     assert by_table[endpoints] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",

@@ -3,6 +3,8 @@ need, nothing broader."""
 
 from __future__ import annotations
 
+import json
+
 from hookrelay.functions import FUNCTIONS, TableAccess
 from tests.support.synth import (
     Synthesized,
@@ -26,13 +28,21 @@ def test_no_policy_allows_a_service_wide_or_global_action(synthesized: Synthesiz
                 assert action != "*" and not action.endswith(":*"), action
 
 
-def test_the_delivery_function_may_start_and_answer_only_the_retry_workflow(synthesized: Synthesized) -> None:
+def test_the_delivery_function_may_start_answer_and_stop_only_the_retry_workflow(synthesized: Synthesized) -> None:
     statements = role_statements(synthesized, function_role(synthesized, "delivery"))
     state_machine = logical_id_of(synthesized, "AWS::StepFunctions::StateMachine", "RetryWorkflow/StateMachine")
     states_statements = [s for s in statements if any(a.startswith("states:") for a in as_list(s["Action"]))]
-    assert actions_on(states_statements, "states:") == {"states:StartExecution", *TASK_TOKEN_ACTIONS}
+    assert actions_on(states_statements, "states:") == {
+        "states:StartExecution",
+        "states:StopExecution",
+        *TASK_TOKEN_ACTIONS,
+    }
     for statement in states_statements:
-        assert as_list(statement["Resource"]) == [{"Ref": state_machine}]
+        if as_list(statement["Action"]) == ["states:StopExecution"]:  # its executions, named per delivery
+            [resource] = as_list(statement["Resource"])
+            assert ":execution:" in json.dumps(resource) and state_machine in json.dumps(resource)
+        else:
+            assert as_list(statement["Resource"]) == [{"Ref": state_machine}]
 
 
 def test_only_the_delivery_function_and_the_sweeper_touch_the_retry_workflow(synthesized: Synthesized) -> None:
@@ -119,14 +129,16 @@ def test_the_workflow_role_only_sends_to_the_queues_the_asl_names(synthesized: S
     assert other <= {"logs", "xray"}  # execution logging and tracing, which CDK adds
 
 
-def test_only_idempotency_records_are_deleted(synthesized: Synthesized) -> None:
+def test_only_idempotency_records_and_parking_lot_entries_are_deleted(synthesized: Synthesized) -> None:
     """Records are revoked, soft-deleted or expired by TTL, never deleted; Powertools idempotency deletes the
-    record of a request that failed, and ingest's batch writes carry the write grant as a whole."""
+    record of a request that failed, a parked delivery's lot entry goes when it leaves the lot, and ingest's batch
+    writes carry the write grant as a whole."""
     idempotency = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Idempotency")
+    lot = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ParkingLot")
     for name in ACCESS:
         if name == "ingest":
             continue
         statements = role_statements(synthesized, function_role(synthesized, name))
         for statement in statements:
             if "dynamodb:DeleteItem" in as_list(statement["Action"]):
-                assert {table_of(r) for r in as_list(statement["Resource"])} == {idempotency}, name
+                assert {table_of(r) for r in as_list(statement["Resource"])} <= {idempotency, lot}, name

@@ -11,6 +11,7 @@ from hookrelay.domain.models import Delivery, Endpoint, Event, SigningSecret
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.signing import generate_secret
 from hookrelay.services.delivery import DeliveryService
+from hookrelay.services.parking import Parking
 from hookrelay.services.ports import DeliveryMessage, SendResult
 from tests.support.fakes import (
     FakeCircuits,
@@ -101,7 +102,7 @@ def make_world() -> World:
         SCHEDULE,
         telemetry,
         FakeCircuits(endpoints),
-        FakeParkingLot(deliveries, endpoints),
+        Parking(FakeParkingLot(deliveries), FakeCircuits(endpoints), endpoints),
         clock=clock,
         sleep=clock.sleep,
     )

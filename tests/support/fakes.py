@@ -12,6 +12,7 @@ from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice
 from hookrelay.domain.paging import Position
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
+from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     AttemptRecord,
     CircuitCommand,
@@ -281,6 +282,7 @@ class RecordingWorkflow:
     probes: list[CircuitCommand] = field(default_factory=list)
     answers: list[tuple[str, CircuitCommand]] = field(default_factory=list)
     running: set[tuple[str, int]] = field(default_factory=set)
+    stopped: list[str] = field(default_factory=list)
 
     def report(self, reply_to: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
         self.reports.append((reply_to, status, ticket))
@@ -292,6 +294,9 @@ class RecordingWorkflow:
 
     def delivery_missing(self, reply_to: str, delivery_id: str) -> None:
         self.failures.append((reply_to, delivery_id))
+
+    def stop(self, delivery_id: str) -> None:
+        self.stopped.append(delivery_id)
 
     def start_probe(self, command: CircuitCommand) -> None:
         if (command.endpoint_id, command.step) not in self.running:
@@ -333,6 +338,7 @@ _CLOSED_CIRCUIT: dict[str, object] = {
     "next_probe_at": None,
     "drain_paused_until": None,
     "circuit_failures": 0,
+    "circuit_closing": False,
 }
 
 
@@ -431,9 +437,19 @@ class FakeCircuits:
             return False
         return self._change(current, lambda now: now.circuit is CircuitState.DRAINING, drain_paused_until=until)
 
+    def begin_close(self, endpoint: Endpoint, step: int) -> bool:
+        return self._change(endpoint, self._owned(CircuitState.DRAINING, step), circuit_closing=True)
+
+    def hold_open(self, endpoint: Endpoint) -> bool:
+        return self._change(
+            endpoint,
+            lambda now: now.circuit is CircuitState.DRAINING and now.circuit_closing,
+            circuit_closing=False,
+        )
+
     def close(self, endpoint: Endpoint, step: int) -> bool:
         owned = self._owned(CircuitState.DRAINING, step)
-        return self._change(endpoint, lambda now: owned(now) and now.parked_count == 0, **_CLOSED_CIRCUIT)
+        return self._change(endpoint, lambda now: owned(now) and now.circuit_closing, **_CLOSED_CIRCUIT)
 
     def take_over(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
         return self._change(
@@ -444,53 +460,62 @@ class FakeCircuits:
         )
 
     def reset(self, endpoint: Endpoint) -> bool:
-        return self._change(
-            endpoint, lambda now: now.state is not EndpointState.ENABLED and now.parked_count == 0, **_CLOSED_CIRCUIT
-        )
+        return self._change(endpoint, lambda now: now.state is not EndpointState.ENABLED, **_CLOSED_CIRCUIT)
 
     def open_circuits(self) -> Iterator[Endpoint]:
         yield from [e for e in self.endpoints.items.values() if e.circuit is not CircuitState.CLOSED]
 
 
 class FakeParkingLot:
-    """Parked deliveries and the endpoint's count, kept in step as the adapter's transactions keep them."""
+    """Parked marks on FakeDeliveries' records and the lot's entries (`parked_by`), written in the adapter's order
+    (the record, then the lot). `crash_before` ("put" or "drop") makes the next such lot write raise instead,
+    as a crash between the two writes would leave things."""
 
-    def __init__(self, deliveries: FakeDeliveries, endpoints: FakeEndpoints) -> None:
+    def __init__(self, deliveries: FakeDeliveries) -> None:
         self.deliveries = deliveries
-        self.endpoints = endpoints
-        self.parked_by: dict[str, str] = {}  # delivery id -> endpoint id
+        self.parked_by: dict[str, str] = {}  # the lot: delivery id -> endpoint id
+        self.marks: dict[str, str] = {}  # the records' marks: delivery id -> endpoint id
+        self.crash_before: str | None = None
 
-    def _count(self, tenant_id: str, endpoint_id: str, delta: int) -> None:
-        current = self.endpoints.get(tenant_id, endpoint_id)
-        if current is not None:
-            self.endpoints._update(current, parked_count=current.parked_count + delta)
+    def _lot_write(self, kind: str) -> None:
+        if self.crash_before == kind:
+            self.crash_before = None
+            raise RuntimeError(f"crashed before the lot entry's {kind}")
 
     def park(
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
     ) -> ParkOutcome:
         current = self.deliveries.get(delivery_id)
+        if current is not None and current.tenant_id == tenant_id and self.marks.get(delivery_id) == endpoint_id:
+            self._lot_write("put")
+            self.parked_by[delivery_id] = endpoint_id
+            return ParkOutcome.ALREADY_PARKED
         if (
             current is None
             or current.tenant_id != tenant_id
             or current.endpoint_id != endpoint_id
-            or current.parked_at is not None
+            or delivery_id in self.marks
             or current.status not in CLAIMABLE_STATUSES
             or (attempt_number is not None and current.attempt_count != attempt_number - 1)
         ):
-            parked = current is not None and self.parked_by.get(delivery_id) == endpoint_id
-            return ParkOutcome.ALREADY_PARKED if parked else ParkOutcome.NOT_PARKABLE
-        endpoint = self.endpoints.get(tenant_id, endpoint_id)
-        if endpoint is None or endpoint.state is not EndpointState.ENABLED or endpoint.circuit is CircuitState.CLOSED:
-            return ParkOutcome.CIRCUIT_CLOSED
+            return ParkOutcome.NOT_PARKABLE
         order = current.event_order or f"{to_rfc3339(at)}#{delivery_id}"
         self.deliveries.items[delivery_id] = current.model_copy(update={"parked_at": at, "event_order": order})
+        self.marks[delivery_id] = endpoint_id
+        self._lot_write("put")
         self.parked_by[delivery_id] = endpoint_id
-        self._count(tenant_id, endpoint_id, 1)
         return ParkOutcome.PARKED
+
+    def unpark(self, delivery_id: str, endpoint_id: str) -> bool:
+        current = self.deliveries.get(delivery_id)
+        if current is None or self.marks.get(delivery_id) != endpoint_id:
+            return False
+        self._unpark(current)
+        return True
 
     def parked(self, endpoint_id: str, limit: int) -> list[ParkedDelivery]:
         mine = [self.deliveries.items[i] for i, e in self.parked_by.items() if e == endpoint_id]
-        mine.sort(key=lambda d: d.event_order or "")
+        mine.sort(key=lambda d: ((d.event_order or ""), d.id))
         return [
             ParkedDelivery(
                 d.id,
@@ -505,12 +530,20 @@ class FakeParkingLot:
             for d in mine[:limit]
         ]
 
-    def _unpark(self, delivery: Delivery, endpoint_id: str, **changes: object) -> Delivery:
-        del self.parked_by[delivery.id]
-        self._count(delivery.tenant_id, endpoint_id, -1)
+    def count(self, endpoint_id: str) -> int:
+        return sum(1 for e in self.parked_by.values() if e == endpoint_id)
+
+    def _unpark(self, delivery: Delivery, **changes: object) -> Delivery:
+        self.marks.pop(delivery.id, None)
         updated = delivery.model_copy(update={"parked_at": None, **changes})
         self.deliveries.items[delivery.id] = updated
+        self._lot_write("drop")
+        self.parked_by.pop(delivery.id, None)
         return updated
+
+    def _drop_if_stale(self, delivery_id: str, endpoint_id: str) -> None:
+        if self.marks.get(delivery_id) != endpoint_id and self.parked_by.get(delivery_id) == endpoint_id:
+            del self.parked_by[delivery_id]
 
     def claim(
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, now: datetime
@@ -518,15 +551,15 @@ class FakeParkingLot:
         current = self.deliveries.get(delivery_id)
         if (
             current is None
-            or self.parked_by.get(delivery_id) != endpoint_id
+            or self.marks.get(delivery_id) != endpoint_id
             or current.tenant_id != tenant_id
             or current.status not in CLAIMABLE_STATUSES
             or current.attempt_count != attempt_number - 1
         ):
+            self._drop_if_stale(delivery_id, endpoint_id)
             return None
         return self._unpark(
             current,
-            endpoint_id,
             status=DeliveryStatus.ATTEMPTING,
             attempt_count=attempt_number,
             claimed_at=now,
@@ -540,14 +573,14 @@ class FakeParkingLot:
         current = self.deliveries.get(parked.id)
         if (
             current is None
-            or self.parked_by.get(parked.id) != endpoint_id
+            or self.marks.get(parked.id) != endpoint_id
             or current.status is not parked.status
             or current.attempt_count != parked.attempt_count
         ):
+            self._drop_if_stale(parked.id, endpoint_id)
             return None
         return self._unpark(
             current,
-            endpoint_id,
             status=status,
             completed_at=now,
             updated_at=now,
@@ -558,6 +591,11 @@ class FakeParkingLot:
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
         return [self.deliveries.items[i] for i in dict.fromkeys(delivery_ids) if i in self.deliveries.items]
+
+
+def nothing_parked(endpoints: FakeEndpoints) -> Parking:
+    """The parking protocol over an empty lot, for the services that only ask how many are parked (health)."""
+    return Parking(FakeParkingLot(FakeDeliveries()), FakeCircuits(endpoints), endpoints)
 
 
 class NoDeliveries:

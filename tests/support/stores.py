@@ -52,7 +52,7 @@ def fake_stores() -> Stores:
         endpoints=endpoints,
         failing=endpoints,  # one fake for both ports, as EndpointTable is one adapter for both
         circuits=FakeCircuits(endpoints),
-        parking=FakeParkingLot(deliveries, endpoints),
+        parking=FakeParkingLot(deliveries),
         events=FakeEvents(),
         api_keys=MemoryApiKeys(),
     )
@@ -72,10 +72,28 @@ def dynamodb_stores() -> Iterator[Stores]:
             endpoints=endpoints,
             failing=endpoints,
             circuits=DynamoCircuits(table(schema.ENDPOINTS)),
-            parking=DynamoParkingLot(table(schema.DELIVERIES), table(schema.ENDPOINTS)),
+            parking=DynamoParkingLot(table(schema.DELIVERIES), table(schema.PARKING_LOT)),
             events=EventTable(table(schema.EVENTS)),
             api_keys=ApiKeyTable(table(schema.API_KEYS)),
         )
+
+
+def crash_before_next_lot_write(stores: Stores, kind: str) -> None:
+    """Make the parking lot's next lot write of `kind` ("put": an entry, "drop": one) raise, once: a crash
+    between the delivery record's write and the lot's."""
+    parking = stores.parking
+    if isinstance(parking, FakeParkingLot):
+        parking.crash_before = kind
+        return
+    assert isinstance(parking, DynamoParkingLot)
+    method = {"put": "put_item", "drop": "delete_item"}[kind]
+    original = getattr(parking.lot, method)
+
+    def crash(**request: object) -> None:
+        setattr(parking.lot, method, original)
+        raise RuntimeError(f"crashed before the lot entry's {kind}")
+
+    setattr(parking.lot, method, crash)
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from hookrelay.services.auto_disable import (
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ports import EndpointNoticeMessage
 from tests.support.delivery_world import ERROR_500, OK, TIMEOUT, World, make_world, retry
-from tests.support.fakes import ConditionalEndpoints, NoDeliveries
+from tests.support.fakes import ConditionalEndpoints, NoDeliveries, nothing_parked
 
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
@@ -107,7 +107,7 @@ class Sweep:
     def at(self, moment: datetime) -> Any:
         sweeper = AutoDisableSweeper(
             endpoints=self.endpoints,
-            management=EndpointService(self.endpoints, NoDeliveries()),
+            management=EndpointService(self.endpoints, NoDeliveries(), nothing_parked(self.endpoints)),
             deliveries=NoDeliveries(),
             notices=self.notices,
             clock=lambda: moment,
@@ -199,7 +199,7 @@ def test_a_success_that_ends_the_spell_before_the_disable_keeps_the_endpoint_ena
 def test_enabling_after_an_auto_disable_starts_afresh() -> None:
     sweep = sweep_of(failing(failure_notice=F3))
     sweep.at(SINCE + 5 * DAY)
-    service = EndpointService(sweep.endpoints, NoDeliveries())
+    service = EndpointService(sweep.endpoints, NoDeliveries(), nothing_parked(sweep.endpoints))
     enabled = service.set_enabled("tn_1", "ep_1", True)
     assert (enabled.state, enabled.failing_since, enabled.failure_notice, enabled.disabled_reason) == (
         EndpointState.ENABLED,

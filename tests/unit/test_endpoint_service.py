@@ -11,7 +11,7 @@ from hookrelay.domain.clock import utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.services.endpoints import MAX_ACTIVE_SECRETS, WRITE_ATTEMPTS, EndpointService, _next_version
-from tests.support.fakes import ConditionalEndpoints, NoDeliveries
+from tests.support.fakes import ConditionalEndpoints, NoDeliveries, nothing_parked
 
 
 def an_endpoint(**fields: Any) -> Endpoint:
@@ -30,7 +30,7 @@ def an_endpoint(**fields: Any) -> Endpoint:
 
 def service_with(endpoint: Endpoint) -> tuple[EndpointService, ConditionalEndpoints]:
     endpoints = ConditionalEndpoints(endpoint)
-    return EndpointService(endpoints, deliveries=NoDeliveries()), endpoints
+    return EndpointService(endpoints, deliveries=NoDeliveries(), parking=nothing_parked(endpoints)), endpoints
 
 
 def test_rotation_sets_the_deadline_on_the_active_secrets_and_appends_a_new_one() -> None:

@@ -1,9 +1,11 @@
 """DynamoDB: an endpoint's circuit (attributes of the endpoint record) and the deliveries parked behind it.
 
-The parked index (`schema.PARKED_INDEX`) holds a delivery exactly while its `parked_endpoint` attribute is
-set, sorted by `event_order`. The endpoint's `parked_count` moves in the same transaction as every park and
-unpark, so closing the circuit can be conditional on the count being zero: the index itself is eventually
-consistent and could still show nothing for a delivery parked a moment ago.
+A parked delivery carries a `parked_endpoint` mark on its record and has an entry in its endpoint's lot
+(`schema.PARKING_LOT`): partition the endpoint, sorted by event order, holding what the drain needs to
+release it. The lot is a table, not an index, so reading it is strongly consistent: the circuit closes on
+a lot read empty after the close began (services/parking.py). The mark is written first, the entry after;
+every later write of the delivery's parking (park again, claim, end, unpark) puts or drops the entry from
+the mark, so a crash between the two is repaired by the next message for that delivery.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ from datetime import datetime
 from typing import Any
 
 from boto3.dynamodb.conditions import Key
-from botocore.exceptions import ClientError
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import (
@@ -25,6 +26,7 @@ from hookrelay.adapters.dynamodb import (
     deliveries_by_id,
     endpoints_of,
     query_items,
+    query_pages,
     set_status_key,
     update_expression,
 )
@@ -34,7 +36,7 @@ from hookrelay.domain.models import Delivery, Endpoint, EndpointState
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import ParkedDelivery, ParkOutcome
 
-_PARKED = schema.PARKED_INDEX
+_PARKED = schema.PARKED_MARK
 _CIRCUITS = schema.OPEN_CIRCUITS_INDEX
 _OPEN_MARK = "1"  # the constant partition of the sparse open-circuits index
 
@@ -95,7 +97,7 @@ class DynamoCircuits:
             _key(endpoint),
             "SET #c = :open, circuit_opened_at = :at, next_probe_at = :due, probes_made = :zero, "
             "circuit_step = if_not_exists(circuit_step, :zero) + :one, #mark = :mark, drained_count = :zero "
-            "REMOVE circuit_failures, circuit_failed, drain_paused_until",
+            "REMOVE circuit_failures, circuit_failed, drain_paused_until, circuit_closing",
             "#state = :enabled AND (attribute_not_exists(#c) OR #c = :closed) AND circuit_failures >= :threshold",
             {
                 ":open": CircuitState.OPEN.value,
@@ -155,12 +157,33 @@ class DynamoCircuits:
             {":until": to_rfc3339(until), ":draining": CircuitState.DRAINING.value},
         )
 
+    def begin_close(self, endpoint: Endpoint, step: int) -> bool:
+        return self._update(
+            _key(endpoint),
+            "SET circuit_closing = :yes",
+            "#c = :draining AND circuit_step = :step",
+            {":yes": True, ":draining": CircuitState.DRAINING.value, ":step": step},
+        )
+
+    def hold_open(self, endpoint: Endpoint) -> bool:
+        return self._update(
+            _key(endpoint),
+            "REMOVE circuit_closing",
+            "#c = :draining AND circuit_closing = :yes",
+            {":yes": True, ":draining": CircuitState.DRAINING.value},
+        )
+
     def close(self, endpoint: Endpoint, step: int) -> bool:
         return self._update(
             _key(endpoint),
-            "SET #c = :closed REMOVE #mark, next_probe_at, drain_paused_until, circuit_failures",
-            "#c = :draining AND circuit_step = :step AND (attribute_not_exists(parked_count) OR parked_count = :zero)",
-            {":closed": CircuitState.CLOSED.value, ":draining": CircuitState.DRAINING.value, ":step": step, ":zero": 0},
+            "SET #c = :closed REMOVE #mark, next_probe_at, drain_paused_until, circuit_failures, circuit_closing",
+            "#c = :draining AND circuit_step = :step AND circuit_closing = :yes",
+            {
+                ":closed": CircuitState.CLOSED.value,
+                ":draining": CircuitState.DRAINING.value,
+                ":step": step,
+                ":yes": True,
+            },
         )
 
     def take_over(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
@@ -180,11 +203,10 @@ class DynamoCircuits:
     def reset(self, endpoint: Endpoint) -> bool:
         return self._update(
             _key(endpoint),
-            "SET #c = :closed REMOVE #mark, next_probe_at, drain_paused_until, circuit_failures",
+            "SET #c = :closed REMOVE #mark, next_probe_at, drain_paused_until, circuit_failures, circuit_closing",
             # attribute_exists: a missing `state` satisfies `<>`, and a reset must never create an endpoint.
-            "attribute_exists(id) AND #state <> :enabled AND "
-            "(attribute_not_exists(parked_count) OR parked_count = :zero)",
-            {":closed": CircuitState.CLOSED.value, ":enabled": EndpointState.ENABLED.value, ":zero": 0},
+            "attribute_exists(id) AND #state <> :enabled",
+            {":closed": CircuitState.CLOSED.value, ":enabled": EndpointState.ENABLED.value},
         )
 
     def open_circuits(self) -> Iterator[Endpoint]:
@@ -194,145 +216,170 @@ class DynamoCircuits:
         yield from endpoints_of(self.table, entries)
 
 
-def _cancelled(error: ClientError) -> list[str] | None:
-    """The per-item reasons of a cancelled transaction (None for any other error)."""
-    if error.response["Error"]["Code"] != "TransactionCanceledException":
-        return None
-    return [reason.get("Code", "None") for reason in error.response.get("CancellationReasons", [])]
+def _slot(event_order: str, delivery_id: str) -> str:
+    return f"{event_order}#{delivery_id}"
+
+
+def _lot_entry(delivery: dict[str, Any]) -> dict[str, Any]:
+    """The lot entry of a delivery item marked parked: what the drain reads to release it."""
+    entry = {
+        "endpoint_id": delivery[_PARKED],
+        "slot": _slot(delivery["event_order"], delivery["id"]),
+        **{name: delivery[name] for name in _ENTRY_ATTRIBUTES if name in delivery},
+    }
+    return entry
+
+
+_ENTRY_ATTRIBUTES = (
+    "id",
+    "tenant_id",
+    "status",
+    "attempt_count",
+    "created_at",
+    "first_attempt_at",
+    "event_order",
+    "message_group_id",
+)
 
 
 class DynamoParkingLot:
-    """ParkingLot on the deliveries table, each park and unpark one transaction with the endpoint's count."""
+    """ParkingLot: the parked mark on the deliveries table, the entries in the parking-lot table."""
 
-    def __init__(self, deliveries: Any, endpoints: Any) -> None:
+    def __init__(self, deliveries: Any, lot: Any) -> None:
         self.deliveries = deliveries
-        self.endpoints = endpoints
-        self.client = deliveries.meta.client  # the resource's client: takes Python values, like the tables
+        self.lot = lot
 
-    def _count(self, tenant_id: str, endpoint_id: str, delta: int, condition: str | None = None) -> dict[str, Any]:
-        update: dict[str, Any] = {
-            "TableName": self.endpoints.name,
-            "Key": {"tenant_id": tenant_id, "id": endpoint_id},
-            "UpdateExpression": "ADD parked_count :delta",
-            "ExpressionAttributeValues": {":delta": delta},
-        }
-        if condition:
-            update["ConditionExpression"] = condition
-            update["ExpressionAttributeNames"] = {"#state": "state", "#c": "circuit"}
-            update["ExpressionAttributeValues"] |= {
-                ":enabled": EndpointState.ENABLED.value,
-                ":open": CircuitState.OPEN.value,
-                ":draining": CircuitState.DRAINING.value,
-            }
-        return {"Update": update}
+    def _current(self, delivery_id: str) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self.deliveries.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item")
+        return item
 
-    def _transact(self, items: list[dict[str, Any]]) -> list[str] | None:
-        """Run the transaction: None when it applied, else the cancellation reason of each item."""
-        try:
-            self.client.transact_write_items(TransactItems=items)
-        except ClientError as error:
-            reasons = _cancelled(error)
-            if reasons is None:
-                raise
-            return reasons
-        return None
+    def _drop_entry(self, endpoint_id: str, delivery: dict[str, Any]) -> None:
+        self.lot.delete_item(Key={"endpoint_id": endpoint_id, "slot": _slot(delivery["event_order"], delivery["id"])})
+
+    def _drop_if_stale(self, delivery_id: str, endpoint_id: str, event_order: str | None = None) -> None:
+        """After a refused claim or end: if the delivery is not parked behind the endpoint (a crash after it
+        left the lot), its entry goes too, so the drain does not release it forever."""
+        current = self._current(delivery_id)
+        if current is not None and current.get(_PARKED) != endpoint_id and "event_order" in current:
+            self._drop_entry(endpoint_id, current)
+        elif current is None and event_order is not None:
+            self._drop_entry(endpoint_id, {"id": delivery_id, "event_order": event_order})
 
     def park(
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
     ) -> ParkOutcome:
         claimable, claimable_values = claimable_condition()
-        park = {
-            "Update": {
-                "TableName": self.deliveries.name,
-                "Key": {"id": delivery_id},
-                # Records made before the circuit existed have no event_order: they sort by when they parked.
-                "UpdateExpression": "SET #parked = :endpoint, parked_at = :at, "
-                "event_order = if_not_exists(event_order, :fallback)",
-                "ConditionExpression": f"tenant_id = :tenant AND endpoint_id = :endpoint AND "
-                f"attribute_not_exists(#parked) AND {claimable}"
-                + ("" if attempt_number is None else " AND attempt_count = :made"),
-                "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
-                "ExpressionAttributeValues": {
-                    ":endpoint": endpoint_id,
-                    ":tenant": tenant_id,
-                    ":at": to_rfc3339(at),
-                    ":fallback": f"{to_rfc3339(at)}#{delivery_id}",
-                    **({} if attempt_number is None else {":made": attempt_number - 1}),
-                    **claimable_values,
-                },
-            }
-        }
-        reasons = self._transact(
-            [park, self._count(tenant_id, endpoint_id, 1, "#state = :enabled AND #c IN (:open, :draining)")]
+        result = conditional_write(
+            self.deliveries.update_item,
+            Key={"id": delivery_id},
+            # Records made before the circuit existed have no event_order: they sort by when they parked.
+            UpdateExpression="SET #parked = :endpoint, parked_at = :at, "
+            "event_order = if_not_exists(event_order, :fallback)",
+            ConditionExpression=f"tenant_id = :tenant AND endpoint_id = :endpoint AND "
+            f"attribute_not_exists(#parked) AND {claimable}"
+            + ("" if attempt_number is None else " AND attempt_count = :made"),
+            ExpressionAttributeNames={"#parked": _PARKED, "#s": "status"},
+            ExpressionAttributeValues={
+                ":endpoint": endpoint_id,
+                ":tenant": tenant_id,
+                ":at": to_rfc3339(at),
+                ":fallback": f"{to_rfc3339(at)}#{delivery_id}",
+                **({} if attempt_number is None else {":made": attempt_number - 1}),
+                **claimable_values,
+            },
+            ReturnValues="ALL_NEW",
         )
-        if reasons is None:
+        if result is not None:
+            self.lot.put_item(Item=_lot_entry(result["Attributes"]))
             return ParkOutcome.PARKED
-        if reasons[0] == "ConditionalCheckFailed":
-            current = self.deliveries.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item") or {}
-            parked = current.get(_PARKED.partition_key) == endpoint_id
-            return ParkOutcome.ALREADY_PARKED if parked else ParkOutcome.NOT_PARKABLE
-        return ParkOutcome.CIRCUIT_CLOSED
+        current = self._current(delivery_id)
+        if current is None or current.get(_PARKED) != endpoint_id or current.get("tenant_id") != tenant_id:
+            return ParkOutcome.NOT_PARKABLE
+        self.lot.put_item(Item=_lot_entry(current))  # a crash may have come between the mark and the entry
+        return ParkOutcome.ALREADY_PARKED
+
+    def unpark(self, delivery_id: str, endpoint_id: str) -> bool:
+        result = conditional_write(
+            self.deliveries.update_item,
+            Key={"id": delivery_id},
+            UpdateExpression="REMOVE #parked, parked_at",
+            ConditionExpression="#parked = :endpoint",
+            ExpressionAttributeNames={"#parked": _PARKED},
+            ExpressionAttributeValues={":endpoint": endpoint_id},
+            ReturnValues="ALL_OLD",
+        )
+        if result is None:
+            return False
+        self._drop_entry(endpoint_id, result["Attributes"])
+        return True
 
     def parked(self, endpoint_id: str, limit: int) -> list[ParkedDelivery]:
-        page = self.deliveries.query(
-            IndexName=_PARKED.name,
-            KeyConditionExpression=Key(_PARKED.partition_key).eq(endpoint_id),
+        page = self.lot.query(
+            KeyConditionExpression=Key("endpoint_id").eq(endpoint_id),
             ScanIndexForward=True,  # oldest event first
+            ConsistentRead=True,
             Limit=limit,
         )
         return [_parked(item) for item in page["Items"]]
+
+    def count(self, endpoint_id: str) -> int:
+        pages = query_pages(
+            self.lot, KeyConditionExpression=Key("endpoint_id").eq(endpoint_id), ConsistentRead=True, Select="COUNT"
+        )
+        return sum(int(page["Count"]) for page in pages)
 
     def claim(
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, now: datetime
     ) -> Delivery | None:
         claimable, claimable_values = claimable_condition()
-        claim = {
-            "Update": {
-                "TableName": self.deliveries.name,
-                "Key": {"id": delivery_id},
-                "UpdateExpression": claim_update("#parked", "parked_at"),
-                "ConditionExpression": f"tenant_id = :tenant AND #parked = :endpoint AND {claimable} "
-                "AND attempt_count = :made",
-                "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
-                "ExpressionAttributeValues": {
-                    **claim_values(tenant_id, attempt_number, now),
-                    ":endpoint": endpoint_id,
-                    **claimable_values,
-                },
-            }
-        }
-        if self._transact([claim, self._count(tenant_id, endpoint_id, -1)]) is not None:
+        result = conditional_write(
+            self.deliveries.update_item,
+            Key={"id": delivery_id},
+            UpdateExpression=claim_update("#parked", "parked_at"),
+            ConditionExpression=f"tenant_id = :tenant AND #parked = :endpoint AND {claimable} "
+            "AND attempt_count = :made",
+            ExpressionAttributeNames={"#parked": _PARKED, "#s": "status"},
+            ExpressionAttributeValues={
+                **claim_values(tenant_id, attempt_number, now),
+                ":endpoint": endpoint_id,
+                **claimable_values,
+            },
+            ReturnValues="ALL_NEW",
+        )
+        if result is None:
+            self._drop_if_stale(delivery_id, endpoint_id)
             return None
-        item = self.deliveries.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item")
-        return None if item is None else Delivery.model_validate(item)
+        self._drop_entry(endpoint_id, result["Attributes"])
+        return Delivery.model_validate(result["Attributes"])
 
     def end(
         self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
     ) -> Delivery | None:
         sets = ["#s = :status", "updated_at = :now", "completed_at = :now", "expires_at = :e"]
         removes = ["#parked", "parked_at", "next_attempt_at", "claimed_at"]
-        end = {
-            "Update": {
-                "TableName": self.deliveries.name,
-                "Key": {"id": parked.id},
-                "ExpressionAttributeValues": {
-                    **set_status_key(parked.tenant_id, status, sets, removes),
-                    ":status": status.value,
-                    ":now": to_rfc3339(now),
-                    ":e": expires_at,
-                    ":endpoint": endpoint_id,
-                    ":was": parked.status.value,
-                    ":made": parked.attempt_count,
-                },
-                "UpdateExpression": update_expression(sets, removes),
-                "ConditionExpression": "#parked = :endpoint AND #s = :was AND attempt_count = :made",
-                "ExpressionAttributeNames": {"#parked": _PARKED.partition_key, "#s": "status"},
-            }
+        values = {
+            **set_status_key(parked.tenant_id, status, sets, removes),
+            ":status": status.value,
+            ":now": to_rfc3339(now),
+            ":e": expires_at,
+            ":endpoint": endpoint_id,
+            ":was": parked.status.value,
+            ":made": parked.attempt_count,
         }
-        if self._transact([end, self._count(parked.tenant_id, endpoint_id, -1)]) is not None:
+        result = conditional_write(
+            self.deliveries.update_item,
+            Key={"id": parked.id},
+            UpdateExpression=update_expression(sets, removes),
+            ConditionExpression="#parked = :endpoint AND #s = :was AND attempt_count = :made",
+            ExpressionAttributeNames={"#parked": _PARKED, "#s": "status"},
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+        if result is None:
+            self._drop_if_stale(parked.id, endpoint_id, parked.event_order)
             return None
-        item = self.deliveries.get_item(Key={"id": parked.id}, ConsistentRead=True).get("Item")
-        return None if item is None else Delivery.model_validate(item)
+        self._drop_entry(endpoint_id, result["Attributes"])
+        return Delivery.model_validate(result["Attributes"])
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
         items = deliveries_by_id(self.deliveries, delivery_ids, consistent=True)

@@ -108,7 +108,6 @@ class ApiKeyTable:
 
 
 _FAILING = schema.FAILING_ENDPOINTS_INDEX
-_PARKED = schema.PARKED_INDEX
 _FAILING_MARK = "1"  # the constant partition of the sparse failing-endpoints index
 
 
@@ -391,7 +390,7 @@ class DeliveryTable:
             Key={"id": delivery_id},
             UpdateExpression=claim_update(),
             ConditionExpression=(
-                f"tenant_id = :tenant AND attribute_not_exists({_PARKED.partition_key}) AND ("
+                f"tenant_id = :tenant AND attribute_not_exists({schema.PARKED_MARK}) AND ("
                 f"({claimable} AND attempt_count = :made) "
                 "OR (#s = :attempting AND attempt_count = :n AND claimed_at < :stale))"
             ),

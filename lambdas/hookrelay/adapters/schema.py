@@ -54,15 +54,6 @@ ENDPOINTS = TableSpec(
 )
 # Events also hold the per-(tenant, ordering key) sequence counters, under `seq#` keys with no TTL.
 EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="expires_at")
-# `parked_endpoint` is set only while a delivery is parked behind its endpoint's circuit: the index holds
-# exactly the parked deliveries of each endpoint, in event order (domain.circuit.park_order), with what the
-# drain needs to release them (none of it changes while a delivery is parked).
-PARKED_INDEX = IndexSpec(
-    "parked",
-    "parked_endpoint",
-    "event_order",
-    include=("tenant_id", "status", "attempt_count", "created_at", "first_attempt_at", "message_group_id"),
-)
 # The delivery log's indexes project the attributes a read filters on before it fetches the page's items:
 # the owner and the ids never change. `tenant_status` is sparse: set only while a delivery is in one of the
 # statuses a reader looks for among many delivered ones (`adapters.dynamodb.STATUS_INDEXED`), so the happy
@@ -84,15 +75,30 @@ DELIVERIES = TableSpec(
         ),
         IndexSpec("by_endpoint", "endpoint_id", "created_at", include=_LOG_ATTRIBUTES),
         IndexSpec("by_event", "event_id", "created_at", include=_LOG_ATTRIBUTES),
-        PARKED_INDEX,
     ),
 )
+# The attribute of a delivery record that marks it parked, naming the endpoint it waits behind.
+PARKED_MARK = "parked_endpoint"
+# The deliveries parked behind each endpoint's circuit, in event order: one small entry per parked delivery
+# (`slot` is domain.circuit.park_order, then the delivery id), beside the delivery's own `parked_endpoint`
+# mark. A table, not an index, so that reading an endpoint's lot is strongly consistent: the circuit closes
+# only on a lot read empty after the close began (services/parking.py), with no count kept per park.
+PARKING_LOT = TableSpec("ParkingLot", "PARKING_LOT_TABLE", partition_key="endpoint_id", sort_key="slot")
 # Redrive jobs: one record per redrive (progress and the resume cursor), kept for the retention window.
 REDRIVES = TableSpec("Redrives", "REDRIVES_TABLE", partition_key="id", ttl_attribute="expires_at")
 # Powertools idempotency's default layout.
 IDEMPOTENCY = TableSpec("Idempotency", "IDEMPOTENCY_TABLE", partition_key="id", ttl_attribute="expiration")
 
-ALL_TABLES: tuple[TableSpec, ...] = (TENANTS, API_KEYS, ENDPOINTS, EVENTS, DELIVERIES, IDEMPOTENCY, REDRIVES)
+ALL_TABLES: tuple[TableSpec, ...] = (
+    TENANTS,
+    API_KEYS,
+    ENDPOINTS,
+    EVENTS,
+    DELIVERIES,
+    PARKING_LOT,
+    IDEMPOTENCY,
+    REDRIVES,
+)
 
 # Other environment the functions read (each queue's and topic's variable is on its spec).
 RETRY_STATE_MACHINE_ARN = "RETRY_STATE_MACHINE_ARN"

@@ -101,6 +101,15 @@ class StepFunctionsRetryWorkflow:
         cause = f"no delivery {delivery_id}"
         self._answer(self.sfn.send_task_failure, taskToken=reply_to, error=DELIVERY_MISSING, cause=cause[:256])
 
+    def stop(self, delivery_id: str) -> None:
+        try:
+            self.sfn.stop_execution(executionArn=self._execution_arn(execution_name(delivery_id)))
+        except self.sfn.exceptions.ExecutionDoesNotExist:
+            pass
+
+    def _execution_arn(self, name: str) -> str:
+        return self.state_machine_arn.replace(":stateMachine:", ":execution:") + ":" + name
+
     def start_probe(self, command: CircuitCommand) -> None:
         name = probe_execution_name(command.endpoint_id, command.step)
         try:
@@ -113,13 +122,10 @@ class StepFunctionsRetryWorkflow:
             pass
 
     def probe_running(self, endpoint_id: str, step: int) -> bool:
-        arn = (
-            self.state_machine_arn.replace(":stateMachine:", ":execution:")
-            + ":"
-            + probe_execution_name(endpoint_id, step)
-        )
         try:
-            status = self.sfn.describe_execution(executionArn=arn)["status"]
+            status = self.sfn.describe_execution(
+                executionArn=self._execution_arn(probe_execution_name(endpoint_id, step))
+            )["status"]
         except self.sfn.exceptions.ExecutionDoesNotExist:
             return False
         return bool(status == "RUNNING")

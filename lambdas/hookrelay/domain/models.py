@@ -95,7 +95,9 @@ class Endpoint(Record):
     circuit_step: int = 0  # which probe workflow owns the circuit: bumped when one is started
     probes_made: int = 0  # probes since the circuit last opened
     next_probe_at: UtcDateTime | None = None  # when the probe workflow's next command is due
-    parked_count: int = 0  # deliveries parked behind the circuit
+    # Set while the drain closes the circuit: a delivery parked meanwhile clears it, and the close fails
+    # (services/parking.py says why this is enough for nothing to be left behind in the lot).
+    circuit_closing: bool = False
     drain_paused_until: UtcDateTime | None = None  # a Retry-After answered during the drain
     drained_count: int = 0  # deliveries released by the current drain
 
@@ -113,7 +115,7 @@ CIRCUIT_FIELDS = frozenset(
         "circuit_step",
         "probes_made",
         "next_probe_at",
-        "parked_count",
+        "circuit_closing",
         "drain_paused_until",
         "drained_count",
     }

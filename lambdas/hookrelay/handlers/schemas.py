@@ -122,7 +122,7 @@ def rotated_secret_view(rotated: RotatedSecret) -> dict[str, Any]:
     }
 
 
-def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth) -> dict[str, Any]:
+def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth, parked: int) -> dict[str, Any]:
     return {
         "endpoint_id": endpoint.id,
         "state": endpoint.state.value,
@@ -135,11 +135,11 @@ def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth) -> dict[str
         "consecutive_failures": health.consecutive_failures,
         "oldest_retrying": _retrying_view(health.oldest_retrying),
         "failing_since": _time(health.failing_since),
-        "circuit": circuit_view(endpoint),
+        "circuit": circuit_view(endpoint, parked),
     }
 
 
-def circuit_view(endpoint: Endpoint) -> dict[str, Any]:
+def circuit_view(endpoint: Endpoint, parked: int) -> dict[str, Any]:
     """The endpoint's circuit (domain/circuit.py) from its record: what the probe and the drain are doing."""
     open_ = endpoint.circuit is CircuitState.OPEN
     return {
@@ -147,7 +147,7 @@ def circuit_view(endpoint: Endpoint) -> dict[str, Any]:
         "opened_at": _time(endpoint.circuit_opened_at) if endpoint.circuit is not CircuitState.CLOSED else None,
         "next_probe_at": _time(endpoint.next_probe_at) if open_ else None,
         "probes_made": endpoint.probes_made if open_ else 0,
-        "parked": endpoint.parked_count,
+        "parked": parked,
         "drain": {
             "released": endpoint.drained_count,
             "paused_until": _time(endpoint.drain_paused_until),
@@ -249,7 +249,7 @@ def _error(attempt: Attempt) -> str | None:
     return f"{attempt.error.value}: {attempt.error_detail}" if attempt.error_detail else attempt.error.value
 
 
-def delivery_detail(delivery: Delivery, *, waiting_on: Endpoint | None = None) -> dict[str, Any]:
+def delivery_detail(delivery: Delivery, *, waiting_on: tuple[Endpoint, int] | None = None) -> dict[str, Any]:
     attempts = [
         {
             "number": attempt.number,
@@ -262,7 +262,7 @@ def delivery_detail(delivery: Delivery, *, waiting_on: Endpoint | None = None) -
         for attempt in delivery.attempts
     ]
     # A parked delivery waits on its endpoint's circuit: say which state it is in and when the next probe is due.
-    waiting = None if waiting_on is None else {"circuit": circuit_view(waiting_on)}
+    waiting = None if waiting_on is None else {"circuit": circuit_view(*waiting_on)}
     return delivery_summary(delivery) | {"attempts": attempts, "waiting_on": waiting}
 
 

@@ -22,6 +22,7 @@ from hookrelay.domain.lifecycle import retention_expiry
 from hookrelay.domain.models import Endpoint, EndpointState
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     Attempts,
     CircuitCommand,
@@ -35,7 +36,6 @@ from hookrelay.services.ports import (
     EndpointRepository,
     EventRepository,
     ParkedDelivery,
-    ParkingLot,
     RetryWorkflow,
 )
 
@@ -63,7 +63,7 @@ class CircuitReport:
 class CircuitService:
     endpoints: EndpointRepository
     circuits: CircuitRepository
-    parking: ParkingLot
+    parking: Parking
     deliveries: DeliveryRepository
     events: EventRepository
     queue: DeliveryQueue
@@ -145,7 +145,7 @@ class CircuitService:
             released = self._release(endpoint, window - len(in_flight), set(in_flight), following, now)
         due = now + timedelta(seconds=circuit.DRAIN_POLL_SECONDS)
         if not in_flight and not released:
-            if endpoint.parked_count == 0 and self.circuits.close(endpoint, following.step):
+            if self.parking.close_if_empty(endpoint, following.step):
                 self.telemetry.count(CIRCUIT_CLOSED)
                 return replace(following, kind=CircuitCommandKind.DONE, due_at=now, released=())
             return replace(following, kind=CircuitCommandKind.DRAIN, due_at=due, released=())
@@ -161,7 +161,7 @@ class CircuitService:
         They stay parked until their attempt is claimed, so a crash here loses nothing: the next command
         releases them again, and a second message for one attempt is a no-op."""
         released: list[ParkedDelivery] = []
-        for parked in self.parking.parked(endpoint.id, room + len(skip)):
+        for parked in self.parking.lot.parked(endpoint.id, room + len(skip)):
             if parked.id in skip:
                 continue
             if self._past_horizon(parked, now):
@@ -192,7 +192,7 @@ class CircuitService:
         """Released deliveries whose attempt has not ended: still parked (message on its way) or attempting."""
         if not released:
             return []
-        current = {d.id: d for d in self.parking.get_many(released)}
+        current = {d.id: d for d in self.parking.lot.get_many(released)}
         return [
             i
             for i in released
@@ -202,7 +202,7 @@ class CircuitService:
     def _oldest_live(self, endpoint: Endpoint, now: datetime) -> ParkedDelivery | None:
         """The oldest parked delivery still within its horizon; older ones past it end dead on the way."""
         while True:
-            page = self.parking.parked(endpoint.id, 10)
+            page = self.parking.lot.parked(endpoint.id, 10)
             if not page:
                 return None
             for parked in page:
@@ -230,7 +230,7 @@ class CircuitService:
         report = CircuitReport()
         for endpoint in self.circuits.open_circuits():
             report.examined += 1
-            report.parked += endpoint.parked_count
+            report.parked += self.parking.lot.count(endpoint.id)
             if endpoint.state is not EndpointState.ENABLED:
                 report.cancelled += self._release_disabled(endpoint, now)
                 continue
@@ -245,7 +245,7 @@ class CircuitService:
         horizon, and every later one's, lies ahead (a delivery is never attempted before its event happened)."""
         ended = 0
         while True:
-            page = self.parking.parked(endpoint.id, SWEEP_PAGE)
+            page = self.parking.lot.parked(endpoint.id, SWEEP_PAGE)
             expired = [p for p in page if self._past_horizon(p, now)]
             for parked in expired:
                 ended += self._end_dead(endpoint, parked, now)
@@ -264,19 +264,20 @@ class CircuitService:
         """An endpoint disabled or deleted during an outage: its parked deliveries are cancelled (redrivable once
         it is enabled again, as for queued ones), then its circuit closes."""
         cancelled = 0
-        while page := self.parking.parked(endpoint.id, SWEEP_PAGE):
+        while page := self.parking.lot.parked(endpoint.id, SWEEP_PAGE):
             ended = [
-                self.parking.end(p, endpoint.id, DeliveryStatus.CANCELLED, now, retention_expiry(now)) for p in page
+                self.parking.lot.end(p, endpoint.id, DeliveryStatus.CANCELLED, now, retention_expiry(now)) for p in page
             ]
             for delivery in filter(None, ended):
                 self.events.extend_expiry(delivery.event_id, retention_expiry(now))
                 cancelled += 1
             if not any(ended):
-                break  # the index lags the ends: the next sweep (or command) finishes
+                break  # each moved on under the sweep (claimed, or ended by another): the next sweep finishes
         if cancelled:
             self.telemetry.count(PARKED_CANCELLED, cancelled)
         fresh = self.endpoints.get(endpoint.tenant_id, endpoint.id)
-        if fresh is not None:
+        # A delivery parked after the last read sees the endpoint disabled and takes itself back out.
+        if fresh is not None and not self.parking.lot.parked(endpoint.id, 1):
             self.circuits.reset(fresh)
         return cancelled
 
@@ -284,7 +285,7 @@ class CircuitService:
         """A parked delivery past its horizon dies in bulk, not one execution each: the record first (dead, kept
         for the redrive window), then its dead letter. A crash in between leaves it dead, in the log and
         redrivable, with no dead-letter message; `dead_lettered_at` stays unset to show it."""
-        ended = self.parking.end(parked, endpoint.id, DeliveryStatus.DEAD, now, retention_expiry(now))
+        ended = self.parking.lot.end(parked, endpoint.id, DeliveryStatus.DEAD, now, retention_expiry(now))
         if ended is None:
             return 0
         self.events.extend_expiry(ended.event_id, retention_expiry(now))

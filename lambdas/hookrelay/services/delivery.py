@@ -17,6 +17,7 @@ from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, 
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     AttemptRecord,
     AttemptReport,
@@ -29,7 +30,6 @@ from hookrelay.services.ports import (
     DeliveryTelemetry,
     EndpointRepository,
     EventRepository,
-    ParkingLot,
     ParkOutcome,
     RetryTicket,
     RetryWorkflow,
@@ -66,7 +66,7 @@ class DeliveryService:
     schedule: RetrySchedule
     telemetry: DeliveryTelemetry
     circuits: CircuitRepository
-    parking: ParkingLot
+    parking: Parking
     # A claim older than this is presumed abandoned (the worker died mid-attempt); it must exceed the
     # longest an attempt can take, which the queue's visibility timeout already guarantees.
     claim_timeout: timedelta = timedelta(minutes=2)
@@ -123,8 +123,8 @@ class DeliveryService:
             return self.deliveries.claim(
                 message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
             )
-        # The drain's and the probe's: the delivery is parked, and leaves the parked index in the same write.
-        return self.parking.claim(message.delivery_id, message.tenant_id, message.endpoint_id, message.attempt, now)
+        # The drain's and the probe's: the delivery is parked, and leaves the lot.
+        return self.parking.lot.claim(message.delivery_id, message.tenant_id, message.endpoint_id, message.attempt, now)
 
     def _park_message(self, message: DeliveryMessage, endpoint: Endpoint, now: datetime) -> AttemptReport | None:
         """Park the delivery instead of attempting it; None if the circuit closed meanwhile (attempt it then)."""
@@ -132,7 +132,7 @@ class DeliveryService:
         held = AttemptReport(message.delivery_id, status, message.attempt, sent=False, parked=True)
         if message.via is Via.DRAIN:
             return held  # released but held back (a pause, or the circuit reopened): it never left the index
-        outcome = self.parking.park(message.delivery_id, message.tenant_id, endpoint.id, message.attempt, now)
+        outcome = self._park(message.delivery_id, message.tenant_id, endpoint.id, message.attempt, now)
         if outcome is ParkOutcome.CIRCUIT_CLOSED:
             return None
         if outcome is ParkOutcome.NOT_PARKABLE:
@@ -142,6 +142,11 @@ class DeliveryService:
         if message.reply_to:
             self.workflow.parked(message.reply_to)  # the retry execution ends: the probe workflow carries it
         return held
+
+    def _park(
+        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, now: datetime
+    ) -> ParkOutcome:
+        return self.parking.park(delivery_id, tenant_id, endpoint_id, attempt_number, now)
 
     def _track_failing_spell(self, endpoint: Endpoint, *, delivered: bool, at: datetime) -> None:
         """Start the endpoint's failing spell on a failure while healthy, end it on a success while failing.
@@ -244,7 +249,7 @@ class DeliveryService:
             and circuit.counts_toward_opening(rule.outcome)
             and self._circuit_failed(endpoint, message, decision, now)
         ):
-            outcome = self.parking.park(delivery.id, delivery.tenant_id, endpoint.id, message.attempt + 1, now)
+            outcome = self._park(delivery.id, delivery.tenant_id, endpoint.id, message.attempt + 1, now)
             if outcome is not ParkOutcome.CIRCUIT_CLOSED:
                 if message.reply_to:
                     self.workflow.parked(message.reply_to)
@@ -295,8 +300,9 @@ class DeliveryService:
         """The deliveries whose failures opened the circuit wait in their own retry workflows: park them now, so the
         probe starts with the oldest event. (A crash first leaves them to park when their workflows wake.)"""
         for delivery_id in dict.fromkeys(endpoint.circuit_failed):
-            if delivery_id != opener:
-                self.parking.park(delivery_id, endpoint.tenant_id, endpoint.id, None, now)
+            parked = delivery_id != opener and self._park(delivery_id, endpoint.tenant_id, endpoint.id, None, now)
+            if parked is ParkOutcome.PARKED:
+                self.workflow.stop(delivery_id)
 
     def _decide(
         self,

@@ -14,7 +14,14 @@ from hookrelay.domain.errors import InvalidCursor, InvalidRequest, NotFound
 from hookrelay.domain.lifecycle import is_visible_to
 from hookrelay.domain.models import Delivery, Endpoint, Event
 from hookrelay.domain.paging import Position
-from hookrelay.services.ports import DeliveryFilter, DeliveryLog, EndpointRepository, EventRepository, UnknownPosition
+from hookrelay.services.parking import Parking
+from hookrelay.services.ports import (
+    DeliveryFilter,
+    DeliveryLog,
+    EndpointRepository,
+    EventRepository,
+    UnknownPosition,
+)
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 250
@@ -64,6 +71,7 @@ class DeliveryLogService:
     deliveries: DeliveryLog
     events: EventRepository
     endpoints: EndpointRepository
+    parking: Parking
 
     def list(self, where: DeliveryFilter, *, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> LogPage:
         if not 1 <= limit <= MAX_LIMIT:
@@ -93,11 +101,13 @@ class DeliveryLogService:
             raise NotFound(f"no delivery {delivery_id!r}")
         return delivery
 
-    def waiting_on(self, delivery: Delivery) -> Endpoint | None:
-        """The endpoint whose circuit a parked delivery waits on (its state and next probe); None if not parked."""
+    def waiting_on(self, delivery: Delivery) -> tuple[Endpoint, int] | None:
+        """The endpoint whose circuit a parked delivery waits on (its state and next probe) and how many wait
+        behind it; None if not parked."""
         if delivery.parked_at is None:
             return None
-        return self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
+        endpoint = self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
+        return None if endpoint is None else (endpoint, self.parking.parked_behind(endpoint))
 
     def event(self, tenant_id: str, event_id: str) -> Event:
         event = self.events.get(event_id)

@@ -15,6 +15,7 @@ from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.domain.signing import generate_secret
+from hookrelay.services.parking import Parking
 from hookrelay.services.ports import DeliveryFilter, DeliverySearch, EndpointRepository
 
 DEFAULT_SECRET_OVERLAP = timedelta(days=1)
@@ -66,6 +67,7 @@ def _next_version(previous: datetime, now: datetime) -> datetime:
 class EndpointService:
     endpoints: EndpointRepository
     deliveries: DeliverySearch  # read for health
+    parking: Parking  # read for health: what waits behind an open circuit
     allow_private_destinations: bool = False
     default_max_in_flight: int = 4
 
@@ -197,15 +199,17 @@ class EndpointService:
         assert deadline is not None  # set by the write that succeeded
         return RotatedSecret(endpoint=endpoint, secret=secret, previous_expire_at=deadline)
 
-    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth]:
-        """Summarised on read from the endpoint's newest deliveries (one bounded index read, no scan)."""
+    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, int]:
+        """Summarised on read from the endpoint's newest deliveries (one bounded index read, no scan), with how
+        many deliveries are parked behind its circuit (its lot is read only while the circuit is not closed)."""
         endpoint = self.get(tenant_id, endpoint_id)
         now = utcnow()
         where = DeliveryFilter(tenant_id=tenant_id, endpoint_id=endpoint_id)
         page = self.deliveries.find(where, HEALTH_SAMPLE_SIZE, None, now)
-        return endpoint, summarize(
+        health = summarize(
             page.deliveries, now, older_not_sampled=page.resume_after is not None, failing_since=endpoint.failing_since
         )
+        return endpoint, health, self.parking.parked_behind(endpoint)
 
     def _change(
         self, tenant_id: str, endpoint_id: str, change: Callable[[Endpoint, datetime], Endpoint | None]

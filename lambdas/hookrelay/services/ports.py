@@ -78,14 +78,21 @@ class CircuitRepository(Protocol):
     def pause_drain(self, tenant_id: str, endpoint_id: str, until: datetime) -> bool:
         """Hold the drain until then (a Retry-After answered during it), while draining."""
 
+    def begin_close(self, endpoint: Endpoint, step: int) -> bool:
+        """Mark the draining circuit `circuit_closing`, before the lot is read for the last time."""
+
+    def hold_open(self, endpoint: Endpoint) -> bool:
+        """Clear `circuit_closing` of a draining circuit (a delivery was parked while it closed); False if it is
+        not set or the circuit is not draining any more."""
+
     def close(self, endpoint: Endpoint, step: int) -> bool:
-        """draining → closed, only if nothing is parked any more (the count, not the eventually consistent index)."""
+        """draining → closed, only if `circuit_closing` is still set (services/parking.py)."""
 
     def take_over(self, endpoint: Endpoint, step: int, due_at: datetime) -> bool:
         """Hand the circuit to a fresh probe workflow (step + 1), if `step` still owns it."""
 
     def reset(self, endpoint: Endpoint) -> bool:
-        """Back to closed for an endpoint no longer enabled, once nothing is parked behind it."""
+        """Back to closed for an endpoint no longer enabled (the caller has emptied its lot)."""
 
     def open_circuits(self) -> Iterator[Endpoint]:
         """Endpoints whose circuit is not closed (a sparse index, never a scan)."""
@@ -147,7 +154,7 @@ class ParkOutcome(StrEnum):
 
 @dataclass(frozen=True)
 class ParkedDelivery:
-    """A delivery as the parked index shows it (eventually consistent: the claim re-checks)."""
+    """A delivery as its endpoint's lot shows it (written when it was parked: the claim re-checks)."""
 
     id: str
     tenant_id: str
@@ -188,16 +195,28 @@ class DeliveryRepository(Protocol):
         """Note that the dead delivery's dead-letter message went out; False if it is not dead or was noted already."""
 
 
-class ParkingLot(Protocol):
-    """Deliveries parked behind their endpoint's circuit, and the endpoint's parked count, kept in step:
-    every change to one is one transaction with the other, so the count says exactly what the index will."""
+class ParkedCount(Protocol):
+    def count(self, endpoint_id: str) -> int:
+        """How many deliveries are parked behind the endpoint's circuit (a strongly consistent read of its lot)."""
+
+
+class ParkingLot(ParkedCount, Protocol):
+    """Deliveries parked behind their endpoint's circuit: each marked parked on its record, with an entry in its
+    endpoint's lot that is read back in event order, strongly consistent. The two writes are not one
+    transaction: a crash between them is repaired when the delivery is parked, claimed or ended again (each
+    re-writes or drops the lot entry from the record's mark), and services/parking.py makes closing safe."""
 
     def park(
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
     ) -> ParkOutcome:
-        """Park the delivery: only if the endpoint is enabled with its circuit open or draining, and the delivery
-        still waits for attempt `attempt_number` (claimable, with attempt_number - 1 made); with None, whichever
-        attempt it waits for (a delivery whose retry workflow is waiting: the workflow ends when it wakes)."""
+        """Park the delivery, if it still waits for attempt `attempt_number` (claimable, with attempt_number - 1
+        made); with None, whichever attempt it waits for (a delivery whose retry workflow is waiting: the
+        workflow ends when it wakes). PARKED, ALREADY_PARKED (its lot entry written again) or NOT_PARKABLE:
+        whether the circuit still stands is the caller's to check after (services/parking.py)."""
+
+    def unpark(self, delivery_id: str, endpoint_id: str) -> bool:
+        """Take a parked delivery back out, unattempted (its circuit closed as it was parked); False if it was not
+        parked behind that endpoint any more (the drain took it)."""
 
     def parked(self, endpoint_id: str, limit: int) -> list[ParkedDelivery]:
         """The endpoint's parked deliveries, oldest event first."""
@@ -205,13 +224,13 @@ class ParkingLot(Protocol):
     def claim(
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, now: datetime
     ) -> Delivery | None:
-        """Claim a parked delivery for the drain or the probe, taking it off the index; None if it is not parked
+        """Claim a parked delivery for the drain or the probe, taking it out of the lot; None if it is not parked
         behind that endpoint waiting for attempt `attempt_number` (another message took it first)."""
 
     def end(
         self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
     ) -> Delivery | None:
-        """Take a parked delivery off the index and end it (`dead` or `cancelled`); the ended delivery, or None
+        """Take a parked delivery out of the lot and end it (`dead` or `cancelled`); the ended delivery, or None
         if it was no longer parked as read."""
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
@@ -326,6 +345,10 @@ class RetryWorkflow(Protocol):
 
     def delivery_missing(self, reply_to: str, delivery_id: str) -> None:
         """Tell a waiting execution its attempt cannot be made at all (the delivery is gone)."""
+
+    def stop(self, delivery_id: str) -> None:
+        """End a delivery's first retry execution early: its delivery was parked while the execution waited, and
+        it would only wake to be told so (each wake is paid for in state transitions). Nothing if it has ended."""
 
     def start_probe(self, command: CircuitCommand) -> None:
         """Start the probe workflow of an endpoint's circuit at `command` (idempotent per endpoint and step)."""

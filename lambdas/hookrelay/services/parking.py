@@ -1,0 +1,73 @@
+"""Parking a delivery behind its endpoint's circuit, and closing the circuit, without a count kept per park.
+
+The drain closes the circuit only when its endpoint's lot is empty. Parking is two writes (the delivery's
+mark, then its lot entry) with no transaction and no counter on the endpoint record, so the close and a
+park racing it must agree some other way. They do by each writing before they read:
+
+- a parker writes its lot entry, then reads the endpoint (strongly consistent);
+- the closer marks the endpoint `circuit_closing`, then reads the lot (strongly consistent), then closes
+  only if the mark is still there.
+
+A parker that reads the circuit `open`, or `draining` without the mark, stays parked: its entry was written
+before the closer marked the endpoint, so the closer's read of the lot finds it and the circuit stays
+open. A parker that reads the mark clears it (`hold_open`), so that close fails whatever the closer read,
+and stays parked. A parker that reads the circuit `closed` (or the endpoint disabled) takes its delivery back
+out and has it attempted as any new delivery is: the circuit is closed, and its message group's order holds.
+
+Nothing parked is left behind a closed circuit, and no park costs a write on the endpoint record: the
+endpoint is read once per park, and written only in the rare race with a close.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from hookrelay.domain.circuit import CircuitState
+from hookrelay.domain.models import Endpoint, EndpointState
+from hookrelay.services.ports import CircuitRepository, EndpointRepository, ParkingLot, ParkOutcome
+
+# A park re-reads the endpoint until it sees a settled state; each extra round means the circuit changed
+# under it (a close began, or ended), which cannot go on: this bound only turns a bug into an error.
+_MAX_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class Parking:
+    """The parking protocol over the lot, the circuits and the endpoints; `lot` for everything else."""
+
+    lot: ParkingLot
+    circuits: CircuitRepository
+    endpoints: EndpointRepository
+
+    def park(
+        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
+    ) -> ParkOutcome:
+        """Park the delivery; CIRCUIT_CLOSED (and not parked) if the circuit closed or the endpoint was disabled."""
+        outcome = self.lot.park(delivery_id, tenant_id, endpoint_id, attempt_number, at)
+        if outcome is ParkOutcome.NOT_PARKABLE:
+            return outcome
+        for _ in range(_MAX_ROUNDS):
+            endpoint = self.endpoints.get(tenant_id, endpoint_id)
+            if (
+                endpoint is None
+                or endpoint.state is not EndpointState.ENABLED
+                or endpoint.circuit is CircuitState.CLOSED
+            ):
+                # Taken back out; if the drain took it first, it is the drain's now, as parked.
+                return ParkOutcome.CIRCUIT_CLOSED if self.lot.unpark(delivery_id, endpoint_id) else outcome
+            if not endpoint.circuit_closing or self.circuits.hold_open(endpoint):
+                return outcome
+        raise RuntimeError(f"the circuit of endpoint {endpoint_id} kept changing while delivery {delivery_id} parked")
+
+    def close_if_empty(self, endpoint: Endpoint, step: int) -> bool:
+        """draining → closed, only on a lot read empty after the close began (and not held open since)."""
+        return (
+            self.circuits.begin_close(endpoint, step)
+            and not self.lot.parked(endpoint.id, 1)
+            and self.circuits.close(endpoint, step)
+        )
+
+    def parked_behind(self, endpoint: Endpoint) -> int:
+        """How many deliveries wait behind the endpoint's circuit: none while it is closed, without a read."""
+        return 0 if endpoint.circuit is CircuitState.CLOSED else self.lot.count(endpoint.id)
