@@ -23,6 +23,7 @@ from hookrelay.adapters.circuit import DynamoParkingLot
 from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
 from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import SqsDeliveryQueue
+from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState, Via
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.models import Delivery, Endpoint
@@ -171,17 +172,40 @@ def test_parked_deliveries_make_no_attempts_and_start_no_executions(
     assert outage.parked() >= parked_before + 20
 
 
-def test_a_waking_retry_is_parked_and_its_workflow_ends(platform: Platform, consumer: ScriptedConsumer) -> None:
+def ended_execution(platform: Platform, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = wait_until(
+        lambda: next((e for e in executions(platform) if e["name"] == name and e["status"] != "RUNNING"), None),
+        f"execution {name} to end",
+    )
+    return found
+
+
+def test_the_retry_workflows_of_the_failures_that_opened_it_are_stopped(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
     outage = Outage(platform, consumer)
     open_circuit(outage)
     first = outage.delivery_ids[0]  # failed first, handed to its own retry workflow before the circuit opened
 
+    assert outage.delivery(first).parked_at is not None  # parked when the circuit opened
+    assert ended_execution(platform, first)["status"] == "ABORTED"  # stopped waiting: it never wakes
+    assert len(outage.delivery(first).attempts) == 1
+
+
+def test_a_waking_retry_is_parked_and_its_workflow_ends(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As after a crash between parking the opening failures and stopping their retry workflows."""
+    monkeypatch.setattr(StepFunctionsRetryWorkflow, "stop", lambda self, delivery_id: None)
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    first = outage.delivery_ids[0]
+    lot = DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE"))
+    assert lot.unpark(first, outage.endpoint_id)  # and the park itself lost: only the waking retry parks it
+
     with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
         wait_until(lambda: outage.delivery(first).parked_at is not None, "the first delivery's retry to park")
-        execution = wait_until(
-            lambda: next((e for e in executions(platform) if e["name"] == first and e["status"] != "RUNNING"), None),
-            "its retry workflow to end",
-        )
+        execution = ended_execution(platform, first)
     assert execution["status"] == "SUCCEEDED"
     assert len(outage.delivery(first).attempts) == 1  # parked on waking: no second attempt
 
