@@ -10,7 +10,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
-from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN
+from hookrelay.domain.matching import EVENT_TYPE_PATTERN, MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeliveryStatus
@@ -41,14 +41,17 @@ class CreateApiKey(Strict):
 
 def _event_type_filters(value: list[str]) -> list[str]:
     for pattern in value:
-        if not FILTER_PATTERN.match(pattern):
-            raise ValueError(f"invalid event type filter {pattern!r}")
+        problem = filter_problem(pattern)
+        if problem:
+            raise ValueError(problem)
     return value
 
 
 # The fields an endpoint is created with and may later be changed to: one definition for both requests.
 EndpointUrl = Annotated[str, Field(min_length=1, max_length=2048)]
-EventTypeFilters = Annotated[list[str], Field(min_length=1, max_length=100), AfterValidator(_event_type_filters)]
+EventTypeFilters = Annotated[
+    list[str], Field(min_length=1, max_length=MAX_FILTERS), AfterValidator(_event_type_filters)
+]
 Description = Annotated[str | None, Field(max_length=500)]
 MaxInFlight = Annotated[int, Field(ge=1, le=50)]
 
