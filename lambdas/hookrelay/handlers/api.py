@@ -13,6 +13,7 @@ from hookrelay import wiring
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.functions import API
 from hookrelay.handlers.http import (
+    has_body,
     install_problem_handlers,
     json_response,
     parse_body,
@@ -133,7 +134,7 @@ def enable_endpoint(endpoint_id: str) -> Response[str]:
 def rotate_endpoint_secret(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     # The body is optional: no body rotates with the default overlap.
-    body = parse_body(app, RotateSecret) if app.current_event.decoded_body else RotateSecret()
+    body = parse_body(app, RotateSecret) if has_body(app) else RotateSecret()
     rotated = wiring.endpoint_service().rotate_secret(
         tenant_id, endpoint_id, expire_previous_after=timedelta(seconds=body.expire_previous_after_seconds)
     )

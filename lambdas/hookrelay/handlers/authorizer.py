@@ -25,7 +25,7 @@ def bearer_token(authorization: str | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)  # no key_id from the previous caller on this one's lines
 @event_source(data_class=APIGatewayAuthorizerEventV2)
 def handler(event: APIGatewayAuthorizerEventV2, context: LambdaContext) -> dict[str, Any]:
     token = bearer_token(event.headers.get("authorization"))

@@ -71,6 +71,11 @@ def parse_body(app: APIGatewayHttpResolver, model: type[M]) -> M:
     return model.model_validate(_strict_json(raw))
 
 
+def has_body(app: APIGatewayHttpResolver) -> bool:
+    """Whether the request carries a body at all (its bytes, whatever they are: parse_body judges them)."""
+    return bool(_raw_body(app))
+
+
 def _raw_body(app: APIGatewayHttpResolver) -> bytes:
     event = app.current_event
     body = event.body or ""

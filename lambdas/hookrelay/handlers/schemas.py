@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from hookrelay.domain.circuit import CircuitState
-from hookrelay.domain.clock import to_rfc3339, utcnow
+from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
@@ -184,13 +184,16 @@ def _retrying_view(retrying: RetryingDelivery | None) -> dict[str, Any] | None:
 
 # --- The delivery log, replay and redrive ---
 
+# A time bound of a query, in UTC and within the range anything is stored in (an extreme date is no 500).
+QueryTime = Annotated[AwareDatetime, AfterValidator(within_range)]
+
 
 class DeliveryListQuery(Strict):
     status: DeliveryStatus | None = None
     endpoint_id: str | None = Field(default=None, min_length=1, max_length=64)
     event_id: str | None = Field(default=None, min_length=1, max_length=64)
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    since: QueryTime | None = None
+    until: QueryTime | None = None
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
     cursor: str | None = Field(default=None, min_length=1, max_length=2048)
 
@@ -206,8 +209,8 @@ class DeliveryListQuery(Strict):
 
 
 class RedriveRequest(Strict):
-    since: AwareDatetime
-    until: AwareDatetime | None = None  # now, when omitted
+    since: QueryTime
+    until: QueryTime | None = None  # now, when omitted
     status: Literal[DeliveryStatus.DEAD, DeliveryStatus.CANCELLED] = DeliveryStatus.DEAD
 
 
