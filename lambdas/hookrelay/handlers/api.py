@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.functions import API
+from hookrelay.handlers import tracing
 from hookrelay.handlers.http import (
     has_body,
     install_problem_handlers,
@@ -42,7 +43,7 @@ from hookrelay.handlers.schemas import (
 )
 
 logger = Logger(service=API.name)
-tracer = Tracer(service=API.name)
+tracer = tracing.tracer(API.name)
 app = APIGatewayHttpResolver()
 install_problem_handlers(app)
 
