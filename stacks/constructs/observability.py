@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -40,9 +41,12 @@ class Observability(Construct):
         queues: Mapping[str, sqs.IQueue],
         functions: Mapping[str, lambda_.IFunction],
         retry_workflow: sfn.IStateMachine,
+        alarm_email: str | None = None,
     ):
         super().__init__(scope, construct_id)
         self.topic = self._alarm_topic()
+        if alarm_email:  # the address gets a confirmation mail from SNS first
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         dead_letters = queues[schema.DEAD_LETTER_QUEUE.logical_name]
         poison = queues[schema.POISON_QUEUE.logical_name]
         self.alarms: list[cloudwatch.Alarm] = [
@@ -104,6 +108,17 @@ class Observability(Construct):
                     function.metric_errors(period=PERIOD, statistic="Sum"),
                     threshold=0,
                     description=f"The {name} function raised errors.",
+                )
+                for name, function in functions.items()
+            ),
+            # Throttles mean a function hit its reserved concurrency or the account's: API callers get 5xx, and
+            # a throttled delivery receive counts toward the poison queue's maxReceiveCount.
+            *(
+                self._alarm(
+                    f"{name.title()}Throttled",
+                    function.metric_throttles(period=PERIOD, statistic="Sum"),
+                    threshold=0,
+                    description=f"The {name} function was throttled: it is out of concurrency (see the runbook).",
                 )
                 for name, function in functions.items()
             ),

@@ -28,6 +28,11 @@ class ApiKeyRepository(Protocol):
     def revoke(self, key_id: str, at: datetime) -> bool: ...
 
 
+class RateCounters(Protocol):
+    def take(self, counter_id: str, limit: int, expires_at: int) -> bool:
+        """Count one request on the counter; False, counting nothing, once it holds `limit` requests."""
+
+
 class EndpointRepository(Protocol):
     def put(self, endpoint: Endpoint) -> None: ...
     def get(self, tenant_id: str, endpoint_id: str) -> Endpoint | None: ...
