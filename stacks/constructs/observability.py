@@ -140,7 +140,7 @@ class Observability(Construct):
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=description,
+            alarm_description=f"{description} Runbook: docs/runbook.md, {construct_id}.",
         )
         alarm.add_alarm_action(actions.SnsAction(self.topic))
         return alarm
