@@ -225,7 +225,7 @@ class RedriveStarted(BaseModel):
     """The answer to a redrive request (and, under the same `Idempotency-Key`, to its repeats)."""
 
     redrive_id: str
-    count: int
+    count: int | None  # None: counted in the background (GET /v1/redrives/{id} shows `total` once known)
     status: str
 
 

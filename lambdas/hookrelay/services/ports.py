@@ -404,6 +404,7 @@ class PageDone:
     skipped: int
     position: Position | None
     now: datetime
+    total: int | None = None  # the redrive's count, recorded with its first page
 
 
 class RedriveRepository(Protocol):
