@@ -102,25 +102,24 @@ class Observability(Construct):
                 threshold=0,
                 description="A retry workflow execution timed out.",
             ),
+            # Per function: errors, and throttles (a function out of its reserved concurrency or the account's:
+            # API callers get 5xx, and a throttled delivery receive counts toward the poison queue's
+            # maxReceiveCount).
             *(
-                self._alarm(
-                    f"{name.title()}Errors",
-                    function.metric_errors(period=PERIOD, statistic="Sum"),
-                    threshold=0,
-                    description=f"The {name} function raised errors.",
-                )
+                self._alarm(f"{name.title()}{kind}", metric, threshold=0, description=description)
                 for name, function in functions.items()
-            ),
-            # Throttles mean a function hit its reserved concurrency or the account's: API callers get 5xx, and
-            # a throttled delivery receive counts toward the poison queue's maxReceiveCount.
-            *(
-                self._alarm(
-                    f"{name.title()}Throttled",
-                    function.metric_throttles(period=PERIOD, statistic="Sum"),
-                    threshold=0,
-                    description=f"The {name} function was throttled: it is out of concurrency (see the runbook).",
+                for kind, metric, description in (
+                    (
+                        "Errors",
+                        function.metric_errors(period=PERIOD, statistic="Sum"),
+                        f"The {name} function raised errors.",
+                    ),
+                    (
+                        "Throttled",
+                        function.metric_throttles(period=PERIOD, statistic="Sum"),
+                        f"The {name} function was throttled: it is out of concurrency.",
+                    ),
                 )
-                for name, function in functions.items()
             ),
         ]
         self.dashboard = self._dashboard(queues, functions, retry_workflow)
