@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from constructs import Node
 
+from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND, per_key_limit_from_config
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
+from hookrelay.functions import AUTHORIZER, BY_NAME, INGEST
 from hookrelay.services.auto_disable import (
     MAX_DISABLE_AFTER_DAYS,
     WARNINGS,
@@ -50,3 +56,80 @@ def auto_disable_policy(node: Node) -> AutoDisablePolicy:
             f"last warning ({WARNINGS[-1][0]:g} days) and at most {MAX_DISABLE_AFTER_DAYS:g}, "
             "e.g. -c auto_disable_after_days=7."
         ) from error
+
+
+# --- Concurrency, fairness and alarms: what one noisy tenant may take, and who hears about it ---
+
+DELIVERY_MAX_CONCURRENCY_CONTEXT = "delivery_max_concurrency"
+RESERVED_CONCURRENCY_CONTEXT = "reserved_concurrency"
+API_KEY_RATE_CONTEXT = "api_key_rate_per_second"
+ALARM_EMAIL_CONTEXT = "alarm_email"
+
+# The delivery event source's maximum concurrency: on a FIFO queue Lambda scales with active message groups, so
+# a burst of slow endpoints could otherwise take the account's concurrency (and throttled receives count toward
+# maxReceiveCount, pushing messages to the poison queue). SQS event sources accept 2..1000.
+DEFAULT_DELIVERY_MAX_CONCURRENCY = 100
+# Reserved concurrency: guaranteed to (and the ceiling of) the functions every request needs. Sized for the
+# stage's 200 requests a second at about 100 ms each (20 at once), with room for cold starts.
+DEFAULT_RESERVED_CONCURRENCY: dict[str, int] = {AUTHORIZER.name: 30, INGEST.name: 30}
+
+
+@dataclass(frozen=True)
+class Concurrency:
+    delivery_max_concurrency: int
+    reserved: Mapping[str, int]  # function name -> reserved concurrent executions
+
+
+def concurrency(node: Node) -> Concurrency:
+    """`delivery_max_concurrency` (2..1000) and `reserved_concurrency` ({function: n}, n >= 1; {} for none)."""
+    raw_max: Any = node.try_get_context(DELIVERY_MAX_CONCURRENCY_CONTEXT)
+    maximum = DEFAULT_DELIVERY_MAX_CONCURRENCY if raw_max is None else raw_max
+    if isinstance(maximum, bool) or not isinstance(maximum, int | str) or not str(maximum).isdigit():
+        raise InvalidConfiguration(f"CDK context {DELIVERY_MAX_CONCURRENCY_CONTEXT}={raw_max!r} is not a number")
+    if not 2 <= int(maximum) <= 1000:
+        raise InvalidConfiguration(
+            f"CDK context {DELIVERY_MAX_CONCURRENCY_CONTEXT}={raw_max!r}: an SQS event source's maximum concurrency "
+            "is 2..1000"
+        )
+    raw_reserved: Any = node.try_get_context(RESERVED_CONCURRENCY_CONTEXT)
+    reserved = DEFAULT_RESERVED_CONCURRENCY if raw_reserved is None else raw_reserved
+    if isinstance(reserved, str):
+        try:
+            reserved = json.loads(reserved)  # `-c reserved_concurrency='{"ingest": 50}'` arrives as a string
+        except ValueError:
+            reserved = None
+    if not isinstance(reserved, dict) or not all(
+        name in BY_NAME and isinstance(n, int) and not isinstance(n, bool) and n >= 1 for name, n in reserved.items()
+    ):
+        raise InvalidConfiguration(
+            f"CDK context {RESERVED_CONCURRENCY_CONTEXT}={raw_reserved!r} is not valid: give a JSON object of "
+            f'function names ({", ".join(BY_NAME)}) to whole numbers >= 1, e.g. {{"authorizer": 30, "ingest": 30}}, '
+            "or {} for none"
+        )
+    return Concurrency(delivery_max_concurrency=int(maximum), reserved=dict(reserved))
+
+
+def api_key_rate(node: Node) -> int | None:
+    """`api_key_rate_per_second`: each API key's requests a second (domain/rate_limit.py); 0 turns it off."""
+    raw: Any = node.try_get_context(API_KEY_RATE_CONTEXT)
+    if raw is None:
+        return DEFAULT_PER_KEY_PER_SECOND
+    if raw in (0, "0"):
+        return None
+    try:
+        return per_key_limit_from_config(raw)
+    except (ValueError, TypeError) as error:
+        raise InvalidConfiguration(
+            f"CDK context {API_KEY_RATE_CONTEXT}={raw!r} is not valid: {error}. Give requests per second per key "
+            "(e.g. -c api_key_rate_per_second=100), or 0 for no per-key limit."
+        ) from error
+
+
+def alarm_email(node: Node) -> str | None:
+    """`alarm_email`: the address the alarm topic is subscribed to (it must confirm); unset or empty: none."""
+    raw: Any = node.try_get_context(ALARM_EMAIL_CONTEXT)
+    if raw in (None, ""):
+        return None
+    if not isinstance(raw, str) or not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", raw):
+        raise InvalidConfiguration(f"CDK context {ALARM_EMAIL_CONTEXT}={raw!r} is not an email address")
+    return raw

@@ -12,6 +12,7 @@ from constructs import Construct
 
 from hookrelay.adapters import schema
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.functions import AUTHORIZER, DELIVERY
 from scripts import build_lambda_asset
 from stacks import config
 from stacks.constructs.api import Api
@@ -34,6 +35,9 @@ class HookrelayStack(Stack):
         # First: bad configuration fails synth before anything is built.
         schedule = config.retry_schedule(self.node)
         auto_disable = config.auto_disable_policy(self.node)
+        concurrency = config.concurrency(self.node)
+        api_key_rate = config.api_key_rate(self.node)
+        alarm_email = config.alarm_email(self.node)
 
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")
@@ -57,14 +61,19 @@ class HookrelayStack(Stack):
                 schema.ATTEMPT_TIMEOUT_SECONDS: str(ATTEMPT_TIMEOUT_SECONDS),
                 schema.AUTO_DISABLE_AFTER_DAYS: f"{auto_disable.disable_after_days:g}",
             },
+            reserved_concurrency=concurrency.reserved,
+            event_source_max_concurrency={DELIVERY.name: concurrency.delivery_max_concurrency},
         )
+        if api_key_rate is not None:
+            functions.function(AUTHORIZER.name).add_environment(schema.API_KEY_RATE_PER_SECOND, str(api_key_rate))
         api = Api(self, "Api", functions=functions.functions)
-        Observability(
+        observability = Observability(
             self,
             "Observability",
             queues=queues.queues,
             functions=functions.functions,
             retry_workflow=retry.state_machine,
+            alarm_email=alarm_email,
         )
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL of the HTTP API")
@@ -77,5 +86,11 @@ class HookrelayStack(Stack):
         for name, queue in queues.queues.items():
             CfnOutput(self, f"{name}Url", value=queue.queue_url)
         CfnOutput(self, "RetryStateMachineArn", value=retry.state_machine.state_machine_arn)
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=observability.topic.topic_arn,
+            description="Every operator alarm notifies this topic (docs/runbook.md); -c alarm_email=… subscribes one",
+        )
         for name, topic in notices.topics.items():
             CfnOutput(self, f"{name}Arn", value=topic.topic_arn, description="Subscribe to endpoint health notices")

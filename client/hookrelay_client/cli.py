@@ -195,7 +195,7 @@ def follow(client: HookrelayClient, redrive_id: str, poll_interval: float, stder
         final = client.follow_redrive(
             redrive_id,
             poll_interval=poll_interval,
-            on_progress=lambda r: bar.update(r.replayed, r.total, f"replayed ({r.state})"),
+            on_progress=lambda r: bar.update(r.replayed, r.total or 0, f"replayed ({r.state})"),
         )
     finally:
         bar.close()
@@ -210,11 +210,15 @@ def describe_redrive(redrive: Redrive) -> str:
             ("endpoint", redrive.endpoint_id),
             ("window", f"{redrive.since.isoformat()} .. {redrive.until.isoformat()}"),
             ("status filter", redrive.status_filter),
-            ("replayed", f"{redrive.replayed}/{redrive.total}"),
+            ("replayed", f"{redrive.replayed}/{'?' if redrive.total is None else redrive.total}"),
             ("created", redrive.created_at),
             ("completed", redrive.completed_at),
         ]
     )
+
+
+def _to_replay(count: int | None) -> str:
+    return "counting the deliveries to replay" if count is None else f"{count} deliveries to replay"
 
 
 def start_redrive(client: HookrelayClient, args: argparse.Namespace) -> Result:
@@ -222,9 +226,9 @@ def start_redrive(client: HookrelayClient, args: argparse.Namespace) -> Result:
         args.endpoint_id, args.since, args.until, status=args.status, idempotency_key=args.idempotency_key
     )
     if args.follow:
-        print(f"redrive {accepted.redrive_id}: {accepted.count} deliveries to replay", file=args.stderr)
+        print(f"redrive {accepted.redrive_id}: {_to_replay(accepted.count)}", file=args.stderr)
         return follow(client, accepted.redrive_id, args.poll_interval, args.stderr)
-    text = f"redrive {accepted.redrive_id} {accepted.status}: {accepted.count} deliveries to replay"
+    text = f"redrive {accepted.redrive_id} {accepted.status}: {_to_replay(accepted.count)}"
     return Result(accepted, text + f"\n(follow it: redrives show {accepted.redrive_id} --follow)")
 
 

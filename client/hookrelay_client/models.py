@@ -172,7 +172,7 @@ class Event(Model):
 
 class RedriveAccepted(Model):
     redrive_id: str
-    count: int
+    count: int | None = None  # counted in the background: see Redrive.total
     status: str
 
 
@@ -183,7 +183,7 @@ class Redrive(Model):
     until: datetime
     status_filter: str | list[str] | None = None
     state: str  # running | completed | failed
-    total: int = 0
+    total: int | None = None  # None until the redrive's first page has counted
     replayed: int = 0
     created_at: datetime | None = None
     completed_at: datetime | None = None

@@ -119,7 +119,8 @@ AUTHORIZER = Function(
     "authorizer",
     "hookrelay.handlers.authorizer.handler",
     trigger=Authorizer(),
-    access=Access(tables={schema.API_KEYS: TableAccess.READ}),
+    # The keys, and each key's request counter (a conditional UpdateItem per request: the per-key rate limit).
+    access=Access(tables={schema.API_KEYS: TableAccess.READ, schema.RATE_LIMITS: TableAccess.READ_UPDATE}),
 )
 
 INGEST = Function(

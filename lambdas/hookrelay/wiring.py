@@ -18,12 +18,14 @@ from hookrelay.adapters.dynamodb import (
     TenantTable,
 )
 from hookrelay.adapters.http_sender import RequestsSender
+from hookrelay.adapters.rate_limits import DynamoRateCounters
 from hookrelay.adapters.redrive_sqs import SqsMessageSource, SqsRedriveJobs
 from hookrelay.adapters.sns import SnsEndpointNotices
 from hookrelay.adapters.sqs import SqsDeadLetters, SqsDeliveryQueue
 from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
 from hookrelay.adapters.telemetry import PowertoolsTelemetry
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.domain.rate_limit import per_key_limit_from_config
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
 from hookrelay.services.api_keys import KeyService
 from hookrelay.services.auto_disable import AutoDisablePolicy, AutoDisableSweeper, policy_from_config
@@ -33,6 +35,7 @@ from hookrelay.services.delivery_log import DeliveryLogService
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.parking import Parking
+from hookrelay.services.rate_limit import RateLimiter
 from hookrelay.services.redrive import DeadLetterDrain, RedriveJobRunner, RedriveService
 from hookrelay.services.replay import ReplayService
 from hookrelay.services.tenants import TenantService
@@ -61,6 +64,12 @@ def delivery_table() -> DeliveryTable:
 @cache
 def key_service() -> KeyService:
     return KeyService(ApiKeyTable(_table(schema.API_KEYS)))
+
+
+@cache
+def rate_limiter() -> RateLimiter:
+    limit = per_key_limit_from_config(os.environ.get(schema.API_KEY_RATE_PER_SECOND))
+    return RateLimiter(DynamoRateCounters(_table(schema.RATE_LIMITS)), per_key_per_second=limit)
 
 
 @cache
@@ -238,6 +247,7 @@ _FACTORIES = (
     retry_schedule,
     delivery_table,
     key_service,
+    rate_limiter,
     tenant_service,
     endpoint_service,
     ingest_service,

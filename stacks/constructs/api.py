@@ -46,7 +46,9 @@ class _AccessLogSettings:
 
 
 class Api(Construct):
-    # Stage-wide defaults (requests per second); a key that floods the API gets 429s, not the whole account's quota.
+    # Stage-wide (requests per second), shared by every caller: it protects the account, not one caller from
+    # another. Fairness between keys is the authorizer's per-key limit (domain/rate_limit.py, CDK context
+    # `api_key_rate_per_second`), set below this so that one flooding key is refused before the stage is.
     THROTTLE = apigwv2.ThrottleSettings(rate_limit=200, burst_limit=400)
     LOG_RETENTION = logs.RetentionDays.ONE_MONTH
     # 0: a revoked key stops working on its very next request.

@@ -48,9 +48,15 @@ class Functions(Construct):
         retry_workflow: sfn.IStateMachine,
         environment: Mapping[str, str],
         entries: Iterable[Function] = FUNCTIONS,
+        reserved_concurrency: Mapping[str, int] | None = None,
+        event_source_max_concurrency: Mapping[str, int] | None = None,
     ):
+        """`reserved_concurrency` and `event_source_max_concurrency` (by function name) are deployment settings
+        (stacks/config.py): they override nothing in the table of functions but what its entries leave open."""
         super().__init__(scope, construct_id)
         self._storage, self._queues, self._notices, self._retry_workflow = storage, queues, notices, retry_workflow
+        self._reserved = dict(reserved_concurrency or {})
+        self._max_concurrency = dict(event_source_max_concurrency or {})
         self.functions: dict[str, lambda_.Function] = {
             entry.name: self._function(entry, code, environment) for entry in entries
         }
@@ -84,6 +90,7 @@ class Functions(Construct):
             memory_size=entry.memory_mb,
             timeout=Duration.seconds(entry.timeout_seconds),
             tracing=self.TRACING,
+            reserved_concurrent_executions=self._reserved.get(entry.name),
             log_group=log_group,
             role=role,
             environment={
@@ -113,7 +120,7 @@ class Functions(Construct):
                 event_sources.SqsEventSource(
                     self._queues.queue(trigger.queue),
                     batch_size=trigger.batch_size,
-                    max_concurrency=trigger.max_concurrency,
+                    max_concurrency=trigger.max_concurrency or self._max_concurrency.get(entry.name),
                     report_batch_item_failures=True,
                 )
             )

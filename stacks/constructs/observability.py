@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
@@ -40,9 +41,12 @@ class Observability(Construct):
         queues: Mapping[str, sqs.IQueue],
         functions: Mapping[str, lambda_.IFunction],
         retry_workflow: sfn.IStateMachine,
+        alarm_email: str | None = None,
     ):
         super().__init__(scope, construct_id)
         self.topic = self._alarm_topic()
+        if alarm_email:  # the address gets a confirmation mail from SNS first
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         dead_letters = queues[schema.DEAD_LETTER_QUEUE.logical_name]
         poison = queues[schema.POISON_QUEUE.logical_name]
         self.alarms: list[cloudwatch.Alarm] = [
@@ -98,14 +102,24 @@ class Observability(Construct):
                 threshold=0,
                 description="A retry workflow execution timed out.",
             ),
+            # Per function: errors, and throttles (a function out of its reserved concurrency or the account's:
+            # API callers get 5xx, and a throttled delivery receive counts toward the poison queue's
+            # maxReceiveCount).
             *(
-                self._alarm(
-                    f"{name.title()}Errors",
-                    function.metric_errors(period=PERIOD, statistic="Sum"),
-                    threshold=0,
-                    description=f"The {name} function raised errors.",
-                )
+                self._alarm(f"{name.title()}{kind}", metric, threshold=0, description=description)
                 for name, function in functions.items()
+                for kind, metric, description in (
+                    (
+                        "Errors",
+                        function.metric_errors(period=PERIOD, statistic="Sum"),
+                        f"The {name} function raised errors.",
+                    ),
+                    (
+                        "Throttled",
+                        function.metric_throttles(period=PERIOD, statistic="Sum"),
+                        f"The {name} function was throttled: it is out of concurrency.",
+                    ),
+                )
             ),
         ]
         self.dashboard = self._dashboard(queues, functions, retry_workflow)
@@ -125,7 +139,7 @@ class Observability(Construct):
             evaluation_periods=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description=description,
+            alarm_description=f"{description} Runbook: docs/runbook.md, {construct_id}.",
         )
         alarm.add_alarm_action(actions.SnsAction(self.topic))
         return alarm

@@ -21,6 +21,8 @@ class Storage(Construct):
     BILLING_MODE = dynamodb.BillingMode.PAY_PER_REQUEST
     ENCRYPTION = dynamodb.TableEncryption.AWS_MANAGED
     REMOVAL_POLICY = RemovalPolicy.RETAIN
+    # Retained by CloudFormation and refused by DynamoDB itself: deleting one takes an explicit update first.
+    DELETION_PROTECTION = True
 
     def __init__(self, scope: Construct, construct_id: str, *, specs: Iterable[schema.TableSpec] = schema.ALL_TABLES):
         super().__init__(scope, construct_id)
@@ -42,6 +44,7 @@ class Storage(Construct):
             ),
             time_to_live_attribute=spec.ttl_attribute,
             removal_policy=self.REMOVAL_POLICY,
+            deletion_protection=self.DELETION_PROTECTION,
         )
         for index in spec.indexes:
             table.add_global_secondary_index(

@@ -2,7 +2,7 @@
 
 The app gets cdk.json's context, as `cdk synth` would, plus a custom retry schedule given the way the CLI
 passes one (`-c retry_schedule='[...]'`: a JSON string), so the schedule's path to the functions is tested
-on the same synth.
+on the same synth; and an `alarm_email`, which cdk.json leaves empty.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.synth import CUSTOM_RETRY_SCHEDULE, Synthesized, cdk_json_context
+from tests.support.synth import ALARM_EMAIL, CUSTOM_RETRY_SCHEDULE, Synthesized, cdk_json_context
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +20,9 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesize
     from stacks.app import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out")
-    app, stack = build_app({**cdk_json_context(), "retry_schedule": CUSTOM_RETRY_SCHEDULE}, outdir=str(outdir))
+    app, stack = build_app(
+        {**cdk_json_context(), "retry_schedule": CUSTOM_RETRY_SCHEDULE, "alarm_email": ALARM_EMAIL}, outdir=str(outdir)
+    )
     try:
         app.synth()  # runs the cdk-nag AWS Solutions checks: unacknowledged findings fail here
     except RuntimeError as error:

@@ -11,7 +11,13 @@ from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, schedule_from_config
 from hookrelay.functions import DELIVERY, FUNCTIONS, queue_trigger, queue_triggered
 from stacks.constructs.functions import Functions
-from tests.support.synth import CUSTOM_RETRY_SCHEDULE, Synthesized, function_logical_ids, logical_id_of
+from tests.support.synth import (
+    CUSTOM_RETRY_SCHEDULE,
+    Synthesized,
+    cdk_json_context,
+    function_logical_ids,
+    logical_id_of,
+)
 
 
 def _function(synthesized: Synthesized, name: str) -> dict:
@@ -72,8 +78,15 @@ def test_each_queue_trigger_of_the_table_is_an_event_source_mapping(synthesized:
         for mapping in synthesized.properties("AWS::Lambda::EventSourceMapping")
         if mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     }
+    # An entry's own maximum concurrency, else the deployment's (CDK context; stacks/config.py).
+    configured = {"delivery": cdk_json_context()["delivery_max_concurrency"]}
     expected = {
-        (function.name, trigger.queue.logical_name, trigger.batch_size, trigger.max_concurrency)
+        (
+            function.name,
+            trigger.queue.logical_name,
+            trigger.batch_size,
+            trigger.max_concurrency or configured.get(function.name),
+        )
         for function, trigger in queue_triggered()
     }
     assert deployed == expected
@@ -90,6 +103,8 @@ def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthes
         if access.starts_retries or access.answers_retries:
             expected.add(schema.RETRY_STATE_MACHINE_ARN)
         expected |= {topic.env_var for topic in access.publishes}
+        if function.name == "authorizer":  # its per-key rate limit (tests/infrastructure/test_operations.py)
+            expected.add(schema.API_KEY_RATE_PER_SECOND)
         assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, function.name
 
 

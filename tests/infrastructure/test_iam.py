@@ -54,12 +54,19 @@ def test_only_the_delivery_function_and_the_sweeper_touch_the_retry_workflow(syn
             assert actions_on(statements, "states:") == set(), name
 
 
-def test_the_authorizer_only_reads_the_api_keys_table(synthesized: Synthesized) -> None:
+def test_the_authorizer_reads_the_api_keys_and_only_counts_requests(synthesized: Synthesized) -> None:
     statements = role_statements(synthesized, function_role(synthesized, "authorizer"))
     api_keys = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ApiKeys")
+    counters = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/RateLimits")
     dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
-    assert [as_list(s["Resource"]) for s in dynamodb] == [[{"Fn::GetAtt": [api_keys, "Arn"]}]]
-    assert not actions_on(dynamodb, "dynamodb:") & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"}
+    writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
+    on_keys = [s for s in dynamodb if {"Fn::GetAtt": [api_keys, "Arn"]} in as_list(s["Resource"])]
+    assert on_keys and not actions_on(on_keys, "dynamodb:") & writes
+    on_counters = [s for s in dynamodb if {"Fn::GetAtt": [counters, "Arn"]} in as_list(s["Resource"])]
+    assert actions_on(on_counters, "dynamodb:") & writes == {"dynamodb:UpdateItem"}
+    assert {str(r) for s in dynamodb for r in as_list(s["Resource"])} <= {
+        str({"Fn::GetAtt": [table, "Arn"]}) for table in (api_keys, counters)
+    } | {str({"Ref": "AWS::NoValue"})}
     assert actions_on(statements, "sqs:") == set()
 
 

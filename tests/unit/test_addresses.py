@@ -20,6 +20,13 @@ from hookrelay.domain.errors import InvalidRequest
         "https://[ff0e::1]/hook",  # IPv6 multicast
         "https://[::ffff:10.0.0.8]/hook",  # a private IPv4 address, IPv4-mapped
         "https://localhost/hook",
+        "https://[64:ff9b::a00:1]/hook",  # NAT64 of a private address
+        "https://[2002:a00:1::1]/hook",  # 6to4
+        "https://[fec0::1]/hook",  # site-local
+        "https://192.88.99.1/hook",  # 6to4 relay anycast
+        "https://2130706433/hook",  # 127.0.0.1 as one number: the resolver reads it as an address
+        "https://0x7f.1/hook",
+        "https://127.1/hook",
         "https://user:pass@example.com/hook",
         "ftp://example.com/hook",
         "not a url",
@@ -53,7 +60,28 @@ def test_a_multicast_endpoint_is_refused_at_registration_not_on_every_attempt() 
         ("::ffff:93.184.215.14", True),
         ("169.254.169.254", False),
         ("100.64.0.1", False),  # carrier-grade NAT
+        # Translating, tunnelling and deprecated ranges: refused whatever address they carry.
+        ("64:ff9b::a00:1", False),  # NAT64 of 10.0.0.1
+        ("64:ff9b::5db8:d70e", False),  # NAT64 of a public address: still the relay's choice where it goes
+        ("64:ff9b:1::a00:1", False),  # local-use NAT64
+        ("2002:a00:1::1", False),  # 6to4 of 10.0.0.1
+        ("2002:5db8:d70e::1", False),
+        ("::10.0.0.1", False),  # IPv4-compatible
+        ("::93.184.215.14", False),
+        ("::ffff:0:a00:1", False),  # SIIT, IPv4-translated
+        ("::ffff:0:5db8:d70e", False),
+        ("2606:2800:21f:cb07:0:5efe:a00:1", False),  # ISATAP under a global prefix
+        ("2606:2800:21f:cb07:200:5efe:a00:1", False),  # ISATAP, universal/local bit set
+        ("fec0::1", False),  # site-local
+        ("192.88.99.1", False),  # 6to4 relay anycast
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo
     ],
 )
 def test_what_counts_as_public(address: str, public: bool) -> None:
     assert is_public_address(address) is public
+
+
+def test_registration_does_not_say_more_than_not_public() -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        validate_endpoint_url("https://2130706433/hook", allow_private=False)
+    assert "not a public address" in refused.value.detail and "127.0.0.1" not in refused.value.detail

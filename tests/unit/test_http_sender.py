@@ -116,6 +116,15 @@ def test_a_name_that_resolves_to_any_private_address_is_refused(consumer: Script
     assert consumer.received == []
 
 
+def test_a_blocked_attempt_does_not_name_the_address_the_host_resolved_to(consumer: ScriptedConsumer) -> None:
+    """The attempt's error is shown to the tenant: naming the internal address would make the sender a DNS oracle."""
+    sender = RequestsSender(resolver=lambda host, port: ["10.20.30.40"])
+    result = sender.send(f"http://hooks.example.test:{port_of(consumer)}/hook", {}, b"{}")
+    assert result.error is FailureKind.BLOCKED
+    assert "not a public address" in (result.error_detail or "")
+    assert "10.20.30.40" not in (result.error_detail or "") and "10.20" not in repr(result)
+
+
 def test_the_connection_goes_to_the_vetted_address_with_the_original_host(consumer: ScriptedConsumer) -> None:
     lookups: list[str] = []
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from openapi_spec_validator import validate
 
+from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
 from hookrelay.functions import ROUTES
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
@@ -32,7 +33,11 @@ def test_it_documents_exactly_the_served_routes(document: dict[str, Any]) -> Non
     assert documented == {(route.method, route.path) for route in ROUTES}
 
 
-GATEWAY_REFUSALS = {"401": ["application/json"], "403": ["application/json", "application/problem+json"]}
+GATEWAY_REFUSALS = {
+    "401": ["application/json"],
+    "403": ["application/json", "application/problem+json"],
+    "429": ["application/json", "application/problem+json"],  # the stage's throttle, or the key's own limit
+}
 
 
 def test_every_operation_is_secured_and_answers_errors_as_problem_details(document: dict[str, Any]) -> None:
@@ -60,3 +65,29 @@ def resolve(document: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
     for part in node["$ref"].removeprefix("#/").split("/"):
         target = target[part]
     return target
+
+
+def test_event_types_and_filters_are_documented_with_the_servers_own_patterns_and_caps(
+    document: dict[str, Any],
+) -> None:
+    """Clients (and the fuzzing tier) generate what the document allows: it must be what the server accepts."""
+    published = document["components"]["schemas"]["PublishEvent"]["properties"]["type"]
+    assert published["pattern"] == EVENT_TYPE_PATTERN.pattern
+    for operation in (
+        document["paths"]["/v1/endpoints"]["post"],
+        document["paths"]["/v1/endpoints/{endpoint_id}"]["patch"],
+    ):
+        filters = operation["requestBody"]["content"]["application/json"]["schema"]["properties"]["event_types"]
+        assert filters["maxItems"] == MAX_FILTERS
+        assert filters["items"] == {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_LENGTH,
+            "pattern": FILTER_PATTERN.pattern,
+        }
+
+
+def test_every_operation_documents_the_rate_limit(document: dict[str, Any]) -> None:
+    for path, item in document["paths"].items():
+        for method, operation in ((m, o) for m, o in item.items() if m in METHODS):
+            assert "429" in operation["responses"], (method, path)

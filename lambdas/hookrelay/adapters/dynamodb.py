@@ -618,6 +618,9 @@ class RedriveTable:
             ":s": done.skipped,
             ":running": RedriveState.RUNNING.value,
         }
+        if done.total is not None:
+            sets += ", #total = :total"
+            values[":total"] = done.total
         if done.position is None:
             sets += ", #state = :completed, completed_at = :now REMOVE #position"
             values |= {":completed": RedriveState.COMPLETED.value, ":now": to_rfc3339(done.now)}
@@ -629,7 +632,8 @@ class RedriveTable:
             Key={"id": redrive_id},
             UpdateExpression=f"SET {sets}",
             ConditionExpression="page = :page AND #state = :running",
-            ExpressionAttributeNames={"#state": "state", "#position": "position"},
+            ExpressionAttributeNames={"#state": "state", "#position": "position"}
+            | ({"#total": "total"} if done.total is not None else {}),
             ExpressionAttributeValues=values,
         )
 

@@ -26,7 +26,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from hookrelay.domain.addresses import is_public_address
+from hookrelay.domain.addresses import NOT_PUBLIC, is_public_address
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS, FailureKind
 from hookrelay.domain.models import RESPONSE_EXCERPT_BYTES
 from hookrelay.services.ports import SendResult
@@ -164,7 +164,7 @@ class PinnedAddressAdapter(HTTPAdapter):
         if not self.allow_private:
             blocked = [a for a in addresses if not is_public_address(a)]
             if blocked:
-                raise BlockedDestination(f"{host} resolves to non-public address {blocked[0]}")
+                raise BlockedDestination(f"{host} resolves to an address that is {NOT_PUBLIC}")
         self._pinned[request] = addresses[0]
         request.headers["Host"] = parts.netloc.rpartition("@")[2]
         return super().send(request, *args, **kwargs)

@@ -89,6 +89,9 @@ REDRIVES = TableSpec("Redrives", "REDRIVES_TABLE", partition_key="id", ttl_attri
 # Powertools idempotency's default layout.
 IDEMPOTENCY = TableSpec("Idempotency", "IDEMPOTENCY_TABLE", partition_key="id", ttl_attribute="expiration")
 
+# Per-key request counters (domain/rate_limit.py): one item per key and second, expired by TTL.
+RATE_LIMITS = TableSpec("RateLimits", "RATE_LIMITS_TABLE", partition_key="id", ttl_attribute="expires_at")
+
 ALL_TABLES: tuple[TableSpec, ...] = (
     TENANTS,
     API_KEYS,
@@ -98,6 +101,7 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     PARKING_LOT,
     IDEMPOTENCY,
     REDRIVES,
+    RATE_LIMITS,
 )
 
 # Other environment the functions read (each queue's and topic's variable is on its spec).
@@ -106,6 +110,7 @@ RETRY_SCHEDULE = "RETRY_SCHEDULE"
 ALLOW_PRIVATE_DESTINATIONS = "ALLOW_PRIVATE_DESTINATIONS"
 ATTEMPT_TIMEOUT_SECONDS = "ATTEMPT_TIMEOUT_SECONDS"
 AUTO_DISABLE_AFTER_DAYS = "AUTO_DISABLE_AFTER_DAYS"
+API_KEY_RATE_PER_SECOND = "API_KEY_RATE_PER_SECOND"  # the authorizer's per-key limit; unset: none
 # The length of the endpoint-health policy's "day" in seconds: 86400 except in the local stack's --fast mode.
 ENDPOINT_HEALTH_DAY_SECONDS = "ENDPOINT_HEALTH_DAY_SECONDS"
 

@@ -26,7 +26,9 @@ class Redrive(Record):
     until: datetime
     status_filter: DeliveryStatus
     state: RedriveState = RedriveState.RUNNING
-    total: int  # deliveries that matched when the redrive was requested
+    # Deliveries that matched (those that had ended when the redrive was requested), counted by its first job in
+    # the background, not by the API: None until then.
+    total: int | None = None
     replayed: int = 0
     skipped: int = 0  # matched, but their event left the retention window before their page ran
     page: int = 0  # the page the next job message must carry: makes a duplicate job message a no-op

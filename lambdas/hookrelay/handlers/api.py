@@ -5,14 +5,16 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.functions import API
+from hookrelay.handlers import tracing
 from hookrelay.handlers.http import (
+    has_body,
     install_problem_handlers,
     json_response,
     parse_body,
@@ -41,7 +43,7 @@ from hookrelay.handlers.schemas import (
 )
 
 logger = Logger(service=API.name)
-tracer = Tracer(service=API.name)
+tracer = tracing.tracer(API.name)
 app = APIGatewayHttpResolver()
 install_problem_handlers(app)
 
@@ -133,7 +135,7 @@ def enable_endpoint(endpoint_id: str) -> Response[str]:
 def rotate_endpoint_secret(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     # The body is optional: no body rotates with the default overlap.
-    body = parse_body(app, RotateSecret) if app.current_event.decoded_body else RotateSecret()
+    body = parse_body(app, RotateSecret) if has_body(app) else RotateSecret()
     rotated = wiring.endpoint_service().rotate_secret(
         tenant_id, endpoint_id, expire_previous_after=timedelta(seconds=body.expire_previous_after_seconds)
     )

@@ -13,6 +13,7 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
+from hookrelay.domain.rate_limit import RATE_LIMITED
 from hookrelay.functions import AUTHORIZER
 
 logger = Logger(service=AUTHORIZER.name)
@@ -25,7 +26,7 @@ def bearer_token(authorization: str | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)  # no key_id from the previous caller on this one's lines
 @event_source(data_class=APIGatewayAuthorizerEventV2)
 def handler(event: APIGatewayAuthorizerEventV2, context: LambdaContext) -> dict[str, Any]:
     token = bearer_token(event.headers.get("authorization"))
@@ -34,4 +35,17 @@ def handler(event: APIGatewayAuthorizerEventV2, context: LambdaContext) -> dict[
         logger.info("refused", extra={"route": event.route_key})
         return APIGatewayAuthorizerResponseV2(authorize=False).asdict()
     logger.append_keys(key_id=who.key_id)
-    return APIGatewayAuthorizerResponseV2(authorize=True, context={"key_id": who.key_id, "role": who.role}).asdict()
+    granted: dict[str, Any] = {"key_id": who.key_id, "role": who.role}
+    if not _admitted(who.key_id):
+        # Authorized, but over its rate: the function answers 429 (a simple response can only say 403).
+        logger.info("rate limited", extra={"route": event.route_key})
+        granted[RATE_LIMITED] = True
+    return APIGatewayAuthorizerResponseV2(authorize=True, context=granted).asdict()
+
+
+def _admitted(key_id: str) -> bool:
+    try:
+        return wiring.rate_limiter().admit(key_id)
+    except Exception:  # the counters unreachable: fail open, the stage's throttle still bounds the API
+        logger.exception("rate limit check failed: request admitted")
+        return True

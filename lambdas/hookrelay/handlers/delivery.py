@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -19,10 +19,11 @@ from hookrelay import wiring
 from hookrelay.adapters.sqs import parse_queue_message
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric
 from hookrelay.functions import DELIVERY
+from hookrelay.handlers import tracing
 from hookrelay.services.ports import CircuitCommand
 
 logger = Logger(service=DELIVERY.name)
-tracer = Tracer(service=DELIVERY.name)
+tracer = tracing.tracer(DELIVERY.name)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=DELIVERY.name)
 
 

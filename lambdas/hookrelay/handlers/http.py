@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.errors import DomainError, Forbidden
+from hookrelay.domain.rate_limit import RATE_LIMITED
 
 MAX_BODY_BYTES = 256 * 1024
 PROBLEM_JSON = "application/problem+json"
@@ -24,18 +25,27 @@ logger = Logger()
 
 
 class ProblemError(Exception):
-    def __init__(self, status: int, title: str, detail: str, kind: str, **extra: Any) -> None:
+    def __init__(
+        self, status: int, title: str, detail: str, kind: str, headers: dict[str, str] | None = None, **extra: Any
+    ) -> None:
         super().__init__(detail)
         self.status, self.title, self.detail, self.kind, self.extra = status, title, detail, kind, extra
+        self.headers = headers
 
 
 def problem_response(
-    status: int, title: str, detail: str, kind: str, instance: str | None = None, **extra: Any
+    status: int,
+    title: str,
+    detail: str,
+    kind: str,
+    instance: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
 ) -> Response[str]:
     body = {"type": PROBLEM_BASE + kind, "title": title, "status": status, "detail": detail, **extra}
     if instance:
         body["instance"] = instance
-    return Response(status_code=status, content_type=PROBLEM_JSON, body=json.dumps(body))
+    return Response(status_code=status, content_type=PROBLEM_JSON, body=json.dumps(body), headers=headers)
 
 
 def json_response(status: int, body: Any) -> Response[str]:
@@ -47,6 +57,14 @@ def principal(app: APIGatewayHttpResolver) -> Principal:
     if not context.get("key_id") or not context.get("role"):
         # Unreachable behind the authorizer; refusing is the safe answer if it is ever misconfigured.
         raise Forbidden("no authenticated principal")
+    if context.get(RATE_LIMITED):
+        raise ProblemError(
+            429,
+            "Too many requests",
+            "this API key is over its requests per second; retry after a second",
+            "rate-limited",
+            headers={"Retry-After": "1"},
+        )
     return Principal(key_id=context["key_id"], role=context["role"])
 
 
@@ -69,6 +87,11 @@ def parse_body(app: APIGatewayHttpResolver, model: type[M]) -> M:
     if len(raw) > MAX_BODY_BYTES:
         raise _too_large(f"the body must be at most {MAX_BODY_BYTES} bytes")
     return model.model_validate(_strict_json(raw))
+
+
+def has_body(app: APIGatewayHttpResolver) -> bool:
+    """Whether the request carries a body at all (its bytes, whatever they are: parse_body judges them)."""
+    return bool(_raw_body(app))
 
 
 def _raw_body(app: APIGatewayHttpResolver) -> bytes:
@@ -132,7 +155,9 @@ def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
         return app.current_event.raw_path
 
     def _problem(error: ProblemError) -> Response[str]:
-        return problem_response(error.status, error.title, error.detail, error.kind, instance(), **error.extra)
+        return problem_response(
+            error.status, error.title, error.detail, error.kind, instance(), error.headers, **error.extra
+        )
 
     def _domain(error: DomainError) -> Response[str]:
         kind = type(error).__name__.lower()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -12,13 +12,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from hookrelay import wiring
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.functions import INGEST
+from hookrelay.handlers import tracing
 from hookrelay.handlers.http import install_problem_handlers, json_response, parse_body, require
 from hookrelay.handlers.idempotency import IdempotentCommand, register_lambda_context
 from hookrelay.handlers.schemas import PublishEvent
 from hookrelay.services.ingest import Accepted
 
 logger = Logger(service=INGEST.name)
-tracer = Tracer(service=INGEST.name)
+tracer = tracing.tracer(INGEST.name)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=INGEST.name)
 app = APIGatewayHttpResolver()
 install_problem_handlers(app)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
@@ -19,9 +19,10 @@ from hookrelay import wiring
 from hookrelay.adapters.redrive_sqs import parse_job
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.functions import REDRIVE
+from hookrelay.handlers import tracing
 
 logger = Logger(service=REDRIVE.name)
-tracer = Tracer(service=REDRIVE.name)
+tracer = tracing.tracer(REDRIVE.name)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=REDRIVE.name)
 
 

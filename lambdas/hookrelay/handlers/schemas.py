@@ -8,9 +8,9 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from hookrelay.domain.circuit import CircuitState
-from hookrelay.domain.clock import to_rfc3339, utcnow
+from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
-from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN
+from hookrelay.domain.matching import EVENT_TYPE_PATTERN, MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeliveryStatus
@@ -41,14 +41,17 @@ class CreateApiKey(Strict):
 
 def _event_type_filters(value: list[str]) -> list[str]:
     for pattern in value:
-        if not FILTER_PATTERN.match(pattern):
-            raise ValueError(f"invalid event type filter {pattern!r}")
+        problem = filter_problem(pattern)
+        if problem:
+            raise ValueError(problem)
     return value
 
 
 # The fields an endpoint is created with and may later be changed to: one definition for both requests.
 EndpointUrl = Annotated[str, Field(min_length=1, max_length=2048)]
-EventTypeFilters = Annotated[list[str], Field(min_length=1, max_length=100), AfterValidator(_event_type_filters)]
+EventTypeFilters = Annotated[
+    list[str], Field(min_length=1, max_length=MAX_FILTERS), AfterValidator(_event_type_filters)
+]
 Description = Annotated[str | None, Field(max_length=500)]
 MaxInFlight = Annotated[int, Field(ge=1, le=50)]
 
@@ -181,13 +184,16 @@ def _retrying_view(retrying: RetryingDelivery | None) -> dict[str, Any] | None:
 
 # --- The delivery log, replay and redrive ---
 
+# A time bound of a query, in UTC and within the range anything is stored in (an extreme date is no 500).
+QueryTime = Annotated[AwareDatetime, AfterValidator(within_range)]
+
 
 class DeliveryListQuery(Strict):
     status: DeliveryStatus | None = None
     endpoint_id: str | None = Field(default=None, min_length=1, max_length=64)
     event_id: str | None = Field(default=None, min_length=1, max_length=64)
-    since: AwareDatetime | None = None
-    until: AwareDatetime | None = None
+    since: QueryTime | None = None
+    until: QueryTime | None = None
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
     cursor: str | None = Field(default=None, min_length=1, max_length=2048)
 
@@ -203,8 +209,8 @@ class DeliveryListQuery(Strict):
 
 
 class RedriveRequest(Strict):
-    since: AwareDatetime
-    until: AwareDatetime | None = None  # now, when omitted
+    since: QueryTime
+    until: QueryTime | None = None  # now, when omitted
     status: Literal[DeliveryStatus.DEAD, DeliveryStatus.CANCELLED] = DeliveryStatus.DEAD
 
 
@@ -219,7 +225,7 @@ class RedriveStarted(BaseModel):
     """The answer to a redrive request (and, under the same `Idempotency-Key`, to its repeats)."""
 
     redrive_id: str
-    count: int
+    count: int | None  # None: counted in the background (GET /v1/redrives/{id} shows `total` once known)
     status: str
 
 

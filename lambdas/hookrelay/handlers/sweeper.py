@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.functions import SWEEPER
+from hookrelay.handlers import tracing
 
 logger = Logger(service=SWEEPER.name)
-tracer = Tracer(service=SWEEPER.name)
+tracer = tracing.tracer(SWEEPER.name)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=SWEEPER.name)
 
 

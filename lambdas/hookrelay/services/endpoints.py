@@ -13,6 +13,7 @@ from hookrelay.domain.addresses import validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
+from hookrelay.domain.matching import validate_filters
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.domain.signing import generate_secret
 from hookrelay.services.parking import Parking
@@ -85,7 +86,7 @@ class EndpointService:
             id=ids.endpoint_id(),
             tenant_id=tenant_id,
             url=validate_endpoint_url(url, allow_private=self.allow_private_destinations),
-            event_types=event_types,
+            event_types=validate_filters(event_types),
             description=description,
             secrets=[SigningSecret(secret=generate_secret(), created_at=now)],
             max_in_flight=max_in_flight or self.default_max_in_flight,
@@ -123,6 +124,8 @@ class EndpointService:
             raise InvalidRequest("nothing to change: give url, event_types, description or max_in_flight")
         if isinstance(url, str):
             validate_endpoint_url(url, allow_private=self.allow_private_destinations)
+        if isinstance(event_types, builtins.list):
+            validate_filters(event_types)
 
         def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
             _not_deleted(endpoint)

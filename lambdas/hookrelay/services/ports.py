@@ -28,6 +28,11 @@ class ApiKeyRepository(Protocol):
     def revoke(self, key_id: str, at: datetime) -> bool: ...
 
 
+class RateCounters(Protocol):
+    def take(self, counter_id: str, limit: int, expires_at: int) -> bool:
+        """Count one request on the counter; False, counting nothing, once it holds `limit` requests."""
+
+
 class EndpointRepository(Protocol):
     def put(self, endpoint: Endpoint) -> None: ...
     def get(self, tenant_id: str, endpoint_id: str) -> Endpoint | None: ...
@@ -422,6 +427,7 @@ class PageDone:
     skipped: int
     position: Position | None
     now: datetime
+    total: int | None = None  # the redrive's count, recorded with its first page
 
 
 class RedriveRepository(Protocol):

@@ -90,16 +90,13 @@ class RedriveService:
             since=since.astimezone(UTC),
             until=until.astimezone(UTC),
             status_filter=status,
-            total=0,
             created_at=now,
             expires_at=retention_expiry(now),
         )
-        redrive.total = self.deliveries.count(_scope(redrive), now)
-        if redrive.total == 0:
-            redrive.state, redrive.completed_at = RedriveState.COMPLETED, now
+        # No count here: over a long window it is many index pages, which the API's time limit cannot wait for.
+        # The first job counts (its scope is fixed by `created_at`, so the count is the same whenever it runs).
         self.redrives.put(redrive)
-        if redrive.total:
-            self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=0))
+        self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=0))
         return redrive
 
     def get(self, tenant_id: str, redrive_id: str) -> Redrive:
@@ -140,7 +137,10 @@ class RedriveService:
         # Before recording the page: a crash in between re-runs the page, which re-enqueues what never started.
         self.replays.enqueue_first_attempts(unsent)
         replayed = len(found.deliveries) - skipped
-        recorded = self.redrives.advance(redrive.id, PageDone(page, replayed, skipped, found.resume_after, now))
+        total = self.deliveries.count(_scope(redrive), now) if redrive.total is None else None
+        recorded = self.redrives.advance(
+            redrive.id, PageDone(page, replayed, skipped, found.resume_after, now, total=total)
+        )
         if recorded and found.resume_after is not None:
             self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=page + 1))
 

@@ -1,0 +1,57 @@
+"""Per-producer fairness: each API key gets its own requests per second, so one key's flood is refused to that key
+(429 with Retry-After, as a problem document) while every other key goes on being served."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hookrelay import wiring
+from hookrelay.adapters import schema
+from tests.support.platform import Platform
+
+LIMIT = 3
+SECOND = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def limited(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> Iterator[Platform]:
+    monkeypatch.setenv(schema.API_KEY_RATE_PER_SECOND, str(LIMIT))
+    wiring.rate_limiter.cache_clear()
+    wiring.rate_limiter().clock = lambda: SECOND  # every request below falls in this one second
+    yield platform
+    wiring.rate_limiter.cache_clear()
+
+
+def test_a_flooding_key_gets_429s_and_the_others_are_still_served(limited: Platform) -> None:
+    tenant_id, tenant = limited.new_tenant()  # creating it is the admin key's first request
+    flooder, neighbour = limited.new_key("producer"), limited.new_key("producer")
+    event = {"tenant_id": tenant_id, "type": "order.created", "data": {}}
+    answers = [limited.call("POST", "/v1/events", flooder, event).status for _ in range(LIMIT + 2)]
+    assert answers == [202] * LIMIT + [429, 429]
+    refused = limited.call("POST", "/v1/events", flooder, event)
+    assert refused.headers["content-type"] == "application/problem+json"
+    assert refused.headers["retry-after"] == "1" and refused.json()["status"] == 429
+    assert limited.call("POST", "/v1/events", neighbour, event).status == 202
+    assert limited.call("GET", "/v1/endpoints", tenant).status == 200
+
+
+def test_the_next_second_the_key_is_served_again(limited: Platform) -> None:
+    tenant_id, _ = limited.new_tenant()
+    producer = limited.new_key("producer")
+    event = {"tenant_id": tenant_id, "type": "order.created", "data": {}}
+    for _ in range(LIMIT + 1):
+        limited.call("POST", "/v1/events", producer, event)
+    assert limited.call("POST", "/v1/events", producer, event).status == 429
+    wiring.rate_limiter().clock = lambda: SECOND + timedelta(seconds=1)
+    assert limited.call("POST", "/v1/events", producer, event).status == 202
+
+
+def test_without_a_configured_limit_nothing_is_counted(platform: Platform) -> None:
+    assert wiring.rate_limiter().per_key_per_second is None
+    tenant_id, _ = platform.new_tenant()
+    producer = platform.new_key("producer")
+    event = {"tenant_id": tenant_id, "type": "order.created", "data": {}}
+    assert {platform.call("POST", "/v1/events", producer, event).status for _ in range(10)} == {202}
