@@ -28,8 +28,7 @@ from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.auto_disable import WARNINGS
-from local import gateway
-from local import lambda_runtime
+from local import gateway, lambda_runtime
 from local.aws_endpoint import AwsEndpoint, start_aws_endpoint, use_utc
 from local.function_workers import FunctionWorkers
 from local.http_api import ApiServer
