@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +33,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import heading, machine, percentile, table
-from tests.e2e.harness import HTTP_TIMEOUT, Consumer, LocalStack
+from tests.e2e.harness import HTTP_TIMEOUT, Consumer, LocalStack, stack_and_consumers
 
 GROUPS = 8  # the healthy endpoint's message groups (its max_in_flight), one ordering key each
 SETTLE_LIMIT_SECONDS = 900.0  # every phase ends within this after its last event, delivered or not
@@ -127,16 +127,13 @@ def wait_for(healthy: Consumer, sent: dict[str, float]) -> dict[str, float]:
 
 
 def run_phase(
-    stack: LocalStack, log_dir: Path, started: list[Consumer], name: str, events: int, args: argparse.Namespace
+    stack: LocalStack, consumer: Callable[..., Consumer], name: str, events: int, args: argparse.Namespace
 ) -> Phase:
     tenant_id, tenant_key = stack.new_tenant(f"throughput {name}")
-    healthy = Consumer(f"healthy-{name}", log_dir)
-    started.append(healthy)
+    healthy = consumer(f"healthy-{name}")
     endpoint_on(stack, tenant_key, healthy)
     if name != "alone":
-        hanging = Consumer(f"hanging-{name}", log_dir, mode="hang")
-        started.append(hanging)
-        endpoint_on(stack, tenant_key, hanging)
+        endpoint_on(stack, tenant_key, consumer(f"hanging-{name}", mode="hang"))
     producers = Producers(stack, tenant_id, args.clients, args.rate)
     offered = producers.run(events)
     received = wait_for(healthy, producers.sent)
@@ -201,19 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8, help="producer clients (default 8)")
     parser.add_argument("--rate", type=float, default=33.0, help="events offered per second, in all (default 33)")
     args = parser.parse_args(argv)
-    phases: list[Phase] = []
-    with tempfile.TemporaryDirectory(prefix="bench-throughput-") as logs:
-        log_dir = Path(logs)
-        stack = LocalStack(log_dir)
-        started: list[Consumer] = []
-        try:
-            phases.append(run_phase(stack, log_dir, started, "alone", args.events, args))
-            phases.append(run_phase(stack, log_dir, started, "beside a hanging endpoint", args.hang_events, args))
-            report(phases, args)  # before stopping: the figures are kept even if stopping fails
-        finally:
-            for consumer in started:
-                consumer.stop()
-            stack.stop()
+    with stack_and_consumers("bench-throughput-") as (stack, consumer):
+        phases = [
+            run_phase(stack, consumer, "alone", args.events, args),
+            run_phase(stack, consumer, "beside a hanging endpoint", args.hang_events, args),
+        ]
+        report(phases, args)  # before stopping: the figures are kept even if stopping fails
     return 0
 
 
