@@ -7,8 +7,9 @@ interpreter: the functions' CPU work spreads over the machine's cores instead of
 invocation blocked on a hanging endpoint holds only its own worker, and nothing a handler keeps per process
 (Powertools' metrics, the wiring's clients) is ever shared by two invocations at once.
 
-Workers are forked from a server process that has already imported every handler (multiprocessing's
-forkserver with the handlers preloaded): a new worker costs a fork, not a cold import. Each worker exits with
+Workers are forked from a server process that has already imported every handler and read the AWS service
+models (multiprocessing's forkserver, preloaded; `local.worker_warmup`): a new worker costs a fork, not a
+cold import. Each worker exits with
 its parent (`local.processes`).
 """
 
@@ -80,7 +81,8 @@ class FunctionWorkers:
 
     def __init__(self, concurrency: dict[str, int], log_level: str) -> None:
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(sorted({f.handler.rpartition(".")[0] for f in FUNCTIONS}))
+        handlers = sorted({function.handler.rpartition(".")[0] for function in FUNCTIONS})
+        self._context.set_forkserver_preload([*handlers, "local.worker_warmup"])
         self._log_level = log_level
         self._slots = {name: threading.BoundedSemaphore(concurrency[name]) for name in BY_NAME}
         self._idle: dict[str, list[Worker]] = {name: [] for name in BY_NAME}
