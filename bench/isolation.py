@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import heading, machine, median, percentile, table
-from tests.e2e.harness import Consumer, LocalStack, eventually
+from tests.e2e.harness import Consumer, LocalStack, eventually, stack_and_consumers
 
 SETTLE_LIMIT_SECONDS = 60.0
 
@@ -49,17 +49,15 @@ def endpoint_on(stack: LocalStack, tenant_key: str, consumer: Consumer) -> None:
 
 
 def run_phase(
-    stack: LocalStack, log_dir: Path, started: list[Consumer], second: str | None, events: int, rate: float
+    stack: LocalStack, consumer: Callable[..., Consumer], second: str | None, events: int, rate: float
 ) -> Phase:
     name = PHASES[second]
     tenant_id, tenant_key = stack.new_tenant(f"isolation {name}")
-    healthy = Consumer(f"healthy-{second or 'alone'}", log_dir)
-    started.append(healthy)
+    healthy = consumer(f"healthy-{second or 'alone'}")
     endpoint_on(stack, tenant_key, healthy)
     other = None
     if second is not None:
-        other = Consumer(f"second-{second}", log_dir, mode=second)
-        started.append(other)
+        other = consumer(f"second-{second}", mode=second)
         endpoint_on(stack, tenant_key, other)
 
     sent: dict[str, float] = {}
@@ -85,18 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=40, help="events per phase (default 40)")
     parser.add_argument("--rate", type=float, default=4.0, help="events published per second (default 4)")
     args = parser.parse_args(argv)
-    phases: list[Phase] = []
-    with tempfile.TemporaryDirectory(prefix="bench-isolation-") as logs:
-        log_dir = Path(logs)
-        stack = LocalStack(log_dir)
-        started: list[Consumer] = []
-        try:
-            for second in PHASES:
-                phases.append(run_phase(stack, log_dir, started, second, args.events, args.rate))
-        finally:
-            for consumer in started:
-                consumer.stop()
-            stack.stop()
+    with stack_and_consumers("bench-isolation-") as (stack, consumer):
+        phases = [run_phase(stack, consumer, second, args.events, args.rate) for second in PHASES]
 
     print(f"# Isolation ({machine()})")
     heading(f"A healthy endpoint's latency, publish to receipt, {args.events} events at {args.rate:g}/s per phase")

@@ -1,21 +1,26 @@
-"""moto's server on 127.0.0.1 as the AWS endpoint of every AWS call the local stack makes.
+"""moto's server on 127.0.0.1 as the AWS endpoint of every AWS call the local stack makes, in its own process.
 
-It runs in this process on a free port, with Step Functions executions switched on so moto's own
-interpreter runs the retry workflow's ASL. Every boto3 client made afterwards finds it through the
-standard `AWS_ENDPOINT_URL`; moto's interpreter finds it through `MOTO_PORT`.
+`start_aws_endpoint` runs `python -m local.aws_endpoint`, which starts moto's server on a free port with Step
+Functions executions switched on (moto's own interpreter runs the retry workflow's ASL, and finds the server
+through `MOTO_PORT`), with the local stack's fixes to moto installed in that process (`moto_transactions`,
+`moto_sqs`), and prints its port. moto has its own interpreter, so its work (most of the stack's) never
+waits for the functions' lock, nor they for its. Every boto3 client made afterwards finds it through the
+standard `AWS_ENDPOINT_URL`.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
+import signal
+import subprocess
+import sys
+import threading
 import time
 from dataclasses import dataclass
 
 import requests
-from moto.server import ThreadedMotoServer
-
-from local import moto_transactions
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
@@ -23,6 +28,8 @@ FAKE_CREDENTIALS = {
     "AWS_SESSION_TOKEN": "local",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+READY_TIMEOUT_SECONDS = 60
+STOP_TIMEOUT_SECONDS = 10
 
 
 def use_utc() -> None:
@@ -33,7 +40,7 @@ def use_utc() -> None:
 
 @dataclass
 class AwsEndpoint:
-    server: ThreadedMotoServer
+    process: subprocess.Popen[str]
     port: int
 
     @property
@@ -41,20 +48,84 @@ class AwsEndpoint:
         return f"http://127.0.0.1:{self.port}"
 
     def stop(self) -> None:
-        self.server.stop()
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(STOP_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
 
 
 def start_aws_endpoint(port: int = 0) -> AwsEndpoint:
-    """Start moto's server, switch on state machine execution, and point this process's AWS clients at it."""
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per AWS call is noise, not information
-    moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = AwsEndpoint(server, server.get_host_and_port()[1])
+    """Start moto's server process, switch on state machine execution, and point this process's AWS clients at it."""
+    process = subprocess.Popen(  # noqa: S603 - our own interpreter and module, fixed arguments
+        [sys.executable, "-m", "local.aws_endpoint", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"TZ": "UTC"},
+    )
+    assert process.stdout is not None
+    ready = threading.Timer(READY_TIMEOUT_SECONDS, process.kill)  # a server that never says its port is ended
+    ready.start()
+    line = process.stdout.readline()
+    ready.cancel()
+    if not line.strip().isdigit():
+        process.kill()
+        raise OSError(f"moto's server did not start (exit {process.wait()})")
+    endpoint = AwsEndpoint(process, int(line))
     os.environ.update(FAKE_CREDENTIALS)
-    os.environ.update({"AWS_ENDPOINT_URL": endpoint.url, "MOTO_PORT": str(endpoint.port)})
+    os.environ["AWS_ENDPOINT_URL"] = endpoint.url
     response = requests.post(
         f"{endpoint.url}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}}, timeout=5
     )
     response.raise_for_status()
     return endpoint
+
+
+def serve_requests_faster() -> None:
+    """Two costs of moto's server per request that a steady stream of AWS calls need not pay.
+
+    It answers HTTP/1.0, so every call is a new connection and a new thread; HTTP/1.1 keeps the
+    connections of the functions' clients open (every response has a length). And it finds the service a
+    request is for by listing moto's package directory, on every request; the list does not change.
+    """
+    from moto import backends
+    from moto.moto_server.werkzeug_app import MotoRequestHandler
+
+    MotoRequestHandler.protocol_version = "HTTP/1.1"
+    modules = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: modules
+
+
+def serve(port: int) -> None:
+    """The server process: moto's server until SIGTERM, or until the local stack that started it is gone."""
+    from moto.server import ThreadedMotoServer
+
+    from local import moto_sqs, moto_transactions
+    from local.processes import exit_with_parent, leave_interrupts_to_the_parent
+
+    exit_with_parent()
+    leave_interrupts_to_the_parent()
+    use_utc()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per AWS call is noise, not information
+    moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
+    moto_sqs.install()  # long polls that wait instead of spinning, sends that do not count the queue
+    serve_requests_faster()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    bound = server.get_host_and_port()[1]
+    os.environ.update(FAKE_CREDENTIALS)
+    os.environ["MOTO_PORT"] = str(bound)  # where moto's Step Functions interpreter sends its own AWS calls
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    print(bound, flush=True)
+    while not stopping.wait(0.5):
+        pass
+    server.stop()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m local.aws_endpoint")
+    parser.add_argument("--port", type=int, default=0)
+    serve(parser.parse_args().port)

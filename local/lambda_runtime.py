@@ -1,4 +1,9 @@
-"""Calling a handler the way the Lambda runtime does: resolve "module.function", pass a context."""
+"""Calling a handler the way the Lambda runtime does: resolve "module.function", pass a context.
+
+`invoke` is what the local stack's API gateway, event sources and schedules call. It runs the handler here
+(`invoke_here`: the tests, and each worker process) unless `use_workers` has handed invocations to worker
+processes (`local.function_workers`: the running local stack).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from hookrelay.functions import BY_NAME, Function
 
@@ -42,9 +47,26 @@ def load_handler(function: str) -> Callable[[dict[str, Any], Any], Any]:
 RUNNING: ContextVar[str | None] = ContextVar("running_function", default=None)
 
 
-def invoke(function: str, event: dict[str, Any]) -> Any:
+def invoke_here(function: str, event: dict[str, Any]) -> Any:
     token = RUNNING.set(function)
     try:
         return load_handler(function)(event, LocalContext.of(BY_NAME[function]))
     finally:
         RUNNING.reset(token)
+
+
+class Invoker(Protocol):
+    def invoke(self, function: str, event: dict[str, Any]) -> Any: ...
+
+
+_workers: Invoker | None = None
+
+
+def use_workers(workers: Invoker | None) -> None:
+    """From now on, `invoke` hands each invocation to `workers` (None: back to invoking here)."""
+    global _workers
+    _workers = workers
+
+
+def invoke(function: str, event: dict[str, Any]) -> Any:
+    return invoke_here(function, event) if _workers is None else _workers.invoke(function, event)

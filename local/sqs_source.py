@@ -5,7 +5,7 @@ stay on the queue and come back after their visibility timeout; everything else 
 handler that raises fails the whole batch.
 
 `poll_once` is one such cycle (the tests drive it by hand); `EventSource` runs them for the local
-stack: one receiver long-polls and hands each batch to its own invocation, up to `concurrency` at a
+stack: one receiver long-polls and hands the messages out to invocations, up to `concurrency` at a
 time, as Lambda scales out over a FIFO queue's message groups. A single receiver is deliberate:
 moto's FIFO group lock is computed per `ReceiveMessage` call and is not safe against two calls at
 once, so concurrent receivers could take two messages of one group; one receiver keeps SQS's rule
@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any
 
 from hookrelay.adapters.schema import SQS_MAX_BATCH
@@ -95,7 +96,16 @@ def poll_once(
 
 
 class EventSource:
-    """Feeds a queue to a function on background threads until `stop`."""
+    """Feeds a queue to a function on background threads until `stop`, as Lambda's SQS poller does.
+
+    One receiver takes up to ten messages a call, long-polling (moto's server waits rather than spins: see
+    `local.moto_sqs`), and the messages are handed out here: each invocation gets up to `batch_size` messages
+    of one message group, in order, and a group is never in two invocations at once (a FIFO queue's
+    messages of one group are in order; a standard queue's messages are each their own group). So moto
+    scans the queue once per ten messages rather than once per message, and only when a free invocation slot
+    has nothing held to work on. A message reported failed keeps the rest of its group's held messages
+    back with it: they come back after their visibility timeout, still in order.
+    """
 
     def __init__(
         self,
@@ -105,71 +115,94 @@ class EventSource:
         function: str = DELIVERY.name,
         batch_size: int = SQS_MAX_BATCH,
         concurrency: int = 8,
-        idle_seconds: float = 0.1,
+        wait_seconds: int = 1,
     ) -> None:
         self.sqs = sqs
         self.queue_url = queue_url
         self.function = function
         self.batch_size = batch_size
         self.concurrency = concurrency
-        # Short polls and a pause when the queue has nothing for us, rather than long polls: moto's long poll
-        # spins at full CPU while messages wait in FIFO groups that are locked (a hanging endpoint's backlog),
-        # starving everything else in the process. SQS itself does not, so this is a local-stack concern.
-        self.idle_seconds = idle_seconds
+        self.wait_seconds = wait_seconds  # the long poll's length: how long `stop` may wait for the receiver
         self.queue_arn = queue_arn_of(sqs, queue_url)
-        self._slots = threading.BoundedSemaphore(concurrency)
+        self._held: dict[str, deque[dict[str, Any]]] = {}  # message group -> received, not yet invoked, in order
+        self._busy: set[str] = set()  # message groups with an invocation running
+        self._changed = threading.Condition()
         self._stopping = threading.Event()
         self._receiver = threading.Thread(target=self._receive_forever, name=f"{function}-source", daemon=True)
         self._invocations: set[threading.Thread] = set()
-        self._lock = threading.Lock()
 
     def start(self) -> None:
         self._receiver.start()
 
+    def _ready_groups(self) -> list[str]:
+        return [group for group in self._held if group not in self._busy]
+
+    def _wants_messages(self) -> bool:
+        """A free slot, and nothing held that it could take (called holding `_changed`)."""
+        return len(self._busy) < self.concurrency and not self._ready_groups()
+
     def _receive_forever(self) -> None:
         while not self._stopping.is_set():
-            # Take a free invocation slot before receiving: a message received and left waiting would
-            # spend its visibility timeout in our hands.
-            if not self._slots.acquire(timeout=0.2):
-                continue
+            with self._changed:
+                if not self._changed.wait_for(self._wants_messages, timeout=0.5):
+                    continue
             try:
-                messages = receive(self.sqs, self.queue_url, batch_size=self.batch_size, wait_seconds=0)
+                messages = receive(self.sqs, self.queue_url, batch_size=SQS_MAX_BATCH, wait_seconds=self.wait_seconds)
             except Exception:
                 if not self._stopping.is_set():
                     log.exception("receiving from %s failed; retrying", self.queue_url)
                     self._stopping.wait(0.5)
-                messages = []
-            if not messages or self._stopping.is_set():
-                self._slots.release()
-                self._stopping.wait(self.idle_seconds)
                 continue
+            with self._changed:
+                for message in messages:
+                    group = message.get("Attributes", {}).get("MessageGroupId") or message["MessageId"]
+                    self._held.setdefault(group, deque()).append(message)
+                self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Start invocations for held messages while slots are free (called holding `_changed`)."""
+        for group in self._ready_groups():
+            if len(self._busy) >= self.concurrency or self._stopping.is_set():
+                return
+            held = self._held[group]
+            batch = [held.popleft() for _ in range(min(self.batch_size, len(held)))]
+            if not held:
+                del self._held[group]
+            self._busy.add(group)
             invocation = threading.Thread(
-                target=self._invoke, args=(messages,), name=f"{self.function}-invoke", daemon=True
+                target=self._invoke, args=(group, batch), name=f"{self.function}-invoke", daemon=True
             )
-            with self._lock:
-                self._invocations.add(invocation)
+            self._invocations.add(invocation)
             invocation.start()
 
-    def _invoke(self, messages: list[dict[str, Any]]) -> None:
+    def _invoke(self, group: str, messages: list[dict[str, Any]]) -> None:
+        failed = len(messages)
         try:
-            invoke_batch(self.sqs, self.queue_url, self.queue_arn, messages, self.function)
+            failed = invoke_batch(self.sqs, self.queue_url, self.queue_arn, messages, self.function)
         except Exception:
             log.exception("settling a batch of %s failed", self.function)
         finally:
-            with self._lock:
+            with self._changed:
+                if failed:
+                    self._held.pop(group, None)  # behind the failed message, in order, after its visibility timeout
+                self._busy.discard(group)
                 self._invocations.discard(threading.current_thread())
-            self._slots.release()
+                self._dispatch()
+                self._changed.notify_all()
 
     def stop(self, grace_seconds: float = 2.0) -> None:
         """Stop receiving; give running invocations `grace_seconds` to finish (their threads are daemons).
 
         An invocation still running then (an attempt hanging on its timeout) is abandoned, as a Lambda
-        instance is when its environment goes away: its messages were not deleted.
+        instance is when its environment goes away: its messages were not deleted, and neither are the
+        messages held for it.
         """
         self._stopping.set()
-        self._receiver.join(timeout=5)
+        with self._changed:
+            self._changed.notify_all()
+        self._receiver.join(timeout=self.wait_seconds + 5)
         deadline = time.monotonic() + grace_seconds
-        with self._lock:
+        with self._changed:
             running = list(self._invocations)
         for invocation in running:
             invocation.join(timeout=max(0.0, deadline - time.monotonic()))

@@ -1,9 +1,11 @@
 """`python -m local`: the whole system on 127.0.0.1, no AWS account, no Docker.
 
-moto's server stands in for AWS (tables, queues and the retry state machine, created from the same
-definitions the CDK stack uses, the ASL run by moto's interpreter); the API is served on localhost
-through `local.gateway`, which calls the real authorizer and handlers; SQS event sources feed the
-real delivery and redrive functions. State lives as long as the process.
+moto's server stands in for AWS, in its own process (tables, queues and the retry state machine, created
+from the same definitions the CDK stack uses, the ASL run by moto's interpreter); the API is served on
+localhost through `local.gateway`, which calls the real authorizer and handlers; SQS event sources feed the
+real delivery and redrive functions. This process serves the API and polls the queues; every invocation
+runs in a worker process of its function (`local.function_workers`), so the work spreads over the cores.
+State lives as long as the process; every process it started stops with it (`local.processes`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.auto_disable import WARNINGS
-from local import gateway
+from local import gateway, lambda_runtime
 from local.aws_endpoint import AwsEndpoint, start_aws_endpoint, use_utc
+from local.function_workers import FunctionWorkers
 from local.http_api import ApiServer
 from local.provision import provision
 from local.schedule import ScheduledFunction
@@ -37,6 +40,12 @@ from scripts.create_admin_key import create_admin_key
 log = logging.getLogger("hookrelay.local")
 
 DEFAULT_PORT = 8080
+# Delivery invocations at once, by default. Lambda runs a FIFO queue's message groups side by side (the
+# delivery function sets no maximum), and an attempt at a hanging endpoint holds its invocation for the whole
+# attempt timeout: enough slots that a hanging endpoint's groups leave room for everyone else's.
+DEFAULT_DELIVERY_CONCURRENCY = 32
+# What API Gateway's functions (authorizer and routes) may run at once here; Lambda's limit is the account's.
+API_CONCURRENCY = 16
 
 
 # The table of functions' schedules (`hookrelay.functions`), sooner here: a minute, and in --fast mode a few
@@ -69,7 +78,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="once ready, print one line of JSON (api_url, admin_key, producer_key, tenant_id, tenant_key,"
         " aws_endpoint_url), and nothing else, on stdout",
     )
-    parser.add_argument("--concurrency", type=int, default=8, help="delivery function invocations at once (default 8)")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=DEFAULT_DELIVERY_CONCURRENCY,
+        help=f"delivery function invocations at once (default {DEFAULT_DELIVERY_CONCURRENCY})",
+    )
     parser.add_argument(
         "--log-level",
         default=os.environ.get("POWERTOOLS_LOG_LEVEL", "INFO"),
@@ -82,11 +96,13 @@ def configure_process(log_level: str) -> TextIO:
     """Set up the process the way a Lambda environment is; returns the stream for this command's own output.
 
     The functions log to stdout, as in Lambda; here stdout is kept for what this command prints (in
-    `--json` mode, exactly one line), so everything else, their logs included, goes to stderr.
+    `--json` mode, exactly one line), so everything else, their logs included, goes to stderr: file
+    descriptor 1 itself is pointed at stderr, so every process started from here inherits that too.
     """
     use_utc()
-    console = sys.stdout
-    sys.stdout = sys.stderr
+    sys.stdout.flush()
+    console = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "hookrelay-local")
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", METRICS_NAMESPACE)
@@ -126,6 +142,7 @@ class LocalStack:
     keys: Keys
     schedule_name: str
     timers: list[ScheduledFunction]
+    workers: FunctionWorkers
 
     def ready_document(self) -> dict[str, str]:
         # What a script needs to drive the API, plus where moto listens, to look inside "AWS".
@@ -138,19 +155,32 @@ class LocalStack:
             timer.stop()
         for trigger in self.triggers:
             trigger.stop()
+        self.workers.stop()
         self.aws.stop()
+
+
+def concurrency_limits(concurrency: int) -> dict[str, int]:
+    """Each function's invocations at once: its event source's maximum from the table of functions, else
+    `concurrency` for a queue's function; one at a time for a schedule's; API_CONCURRENCY for the API's."""
+    limits = {function.name: API_CONCURRENCY for function in functions.FUNCTIONS}
+    for function, trigger in functions.queue_triggered():
+        limits[function.name] = trigger.max_concurrency or concurrency
+    for function, _ in functions.scheduled():
+        limits[function.name] = 1
+    return limits
 
 
 def event_sources(env: dict[str, str], concurrency: int) -> list[EventSource]:
     """The table of functions' SQS event sources; `concurrency` bounds those the table leaves unbounded."""
     sqs = aws_clients.client("sqs")
+    limits = concurrency_limits(concurrency)
     return [
         EventSource(
             sqs,
             env[trigger.queue.env_var],
             function=function.name,
             batch_size=trigger.batch_size,
-            concurrency=trigger.max_concurrency or concurrency,
+            concurrency=limits[function.name],
         )
         for function, trigger in functions.queue_triggered()
     ]
@@ -162,21 +192,34 @@ def scheduled_functions(*, fast: bool) -> list[ScheduledFunction]:
     return [ScheduledFunction(function.name, every) for function, _ in functions.scheduled()]
 
 
-def start(port: int, *, fast: bool, concurrency: int) -> LocalStack:
+def provision_environment(schedule_name: str, *, fast: bool) -> dict[str, str]:
+    """Create every resource on moto and put the environment the functions read into this process's own
+    (which the worker processes inherit)."""
+    env = provision(retry_schedule=schedule_name)
+    # Local mode only: lets endpoints on 127.0.0.1 (the demo consumer) receive webhooks.
+    env[schema.ALLOW_PRIVATE_DESTINATIONS] = "true"
+    if fast:
+        env[schema.ENDPOINT_HEALTH_DAY_SECONDS] = str(FAST_HEALTH_DAY_SECONDS)
+    os.environ.update(env)
+    wiring.reset()  # clients are made from now on, against moto
+    return env
+
+
+def start(port: int, *, fast: bool, concurrency: int, log_level: str = "INFO") -> LocalStack:
+    schedule_name = "fast" if fast else "default"
     aws = start_aws_endpoint()
+    workers: FunctionWorkers | None = None
     try:
-        schedule_name = "fast" if fast else "default"
-        env = provision(retry_schedule=schedule_name)
-        # Local mode only: lets endpoints on 127.0.0.1 (the demo consumer) receive webhooks.
-        env[schema.ALLOW_PRIVATE_DESTINATIONS] = "true"
-        if fast:
-            env[schema.ENDPOINT_HEALTH_DAY_SECONDS] = str(FAST_HEALTH_DAY_SECONDS)
-        os.environ.update(env)
-        wiring.reset()  # clients are made from now on, against moto
+        env = provision_environment(schedule_name, fast=fast)
+        workers = FunctionWorkers(concurrency_limits(concurrency), log_level.upper())
+        lambda_runtime.use_workers(workers)
+        workers.warm_up([function.name for function in functions.FUNCTIONS])
         keys = issue_keys(env[schema.API_KEYS.env_var])
         api = ApiServer(port)
         triggers = event_sources(env, concurrency)
     except BaseException:
+        if workers is not None:
+            workers.stop()
         aws.stop()
         raise
     timers = scheduled_functions(fast=fast)
@@ -185,7 +228,7 @@ def start(port: int, *, fast: bool, concurrency: int) -> LocalStack:
     for timer in timers:
         timer.start()
     api.start()
-    return LocalStack(aws, api, triggers, keys, schedule_name, timers)
+    return LocalStack(aws, api, triggers, keys, schedule_name, timers, workers)
 
 
 def describe(stack: LocalStack) -> str:
@@ -259,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = configure_process(args.log_level)
     try:
-        stack = start(args.port, fast=args.fast, concurrency=args.concurrency)
+        stack = start(args.port, fast=args.fast, concurrency=args.concurrency, log_level=args.log_level)
     except OSError as error:  # most likely the port is taken
         print(
             f"could not start the local stack: {error} (--port N picks another port, 0 any free one)", file=sys.stderr

@@ -12,9 +12,11 @@ import queue
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -229,3 +231,24 @@ class Consumer:
         """Back on the same port (the endpoint's URL), with the secret it verifies with."""
         self.start()
         self.control(secret=secret)
+
+
+@contextmanager
+def stack_and_consumers(prefix: str) -> Iterator[tuple[LocalStack, Callable[..., Consumer]]]:
+    """A local stack, and `consumer(name, mode=…)` to start demo consumers beside it, logging to a temporary
+    directory; every one of them stopped at the end (the benchmarks' set-up)."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as logs:
+        log_dir = Path(logs)
+        stack = LocalStack(log_dir)
+        started: list[Consumer] = []
+
+        def consumer(name: str, mode: str = "ok") -> Consumer:
+            started.append(Consumer(name, log_dir, mode=mode))
+            return started[-1]
+
+        try:
+            yield stack, consumer
+        finally:
+            for running in started:
+                running.stop()
+            stack.stop()

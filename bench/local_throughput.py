@@ -1,0 +1,211 @@
+"""The local stack at speed: events/s end to end, and a healthy endpoint's latency beside a hanging one.
+
+    python bench/local_throughput.py [--events N] [--hang-events M] [--clients C] [--rate R]
+
+Runs the real local stack as a process (`python -m local --json --fast --port 0`, as the end-to-end tests and
+a person start it) and demo consumers (`python -m local.consumer`), all on 127.0.0.1. Two phases, each with a
+fresh tenant, measured in the same run:
+
+1. alone: one healthy endpoint with 8 message groups (`max_in_flight` 8) gets N events, offered at R per
+   second in all by C producer clients, over 8 ordering keys that land in the endpoint's 8 groups;
+2. beside a hanging endpoint: the same set-up plus a second endpoint, subscribed to every event, whose
+   consumer never answers (each attempt is held until the 8 s attempt timeout); M events at the same rate.
+
+Each client sends its share paced at R / C per second, and waits for each answer (so a slow stack slows the
+offer down: "accepted/s" is what the stack sustained). Ingest latency is the POST /v1/events round trip;
+delivery latency is from just before the POST to the healthy consumer receiving the verified webhook (both
+clocks are this machine's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import heading, machine, percentile, table
+from tests.e2e.harness import HTTP_TIMEOUT, Consumer, LocalStack, stack_and_consumers
+
+GROUPS = 8  # the healthy endpoint's message groups (its max_in_flight), one ordering key each
+SETTLE_LIMIT_SECONDS = 900.0  # every phase ends within this after its last event, delivered or not
+POLL_SECONDS = 2.0
+
+
+def ordering_keys(groups: int = GROUPS) -> list[str]:
+    """One ordering key per message group: the envelope puts a key in group crc32(key) % groups."""
+    keys: dict[int, str] = {}
+    n = 0
+    while len(keys) < groups:
+        key = f"account-{n}"
+        keys.setdefault(zlib.crc32(key.encode()) % groups, key)
+        n += 1
+    return [keys[slot] for slot in range(groups)]
+
+
+@dataclass
+class Phase:
+    name: str
+    sent: dict[str, float]  # event id -> when its POST started
+    ingest: list[float]  # seconds, one per POST
+    offered_seconds: float  # first POST started -> last POST answered
+    received: dict[str, float]  # event id -> when the healthy consumer accepted it
+    errors: int  # POSTs that were not accepted
+
+    def delivery(self) -> list[float]:
+        return [self.received[event_id] - at for event_id, at in self.sent.items() if event_id in self.received]
+
+    def delivered_seconds(self) -> float:
+        return max(self.received.values(), default=0.0) - min(self.sent.values(), default=0.0)
+
+
+def endpoint_on(stack: LocalStack, tenant_key: str, consumer: Consumer) -> None:
+    endpoint = stack.created(
+        "/v1/endpoints", tenant_key, {"url": consumer.url, "event_types": ["*"], "max_in_flight": GROUPS}
+    )
+    consumer.control(secret=endpoint["secret"])
+
+
+class Producers:
+    """C clients, each on its own connection, sending its share of the events paced at rate / C per second."""
+
+    def __init__(self, stack: LocalStack, tenant_id: str, clients: int, rate: float) -> None:
+        self.stack, self.tenant_id, self.clients, self.rate = stack, tenant_id, clients, rate
+        self.keys = ordering_keys()
+        self.lock = threading.Lock()
+        self.sent: dict[str, float] = {}
+        self.ingest: list[float] = []
+        self.errors = 0
+
+    def run(self, events: int) -> float:
+        begin = time.monotonic()
+        threads = [threading.Thread(target=self._client, args=(c, events, begin)) for c in range(self.clients)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return time.monotonic() - begin
+
+    def _client(self, client: int, events: int, begin: float) -> None:
+        http = requests.Session()
+        headers = {"authorization": f"Bearer {self.stack.producer_key}"}
+        for number in range(client, events, self.clients):
+            time.sleep(max(0.0, begin + number / self.rate - time.monotonic()))
+            body = {"tenant_id": self.tenant_id, "type": "order.updated", "data": {"n": number}}
+            body["ordering_key"] = self.keys[number % len(self.keys)]
+            at, started = time.time(), time.monotonic()
+            response = http.post(
+                self.stack.api_url + "/v1/events", json=body, headers=headers, timeout=10 * HTTP_TIMEOUT
+            )
+            elapsed = time.monotonic() - started
+            with self.lock:
+                if response.status_code == 202:
+                    self.sent[response.json()["event_id"]] = at
+                    self.ingest.append(elapsed)
+                else:
+                    self.errors += 1
+        http.close()
+
+
+def wait_for(healthy: Consumer, sent: dict[str, float]) -> dict[str, float]:
+    deadline = time.monotonic() + SETTLE_LIMIT_SECONDS
+    received: dict[str, float] = {}
+    while time.monotonic() < deadline:
+        received = {e["webhook_id"]: e["at"] for e in healthy.received()["events"] if e["webhook_id"] in sent}
+        if len(received) == len(sent):
+            break
+        time.sleep(POLL_SECONDS)
+    return received
+
+
+def run_phase(
+    stack: LocalStack, consumer: Callable[..., Consumer], name: str, events: int, args: argparse.Namespace
+) -> Phase:
+    tenant_id, tenant_key = stack.new_tenant(f"throughput {name}")
+    healthy = consumer(f"healthy-{name}")
+    endpoint_on(stack, tenant_key, healthy)
+    if name != "alone":
+        endpoint_on(stack, tenant_key, consumer(f"hanging-{name}", mode="hang"))
+    producers = Producers(stack, tenant_id, args.clients, args.rate)
+    offered = producers.run(events)
+    received = wait_for(healthy, producers.sent)
+    return Phase(name, producers.sent, producers.ingest, offered, received, producers.errors)
+
+
+def ms(values: list[float], fraction: float) -> str:
+    return f"{1000 * percentile(values, fraction):.0f}" if values else "-"
+
+
+def report(phases: list[Phase], args: argparse.Namespace) -> None:
+    print(f"# The local stack at speed ({machine()})")
+    heading(
+        f"{args.clients} clients offering {args.rate:g} events/s in all, one healthy endpoint with {GROUPS} message"
+        " groups; fast schedule"
+    )
+    rows = []
+    for phase in phases:
+        delivery = phase.delivery()
+        rows.append(
+            [
+                phase.name,
+                f"{len(phase.sent)}",
+                f"{len(phase.sent) / phase.offered_seconds:.1f}",
+                f"{len(phase.received) / phase.delivered_seconds():.1f}" if phase.received else "-",
+                f"{len(phase.received)}",
+                f"{phase.errors}",
+                ms(phase.ingest, 0.5),
+                ms(phase.ingest, 0.99),
+                ms(delivery, 0.5),
+                ms(delivery, 0.99),
+            ]
+        )
+    print(
+        table(
+            [
+                "healthy endpoint",
+                "events",
+                "accepted/s",
+                "delivered/s",
+                "delivered",
+                "refused",
+                "ingest p50 ms",
+                "ingest p99 ms",
+                "delivery p50 ms",
+                "delivery p99 ms",
+            ],
+            rows,
+        )
+    )
+    alone, beside = phases[0].delivery(), phases[-1].delivery()
+    if alone and beside and len(phases) > 1:
+        p50 = percentile(beside, 0.5) / percentile(alone, 0.5)
+        p99 = percentile(beside, 0.99) / percentile(alone, 0.99)
+        print(f"\nhealthy endpoint beside a hanging one / alone: p50 ratio {p50:.2f}, p99 ratio {p99:.2f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=2000, help="events of the throughput phase (default 2000)")
+    parser.add_argument("--hang-events", type=int, default=600, help="events beside the hanging endpoint (600)")
+    parser.add_argument("--clients", type=int, default=8, help="producer clients (default 8)")
+    parser.add_argument("--rate", type=float, default=33.0, help="events offered per second, in all (default 33)")
+    args = parser.parse_args(argv)
+    with stack_and_consumers("bench-throughput-") as (stack, consumer):
+        phases = [
+            run_phase(stack, consumer, "alone", args.events, args),
+            run_phase(stack, consumer, "beside a hanging endpoint", args.hang_events, args),
+        ]
+        report(phases, args)  # before stopping: the figures are kept even if stopping fails
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""The local stack's processes: none outlives the `python -m local` that started it.
+
+The parent starts moto's server and the functions' worker processes (`local.function_workers`). A parent that
+stops cleanly stops them; a parent that crashes or is killed (SIGKILL gives it no chance to) cannot, so every
+child watches its own parent and exits when it is gone: an orphan is re-parented, so its parent's pid changes.
+That works the same on Linux and macOS, and needs nothing of the parent (a process group would need the
+parent to signal it, which a killed parent cannot do).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+WATCH_EVERY_SECONDS = 0.2
+
+
+def exit_with_parent() -> None:
+    """In a child: exit as soon as the process that started it is gone (checked on a daemon thread)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            threading.Event().wait(WATCH_EVERY_SECONDS)
+        os._exit(1)  # no clean-up to wait for: the parent, which owned the state, is gone
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def leave_interrupts_to_the_parent() -> None:
+    """In a child: Ctrl-C reaches the whole terminal's process group; the parent decides how everything stops."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
