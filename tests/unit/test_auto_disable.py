@@ -156,7 +156,7 @@ def test_endpoints_not_yet_due_are_not_even_read() -> None:
     assert report.examined == 1 and [m.endpoint_id for m in sweep.notices.published] == ["ep_1"]
 
 
-def test_a_notice_that_fails_to_publish_is_withdrawn_and_sent_by_the_next_sweep() -> None:
+def test_a_notice_that_fails_to_publish_is_not_recorded_and_is_sent_by_the_next_sweep() -> None:
     sweep = sweep_of(failing(), failing("ep_2"))
     sweep.notices.failures = 1
     report = sweep.at(SINCE + DAY)
