@@ -387,7 +387,9 @@ def sweep_recover(world: World) -> None:
 
 def notices_of(world: World) -> list[dict[str, Any]]:
     found = []
-    while messages := world.sqs.receive_message(QueueUrl=world.notices_queue, MaxNumberOfMessages=10).get("Messages"):
+    while messages := world.sqs.receive_message(
+        QueueUrl=world.notices_queue, MaxNumberOfMessages=schema.SQS_MAX_BATCH
+    ).get("Messages"):
         for message in messages:
             world.sqs.delete_message(QueueUrl=world.notices_queue, ReceiptHandle=message["ReceiptHandle"])
             body = json.loads(message["Body"])
