@@ -56,11 +56,15 @@ def attempt_lost(platform: Platform, delivery: Delivery) -> None:
     platform.sqs.send_message(QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var], MessageBody=json.dumps(lost))
 
 
+def tenant_with_endpoint(platform: Platform, consumer: ScriptedConsumer) -> tuple[str, str, str]:
+    tenant_id, token = platform.new_tenant()
+    return tenant_id, token, platform.new_endpoint(token, consumer.url)["id"]
+
+
 def test_a_delivery_recorded_and_never_enqueued_is_sent_by_the_reconciler(
     platform: Platform, consumer: ScriptedConsumer
 ) -> None:
-    tenant_id, token = platform.new_tenant()
-    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    tenant_id, token, endpoint_id = tenant_with_endpoint(platform, consumer)
     stranded = make(tenant_id, endpoint_id, utcnow(), DeliveryStatus.QUEUED)
     store([stranded])  # as ingest leaves it when it dies between the delivery's write and its message
     assert platform.pump() == 0
@@ -74,8 +78,7 @@ def test_a_delivery_recorded_and_never_enqueued_is_sent_by_the_reconciler(
 
 
 def test_a_message_sent_twice_is_attempted_once(platform: Platform, consumer: ScriptedConsumer) -> None:
-    tenant_id, token = platform.new_tenant()
-    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    tenant_id, token, endpoint_id = tenant_with_endpoint(platform, consumer)
     producer = platform.new_key("producer")
     accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a.b", "data": {}})
     assert accepted.status == 202 and endpoint_id
@@ -88,8 +91,7 @@ def test_a_message_sent_twice_is_attempted_once(platform: Platform, consumer: Sc
 def test_poison_and_lost_attempts_are_surfaced_as_dead_deliveries_once_and_the_queues_emptied(
     platform: Platform, consumer: ScriptedConsumer
 ) -> None:
-    tenant_id, token = platform.new_tenant()
-    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    tenant_id, token, endpoint_id = tenant_with_endpoint(platform, consumer)
     poisoned = make(tenant_id, endpoint_id, LONG_AGO, DeliveryStatus.QUEUED)
     lost = make(tenant_id, endpoint_id, LONG_AGO + timedelta(minutes=1), DeliveryStatus.RETRYING)
     gone = make(tenant_id, endpoint_id, LONG_AGO + timedelta(minutes=2), DeliveryStatus.RETRYING)  # never stored
@@ -122,8 +124,7 @@ class LateAttemptLands(DeliveryTable):
 
 
 def test_a_late_delivery_is_not_overwritten_by_surfacing(platform: Platform, consumer: ScriptedConsumer) -> None:
-    tenant_id, token = platform.new_tenant()
-    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    tenant_id, token, endpoint_id = tenant_with_endpoint(platform, consumer)
     late = make(tenant_id, endpoint_id, LONG_AGO, DeliveryStatus.ATTEMPTING)
     store([late])
     attempt_lost(platform, late.delivery)
@@ -139,8 +140,7 @@ def test_a_late_delivery_is_not_overwritten_by_surfacing(platform: Platform, con
 def test_the_operator_redrive_replays_what_the_platform_killed_and_nothing_else(
     platform: Platform, consumer: ScriptedConsumer
 ) -> None:
-    tenant_id, token = platform.new_tenant()
-    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    tenant_id, token, endpoint_id = tenant_with_endpoint(platform, consumer)
     poisoned = make(tenant_id, endpoint_id, LONG_AGO, DeliveryStatus.QUEUED)
     tenants_own = make(tenant_id, endpoint_id, LONG_AGO + timedelta(minutes=1))  # dead: its endpoint's 404s
     store([poisoned, tenants_own])
