@@ -64,7 +64,7 @@ def tenant_with_endpoint(platform: Platform, consumer: ScriptedConsumer) -> tupl
 def test_a_delivery_recorded_and_never_enqueued_is_sent_by_the_reconciler(
     platform: Platform, consumer: ScriptedConsumer
 ) -> None:
-    tenant_id, token, endpoint_id = tenant_with_endpoint(platform, consumer)
+    tenant_id, _token, endpoint_id = tenant_with_endpoint(platform, consumer)
     stranded = make(tenant_id, endpoint_id, utcnow(), DeliveryStatus.QUEUED)
     store([stranded])  # as ingest leaves it when it dies between the delivery's write and its message
     assert platform.pump() == 0
@@ -78,7 +78,7 @@ def test_a_delivery_recorded_and_never_enqueued_is_sent_by_the_reconciler(
 
 
 def test_a_message_sent_twice_is_attempted_once(platform: Platform, consumer: ScriptedConsumer) -> None:
-    tenant_id, token, endpoint_id = tenant_with_endpoint(platform, consumer)
+    tenant_id, _token, endpoint_id = tenant_with_endpoint(platform, consumer)
     producer = platform.new_key("producer")
     accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a.b", "data": {}})
     assert accepted.status == 202 and endpoint_id
@@ -124,7 +124,7 @@ class LateAttemptLands(DeliveryTable):
 
 
 def test_a_late_delivery_is_not_overwritten_by_surfacing(platform: Platform, consumer: ScriptedConsumer) -> None:
-    tenant_id, token, endpoint_id = tenant_with_endpoint(platform, consumer)
+    tenant_id, _token, endpoint_id = tenant_with_endpoint(platform, consumer)
     late = make(tenant_id, endpoint_id, LONG_AGO, DeliveryStatus.ATTEMPTING)
     store([late])
     attempt_lost(platform, late.delivery)
@@ -140,7 +140,7 @@ def test_a_late_delivery_is_not_overwritten_by_surfacing(platform: Platform, con
 def test_the_operator_redrive_replays_what_the_platform_killed_and_nothing_else(
     platform: Platform, consumer: ScriptedConsumer
 ) -> None:
-    tenant_id, token, endpoint_id = tenant_with_endpoint(platform, consumer)
+    tenant_id, _token, endpoint_id = tenant_with_endpoint(platform, consumer)
     poisoned = make(tenant_id, endpoint_id, LONG_AGO, DeliveryStatus.QUEUED)
     tenants_own = make(tenant_id, endpoint_id, LONG_AGO + timedelta(minutes=1))  # dead: its endpoint's 404s
     store([poisoned, tenants_own])
