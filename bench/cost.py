@@ -34,6 +34,7 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +48,7 @@ from hookrelay.adapters import schema
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, RetrySchedule
-from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, queue_trigger
+from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, RECONCILER, queue_trigger
 from local import gateway
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
@@ -206,6 +207,20 @@ class Driver:
             time.sleep(0.05)
         raise TimeoutError(f"deliveries still running after {DRAIN_LIMIT_SECONDS} s")
 
+    def reconcile(self) -> None:
+        """The reconciler's scheduled runs that look at these events (services/reconcile.py): every 5 minutes over
+        the last 15, so each delivery is read by three runs. Minutes cannot be waited out: its clock is moved."""
+        from hookrelay import wiring  # the functions' composition root, as the reconciler runs in its function
+        from local.lambda_runtime import invoke
+        from local.schedule import scheduled_event
+
+        start = time.time()
+        for run_at in (2, 7, 12):
+            wiring.reconciler().clock = lambda minutes=run_at: (
+                datetime.fromtimestamp(start, UTC) + timedelta(minutes=minutes)
+            )
+            invoke(RECONCILER.name, scheduled_event("hookrelay-reconciler"))
+
     def count_transitions(self, run: Run, before: set[str]) -> None:
         """Billed state transitions: every state entered, in every execution's history (but the warm-up's);
         and the execution log those histories make at level ALL (`execution_log_bytes`)."""
@@ -284,6 +299,7 @@ def run_scenario(scenario: Scenario, payload_bytes: int) -> Run:
                 for number in range(scenario.events):
                     driver.publish(run, tenant_id, order(payload_bytes, number))
                 driver.drain()
+                driver.reconcile()
             driver.count_transitions(run, warm_executions)
             driver.count_outcomes(run, tenant_id)
             run.requests_to_endpoints = len(consumer.received)

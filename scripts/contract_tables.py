@@ -18,7 +18,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # `statemachine`, a top-level directory of the repository
 
 import statemachine  # noqa: E402
-from hookrelay.adapters import schema  # noqa: E402
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, RESPONSE_RULES, outcome_description  # noqa: E402
 from hookrelay.domain.clock import RETENTION_DAYS  # noqa: E402
 from hookrelay.domain.schedule import (  # noqa: E402
@@ -94,8 +93,8 @@ def retention_section() -> list[str]:
         "|---|---|",
         f"| events and delivery records, with every attempt | {RETENTION_DAYS} days after the delivery ends "
         "(delivered, dead or cancelled): the redrive window |",
-        f"| dead-letter queue messages | {days(schema.DEAD_LETTER_QUEUE.retention_seconds)} "
-        "(SQS's limit; the delivery record stays the source of truth) |",
+        "| dead-letter and poison queue messages | minutes: the reconciler surfaces each as a dead delivery "
+        "(`dead_reason`), then deletes it; the delivery record is the one truth of `dead` |",
         f"| `Idempotency-Key`s of `POST /v1/events` and redrives | {duration(IDEMPOTENCY_WINDOW_SECONDS)} |",
     ]
 
@@ -109,8 +108,10 @@ def unanswered_section() -> list[str]:
         f"up to {resends} times; a message for an attempt already made is answered with the delivery's "
         "current state and never sent twice. If all of them go unanswered, a message with "
         '`"reason": "attempt_lost"` goes to the dead-letter queue and the execution fails with '
-        "`hookrelay.AttemptLost`; both are alarmed. Should one of those messages turn up later after all, its "
-        "attempt is still made (once), and a fresh execution carries the delivery on along its schedule.",
+        "`hookrelay.AttemptLost`; within minutes the reconciler records the delivery `dead` with `dead_reason` "
+        "`attempt_lost` (alarmed: a platform fault, redrivable). Should one of those messages turn up before that, "
+        "its attempt is still made (once), and a fresh execution carries the delivery on along its schedule; after "
+        "it, the dead delivery is not attempted again until it is redriven.",
     ]
 
 

@@ -1,15 +1,17 @@
-"""Move everything in the dead-letter and poison-message queues back into delivery (an operator command).
+"""Give back the deliveries the platform itself killed, once the fault is fixed (an operator command).
 
-    python scripts/redrive_dead_letters.py \
-        --dead-letter-queue-url <DeadLetterQueueUrl> --poison-queue-url <PoisonQueueUrl> \
-        --delivery-queue-url <DeliveryQueueUrl>
+    python scripts/redrive_dead_letters.py --since 2026-12-01T03:00:00Z            # list them
+    python scripts/redrive_dead_letters.py --since 2026-12-01T03:00:00Z --apply    # replay them
 
-Each dead-letter message names a dead delivery: it is replayed (a new delivery of the same event,
-`replay_of` the dead one). Each poison message is a delivery message that failed processing: it is
-sent back to the delivery queue as it was. Messages that cannot be acted on (the delivery expired,
-its endpoint is disabled or gone) stay in their queue and are listed. Safe to re-run: a message
-handled twice replays once. The tables come from the environment the functions use (`DELIVERIES_TABLE`,
-`EVENTS_TABLE`, `ENDPOINTS_TABLE`, and `RETRY_SCHEDULE`), or from the options below.
+"Dead" has one truth: the delivery record. The dead-letter and poison queues are surfaced by the reconciler every
+5 minutes (each message becomes a dead delivery with its `dead_reason`, then is deleted), so there is nothing to
+drain from them. This command finds, across tenants, the dead deliveries created since `--since` whose reason is the
+platform's (`poison`: its message failed processing repeatedly; `attempt_lost`: its retry workflow gave up on an
+unanswered attempt) and, with `--apply`, replays each (a new delivery of the same event, `replay_of` the dead one)
+to its endpoint if that endpoint is enabled. A tenant's own dead deliveries (its endpoint failed) are never touched:
+they are the tenant's to redrive once its endpoint works. Safe to re-run: each delivery is replayed once. The tables
+come from the environment the functions use (`TENANTS_TABLE`, `DELIVERIES_TABLE`, `EVENTS_TABLE`,
+`ENDPOINTS_TABLE`, `DELIVERY_QUEUE_URL`, and `RETRY_SCHEDULE`).
 """
 
 from __future__ import annotations
@@ -20,46 +22,30 @@ from collections.abc import Sequence
 
 from hookrelay import wiring
 from hookrelay.adapters import schema
-from hookrelay.services.redrive import DrainReport
+from hookrelay.domain.clock import from_rfc3339
+from hookrelay.services.redrive import OperatorReport
+
+REQUIRED = (schema.TENANTS.env_var, schema.DELIVERIES.env_var, schema.EVENTS.env_var, schema.ENDPOINTS.env_var)
 
 
-def redrive_dead_letters(
-    dead_letter_queue_url: str,
-    poison_queue_url: str,
-    delivery_queue_url: str,
-    *,
-    max_messages: int = 10_000,
-    wait_seconds: int = 1,
-) -> DrainReport:
-    drain = wiring.dead_letter_drain(
-        dead_letter_queue_url, poison_queue_url, delivery_queue_url, wait_seconds=wait_seconds
-    )
-    return drain.drain(max_messages=max_messages)
-
-
-def main(argv: Sequence[str] | None = None) -> DrainReport:
+def main(argv: Sequence[str] | None = None) -> OperatorReport:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dead-letter-queue-url", required=True)
-    parser.add_argument("--poison-queue-url", required=True)
-    parser.add_argument("--delivery-queue-url", required=True)
-    for spec in (schema.DELIVERIES, schema.EVENTS, schema.ENDPOINTS):
-        parser.add_argument(f"--{spec.logical_name.lower()}-table", help=f"default: ${spec.env_var}")
-    parser.add_argument("--max-messages", type=int, default=10_000, help="per queue, for this run")
+    parser.add_argument("--since", required=True, help="RFC 3339: deliveries created since then")
+    parser.add_argument("--until", help="RFC 3339: and before then (default: now)")
+    parser.add_argument("--apply", action="store_true", help="replay them (default: only list them)")
     args = parser.parse_args(argv)
-    for spec in (schema.DELIVERIES, schema.EVENTS, schema.ENDPOINTS):
-        name = getattr(args, f"{spec.logical_name.lower()}_table") or os.environ.get(spec.env_var)
-        if not name:
-            parser.error(f"--{spec.logical_name.lower()}-table or ${spec.env_var} is required")
-        os.environ[spec.env_var] = name
+    missing = [name for name in (*REQUIRED, schema.DELIVERY_QUEUE.env_var) if not os.environ.get(name)]
+    if missing:
+        parser.error(f"set {', '.join(missing)} (the stack's outputs and table names)")
     wiring.reset()
-    report = redrive_dead_letters(
-        args.dead_letter_queue_url, args.poison_queue_url, args.delivery_queue_url, max_messages=args.max_messages
+    until = from_rfc3339(args.until) if args.until else None
+    report = wiring.operator_redrive().run(from_rfc3339(args.since), until, apply=args.apply)
+    verb = "replayed" if args.apply else "would replay (run with --apply)"
+    print(
+        f"found {len(report.found)} deliveries the platform killed; {verb} {len(report.replayed) or len(report.found)}"
     )
-    print(f"replayed {report.replayed} dead deliveries, re-sent {report.resent} poison messages")
-    for reason in report.kept:
-        print(f"kept {reason}")
-    if not report.exhausted:
-        print("stopped at --max-messages: run again for the rest")
+    for line in report.kept:
+        print(f"kept {line}")
     return report
 
 

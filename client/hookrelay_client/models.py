@@ -129,6 +129,7 @@ class DeliverySummary(Model):
     last_status_code: int | None = None
     last_error: str | None = None
     parked_at: datetime | None = None  # set while it waits on its endpoint's circuit
+    dead_reason: str | None = None  # exhausted, horizon (its endpoint's doing), attempt_lost, poison (the platform's)
 
 
 class Attempt(Model):

@@ -197,7 +197,7 @@ DELIVERY = Function(
             schema.DELIVERIES: TableAccess.READ_UPDATE,
             schema.PARKING_LOT: TableAccess.READ_WRITE,  # entries put when parked, deleted when claimed
         },
-        sends_to=(schema.DEAD_LETTER_QUEUE, schema.DELIVERY_QUEUE),  # dead letters; the drain's releases
+        sends_to=(schema.DELIVERY_QUEUE,),  # the drain's releases
         starts_retries=True,
         stops_retries=True,
         answers_retries=True,
@@ -215,11 +215,10 @@ REDRIVE = Function(
         tables={
             schema.ENDPOINTS: TableAccess.READ,
             schema.EVENTS: TableAccess.READ_UPDATE,
-            schema.DELIVERIES: TableAccess.READ_REWRITE,  # replays' new deliveries; the drain's dead mark
-            schema.REDRIVES: TableAccess.READ_REWRITE,
+            schema.DELIVERIES: TableAccess.READ_REWRITE,  # replays' new deliveries
+            schema.REDRIVES: TableAccess.READ_REWRITE,  # progress; the record itself if the API died before it
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; the next page of a redrive
-        drains=(schema.DEAD_LETTER_QUEUE, schema.POISON_QUEUE),
     ),
 )
 
@@ -238,14 +237,31 @@ SWEEPER = Function(
             schema.PARKING_LOT: TableAccess.READ_WRITE,  # the lots of open circuits, and their ended entries
             schema.EVENTS: TableAccess.READ_UPDATE,  # an ended delivery's event is kept for the redrive window
         },
-        sends_to=(schema.DEAD_LETTER_QUEUE,),  # parked deliveries that die past their horizon
         publishes=(schema.ENDPOINT_NOTICES_TOPIC,),
         starts_retries=True,  # a lost probe workflow is started again
         watches_probes=True,
     ),
 )
 
-FUNCTIONS: tuple[Function, ...] = (AUTHORIZER, INGEST, API, DELIVERY, REDRIVE, SWEEPER)
+RECONCILER = Function(
+    "reconciler",
+    # services/reconcile.py: sends what was recorded and never enqueued (a crash between the two writes), and
+    # surfaces the dead-letter and poison queues as dead deliveries, so both queues are empty in steady state.
+    "hookrelay.handlers.reconciler.handler",
+    trigger=Schedule(every_seconds=300),
+    timeout_seconds=120,
+    access=Access(
+        tables={
+            schema.TENANTS: TableAccess.READ,  # the walk over tenants
+            schema.DELIVERIES: TableAccess.READ_UPDATE,  # recent deliveries (by_tenant); the dead mark and reason
+            schema.EVENTS: TableAccess.READ_UPDATE,  # a surfaced delivery's event is kept for the redrive window
+        },
+        sends_to=(schema.DELIVERY_QUEUE,),  # first messages never sent
+        drains=(schema.DEAD_LETTER_QUEUE, schema.POISON_QUEUE),
+    ),
+)
+
+FUNCTIONS: tuple[Function, ...] = (AUTHORIZER, INGEST, API, DELIVERY, REDRIVE, SWEEPER, RECONCILER)
 BY_NAME: Mapping[str, Function] = {function.name: function for function in FUNCTIONS}
 
 # Which function serves each API route (derived from the table: the order routes are matched in).

@@ -21,9 +21,9 @@ from hookrelay.adapters.http_sender import RequestsSender
 from hookrelay.adapters.rate_limits import DynamoRateCounters
 from hookrelay.adapters.redrive_sqs import SqsMessageSource, SqsRedriveJobs
 from hookrelay.adapters.sns import SnsEndpointNotices
-from hookrelay.adapters.sqs import SqsDeadLetters, SqsDeliveryQueue
+from hookrelay.adapters.sqs import SqsDeliveryQueue
 from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
-from hookrelay.adapters.telemetry import PowertoolsTelemetry
+from hookrelay.adapters.telemetry import DeadLetterTelemetry, PowertoolsTelemetry
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.rate_limit import per_key_limit_from_config
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
@@ -36,7 +36,8 @@ from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.parking import Parking
 from hookrelay.services.rate_limit import RateLimiter
-from hookrelay.services.redrive import DeadLetterDrain, RedriveJobRunner, RedriveService
+from hookrelay.services.reconcile import Reconciler
+from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
 from hookrelay.services.replay import ReplayService
 from hookrelay.services.tenants import TenantService
 
@@ -112,8 +113,9 @@ def _retry_workflow() -> StepFunctionsRetryWorkflow:
     return StepFunctionsRetryWorkflow(aws.client("stepfunctions"), os.environ[schema.RETRY_STATE_MACHINE_ARN])
 
 
-def _dead_letters() -> SqsDeadLetters:
-    return SqsDeadLetters(aws.client("sqs"), os.environ[schema.DEAD_LETTER_QUEUE.env_var])
+def _dead_letters(service: str = functions.DELIVERY.name) -> DeadLetterTelemetry:
+    """Deaths are counted and logged by the function that records them (the delivery path's, by default)."""
+    return DeadLetterTelemetry(PowertoolsTelemetry(service=service))
 
 
 def _delivery_telemetry() -> PowertoolsTelemetry:
@@ -196,33 +198,31 @@ def redrive_service() -> RedriveService:
 
 @cache
 def redrive_job_runner() -> RedriveJobRunner:
-    return RedriveJobRunner(redrives=redrive_service(), drain=dead_letter_drain(), jobs=redrive_jobs())
+    return RedriveJobRunner(redrives=redrive_service())
 
 
 def redrive_jobs() -> SqsRedriveJobs:
     return SqsRedriveJobs(aws.client("sqs"), os.environ[schema.REDRIVE_JOBS_QUEUE.env_var])
 
 
-def dead_letter_drain(
-    dead_letter_queue_url: str | None = None,
-    poison_queue_url: str | None = None,
-    delivery_queue_url: str | None = None,
-    *,
-    wait_seconds: int = 1,
-) -> DeadLetterDrain:
-    """The drain of the dead-letter and poison queues; URLs default to this function's environment."""
+@cache
+def reconciler() -> Reconciler:
     sqs = aws.client("sqs")
-    delivery_queue_url = delivery_queue_url or os.environ[schema.DELIVERY_QUEUE.env_var]
-    return DeadLetterDrain(
-        dead_letters=SqsMessageSource(
-            sqs, dead_letter_queue_url or os.environ[schema.DEAD_LETTER_QUEUE.env_var], wait_seconds=wait_seconds
-        ),
-        poison=SqsMessageSource(
-            sqs, poison_queue_url or os.environ[schema.POISON_QUEUE.env_var], wait_seconds=wait_seconds
-        ),
-        delivery_queue=SqsDeliveryQueue(sqs, delivery_queue_url),
+    return Reconciler(
+        tenants=TenantTable(_table(schema.TENANTS)),
         deliveries=delivery_table(),
-        replays=_replay_service(delivery_queue_url),
+        events=EventTable(_table(schema.EVENTS)),
+        queue=SqsDeliveryQueue(sqs, os.environ[schema.DELIVERY_QUEUE.env_var]),
+        dead_letter_queue=SqsMessageSource(sqs, os.environ[schema.DEAD_LETTER_QUEUE.env_var], wait_seconds=0),
+        poison_queue=SqsMessageSource(sqs, os.environ[schema.POISON_QUEUE.env_var], wait_seconds=0),
+        dead_letters=_dead_letters(functions.RECONCILER.name),
+    )
+
+
+def operator_redrive() -> OperatorRedrive:
+    """The operator's redrive of the deliveries the platform killed (scripts/redrive_dead_letters.py)."""
+    return OperatorRedrive(
+        tenants=TenantTable(_table(schema.TENANTS)), deliveries=delivery_table(), replays=replay_service()
     )
 
 
@@ -257,6 +257,7 @@ _FACTORIES = (
     replay_service,
     redrive_service,
     redrive_job_runner,
+    reconciler,
     auto_disable_sweeper,
 )
 

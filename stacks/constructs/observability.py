@@ -18,17 +18,17 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric
-from hookrelay.domain.status import DeliveryStatus
-from hookrelay.functions import DELIVERY
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric, dead_metric
+from hookrelay.domain.status import DeadReason, DeliveryStatus
+from hookrelay.functions import DELIVERY, RECONCILER
 from hookrelay.services.delivery import FAILING_SPELL_ERRORS
 
 PERIOD = Duration.minutes(5)
 
 
 class Observability(Construct):
-    # Dead deliveries are kept (and redrivable) in DynamoDB for 30 days; their SQS copy should not sit unseen.
-    DEAD_LETTER_MAX_AGE = Duration.hours(1)
+    # Six runs of the reconciler, which empties the dead-letter and poison queues every 5 minutes.
+    SURFACING_MAX_AGE = Duration.minutes(30)
     # A first attempt normally leaves the delivery queue within seconds; one waiting this long sits behind an
     # endpoint's backlog (its message groups are all busy), which retries and auto-disable should be seen to.
     DELIVERY_QUEUE_MAX_AGE = Duration.hours(1)
@@ -50,17 +50,19 @@ class Observability(Construct):
         dead_letters = queues[schema.DEAD_LETTER_QUEUE.logical_name]
         poison = queues[schema.POISON_QUEUE.logical_name]
         self.alarms: list[cloudwatch.Alarm] = [
-            self._alarm(
-                "DeadLettersWaiting",
-                dead_letters.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
-                threshold=0,
-                description="Deliveries died (schedule exhausted or hard-failure cap): see the dead-letter queue.",
-            ),
+            # The reconciler surfaces both queues every 5 minutes (services/reconcile.py): a message older than this
+            # means surfacing is broken, not that a delivery died (deaths are records, counted by reason).
             self._alarm(
                 "DeadLettersAging",
                 dead_letters.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
-                threshold=self.DEAD_LETTER_MAX_AGE.to_seconds(),
-                description="A dead letter has waited unhandled for over an hour.",
+                threshold=self.SURFACING_MAX_AGE.to_seconds(),
+                description="A dead letter has not been surfaced for 30 minutes: the reconciler is not running.",
+            ),
+            self._alarm(
+                "PoisonMessagesAging",
+                poison.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+                threshold=self.SURFACING_MAX_AGE.to_seconds(),
+                description="A poison message has not been surfaced for 30 minutes: the reconciler is not running.",
             ),
             self._alarm(
                 "DeliveryBacklogAging",
@@ -84,11 +86,19 @@ class Observability(Construct):
                 threshold=0,
                 description="The delivery path could not record an endpoint's failing spell: auto-disable may lag.",
             ),
+            # Deliveries the platform killed: a bug (poison) or lost attempts, never a consumer's outage. A tenant's
+            # endpoint failing is a metric on the dashboard (DeliveriesDead_exhausted), not a page.
             self._alarm(
                 "PoisonMessages",
-                poison.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
+                self._metric(dead_metric(DeadReason.POISON), RECONCILER.name),
                 threshold=0,
                 description="Delivery messages failed processing repeatedly (a bug, not a consumer outage).",
+            ),
+            self._alarm(
+                "AttemptsLost",
+                self._metric(dead_metric(DeadReason.ATTEMPT_LOST), RECONCILER.name),
+                threshold=0,
+                description="Retry workflows gave up on unanswered attempts: those deliveries are dead.",
             ),
             self._alarm(
                 "RetryWorkflowFailed",
@@ -144,13 +154,18 @@ class Observability(Construct):
         alarm.add_alarm_action(actions.SnsAction(self.topic))
         return alarm
 
-    @staticmethod
-    def _delivery_metric(name: str) -> cloudwatch.Metric:
+    @classmethod
+    def _delivery_metric(cls, name: str) -> cloudwatch.Metric:
         """A count the delivery function emits through Powertools Metrics (EMF), summed per period."""
+        return cls._metric(name, DELIVERY.name)
+
+    @staticmethod
+    def _metric(name: str, service: str) -> cloudwatch.Metric:
+        """A count a function emits through Powertools Metrics (EMF), summed per period."""
         return cloudwatch.Metric(
             namespace=METRICS_NAMESPACE,
             metric_name=name,
-            dimensions_map={"service": DELIVERY.name},
+            dimensions_map={"service": service},
             statistic="Sum",
             period=PERIOD,
         )
@@ -202,6 +217,17 @@ class Observability(Construct):
                 title="Function errors",
                 left=[function.metric_errors(period=PERIOD, label=name) for name, function in functions.items()],
                 width=8,
+            ),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Deliveries dead, by reason",
+                left=[
+                    self._metric(dead_metric(reason), service)
+                    for reason in DeadReason
+                    for service in (DELIVERY.name, RECONCILER.name)
+                ],
+                width=24,
             ),
         )
         dashboard.add_widgets(

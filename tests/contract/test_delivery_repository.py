@@ -7,7 +7,7 @@ import pytest
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import Outcome
 from hookrelay.domain.models import Attempt, Delivery
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.ports import AttemptRecord, ParkOutcome
 from tests.support.builders import TENANT, a_delivery, an_endpoint, at
 from tests.support.stores import Stores
@@ -200,20 +200,30 @@ def test_set_status_of_an_unknown_delivery_is_refused_and_creates_nothing(
 # --- mark_dead_lettered ---
 
 
-def test_a_dead_delivery_is_marked_dead_lettered_once(stores: Stores) -> None:
+def test_a_dead_delivery_is_marked_dead_lettered_once_with_its_first_reason(stores: Stores) -> None:
     stores.deliveries.put_many([a_delivery(status=DeliveryStatus.DEAD)])
-    assert stores.deliveries.mark_dead_lettered("dlv_1", at(1))
-    assert not stores.deliveries.mark_dead_lettered("dlv_1", at(2))
+    assert stores.deliveries.mark_dead_lettered("dlv_1", at(1), DeadReason.POISON)
+    assert not stores.deliveries.mark_dead_lettered("dlv_1", at(2), DeadReason.EXHAUSTED)
     assert stored(stores).dead_lettered_at == at(1)
+    assert stored(stores).dead_reason is DeadReason.POISON
 
 
 @pytest.mark.parametrize("status", [DeliveryStatus.RETRYING, DeliveryStatus.DELIVERED, DeliveryStatus.CANCELLED])
 def test_only_a_dead_delivery_is_marked_dead_lettered(stores: Stores, status: DeliveryStatus) -> None:
     stores.deliveries.put_many([a_delivery(status=status)])
-    assert not stores.deliveries.mark_dead_lettered("dlv_1", at(1))
-    assert stored(stores).dead_lettered_at is None
+    assert not stores.deliveries.mark_dead_lettered("dlv_1", at(1), DeadReason.EXHAUSTED)
+    assert stored(stores).dead_lettered_at is None and stored(stores).dead_reason is None
 
 
 def test_an_unknown_delivery_is_not_marked_dead_lettered(stores: Stores) -> None:
-    assert not stores.deliveries.mark_dead_lettered("dlv_missing", at(1))
+    assert not stores.deliveries.mark_dead_lettered("dlv_missing", at(1), DeadReason.EXHAUSTED)
     assert stores.deliveries.get("dlv_missing") is None
+
+
+# --- put_new: idempotent creation ---
+
+
+def test_put_new_creates_a_delivery_once(stores: Stores) -> None:
+    assert stores.deliveries.put_new(a_delivery())
+    assert not stores.deliveries.put_new(a_delivery(status=DeliveryStatus.DEAD))
+    assert stored(stores).status is DeliveryStatus.QUEUED

@@ -14,6 +14,13 @@ def test_put_then_get_returns_the_event_as_written(stores: Stores) -> None:
     assert stores.events.get("evt_missing") is None
 
 
+def test_put_stores_an_event_once_and_says_whether_it_did(stores: Stores) -> None:
+    first = an_event()
+    assert stores.events.put(first)
+    assert not stores.events.put(first.model_copy(update={"type": "other.type"}))  # a retry of the request
+    assert stores.events.get("evt_1") == first
+
+
 def test_next_sequence_counts_from_one_per_tenant_and_ordering_key(stores: Stores) -> None:
     drawn = [stores.events.next_sequence(TENANT, "order-1") for _ in range(3)]
     assert drawn == [1, 2, 3]

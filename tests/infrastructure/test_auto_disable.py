@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from hookrelay.adapters import schema
-from hookrelay.functions import FUNCTIONS, SWEEPER, scheduled
+from hookrelay.functions import FUNCTIONS, RECONCILER, SWEEPER, scheduled
 from tests.support.synth import (
     Synthesized,
     actions_on,
@@ -35,7 +35,10 @@ def test_the_sweeper_runs_hourly_from_an_eventbridge_rule(synthesized: Synthesiz
         if any(target["Arn"] == {"Fn::GetAtt": [sweeper_id, "Arn"]} for target in rule["Targets"])
     ]
     assert [(rule["ScheduleExpression"], rule["State"]) for rule in rules] == [("rate(1 hour)", "ENABLED")]
-    assert [(function, schedule.every_seconds) for function, schedule in scheduled()] == [(SWEEPER, 3600)]
+    assert [(function, schedule.every_seconds) for function, schedule in scheduled()] == [
+        (SWEEPER, 3600),
+        (RECONCILER, 300),
+    ]
     permissions = [
         p
         for p in synthesized.properties("AWS::Lambda::Permission")
@@ -43,9 +46,15 @@ def test_the_sweeper_runs_hourly_from_an_eventbridge_rule(synthesized: Synthesiz
     ]
     assert [p["Principal"] for p in permissions] == ["events.amazonaws.com"]
     assert properties["Timeout"] == SWEEPER.timeout_seconds
-    # Only the sweeper is scheduled: no other function is the target of a rule.
+    # Only the scheduled functions of the table are targets of rules: the sweeper and the reconciler (every 5 min).
     targets = {t["Arn"]["Fn::GetAtt"][0] for r in synthesized.properties("AWS::Events::Rule") for t in r["Targets"]}
-    assert targets == {sweeper_id}
+    assert targets == {sweeper_id, function_logical_ids(synthesized)[RECONCILER.name]}
+    [reconciler_rule] = [
+        r
+        for r in synthesized.properties("AWS::Events::Rule")
+        if r["Targets"][0]["Arn"]["Fn::GetAtt"][0] == function_logical_ids(synthesized)[RECONCILER.name]
+    ]
+    assert reconciler_rule["ScheduleExpression"] == "rate(5 minutes)"
 
 
 def test_the_notices_topic_is_encrypted_with_a_rotated_customer_managed_key_and_refuses_plain_http(
@@ -77,8 +86,8 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes_a_rec
     topic_id = logical_id_of(synthesized, "AWS::SNS::Topic", NOTICES_TOPIC)
     key_id = logical_id_of(synthesized, "AWS::KMS::Key", "Notices/NoticesKey")
     services = {action.split(":")[0] for s in statements for action in as_list(s["Action"])}
-    # sqs: dead letters of parked deliveries past their horizon; states: restarting a lost probe workflow.
-    assert services == {"dynamodb", "sns", "kms", "logs", "xray", "sqs", "states"}
+    # states: restarting a lost probe workflow (a death is a record and a metric, never a queue message).
+    assert services == {"dynamodb", "sns", "kms", "logs", "xray", "states"}
 
     sns = [s for s in statements if actions_on([s], "sns:")]
     assert actions_on(sns, "sns:") == {"sns:Publish"}
@@ -155,4 +164,4 @@ def test_the_local_stack_runs_exactly_the_tables_scheduled_functions_on_timers()
     from local.stack import scheduled_functions
 
     for fast in (False, True):
-        assert [timer.function for timer in scheduled_functions(fast=fast)] == [SWEEPER.name]
+        assert [timer.function for timer in scheduled_functions(fast=fast)] == [SWEEPER.name, RECONCILER.name]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE, dead_metric
+from hookrelay.domain.status import DeadReason
 from tests.support.synth import Synthesized, function_logical_ids, logical_id_of
 
 
@@ -25,15 +26,20 @@ def _queue_name(synthesized: Synthesized, spec: schema.QueueSpec) -> dict[str, A
     return {"Fn::GetAtt": [logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}"), "QueueName"]}
 
 
-def test_dead_letters_are_alarmed_on_depth_and_age(synthesized: Synthesized) -> None:
-    queue = _queue_name(synthesized, schema.DEAD_LETTER_QUEUE)
-    assert len(_alarms_on(synthesized, "ApproximateNumberOfMessagesVisible", queue)) == 1
-    assert len(_alarms_on(synthesized, "ApproximateAgeOfOldestMessage", queue)) == 1
+def test_the_dead_letter_and_poison_queues_are_alarmed_on_age_only(synthesized: Synthesized) -> None:
+    # The reconciler empties both every 5 minutes: a message waiting is normal, an old one means surfacing broke.
+    for spec in (schema.DEAD_LETTER_QUEUE, schema.POISON_QUEUE):
+        queue = _queue_name(synthesized, spec)
+        assert len(_alarms_on(synthesized, "ApproximateNumberOfMessagesVisible", queue)) == 0
+        assert len(_alarms_on(synthesized, "ApproximateAgeOfOldestMessage", queue)) == 1
 
 
-def test_poison_messages_are_alarmed(synthesized: Synthesized) -> None:
-    queue = _queue_name(synthesized, schema.POISON_QUEUE)
-    assert len(_alarms_on(synthesized, "ApproximateNumberOfMessagesVisible", queue)) == 1
+def test_the_deaths_the_platform_causes_are_alarmed_and_a_tenants_are_not(synthesized: Synthesized) -> None:
+    alarmed = {
+        alarm["MetricName"] for alarm in synthesized.properties("AWS::CloudWatch::Alarm") if "MetricName" in alarm
+    }
+    assert {dead_metric(DeadReason.POISON), dead_metric(DeadReason.ATTEMPT_LOST)} <= alarmed
+    assert dead_metric(DeadReason.EXHAUSTED) not in alarmed and dead_metric(DeadReason.HORIZON) not in alarmed
 
 
 def test_the_delivery_backlog_and_failed_redrive_jobs_are_alarmed(synthesized: Synthesized) -> None:

@@ -150,6 +150,7 @@ def test_summary_fields(platform: Platform, history) -> None:
         "last_status_code": None,
         "last_error": None,
         "parked_at": None,  # never parked: its endpoint's circuit stayed closed
+        "dead_reason": None,  # not dead
     }
 
 

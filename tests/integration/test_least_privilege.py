@@ -8,6 +8,7 @@ invocation (attributed by `local.lambda_runtime.RUNNING`), and checks them again
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -154,12 +155,25 @@ def drive_every_function(platform: Platform, consumer: ScriptedConsumer) -> None
 
     # A failing endpoint, with a one-second "day": the sweeper warns twice, then disables it.
     consumer.default = Reply(503)
-    platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "c", "data": {}})
+    failing = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "c", "data": {}})
     platform.pump(max_batches=1)
     for pause in (1.2, 2.0, 2.1, 0.1):
         time.sleep(pause)
         invoke("sweeper", {"source": "aws.events"})
     assert platform.call("GET", f"/v1/endpoints/{endpoint['id']}", token).json()["state"] == "disabled"
+
+    # The reconciler: a lost attempt and a poison message surfaced, recent deliveries read.
+    [retrying] = failing.json()["delivery_ids"]
+    lost = {"reason": "attempt_lost", "delivery_id": retrying, "tenant_id": tenant_id, "attempt": 2}
+    platform.sqs.send_message(QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var], MessageBody=json.dumps(lost))
+    poisoned = {"delivery_id": first.json()["delivery_ids"][0], "tenant_id": tenant_id, "attempt": 1}
+    platform.sqs.send_message(
+        QueueUrl=platform.env[schema.POISON_QUEUE.env_var],
+        MessageBody=json.dumps(poisoned),
+        MessageGroupId="g",
+        MessageDeduplicationId="d",
+    )
+    assert invoke("reconciler", {"source": "aws.events"})["surfaced"] == 1
 
     spare = platform.call("POST", "/v1/api-keys", platform.admin_token, {"role": "producer"}).json()
     assert platform.call("DELETE", f"/v1/api-keys/{spare['key_id']}", platform.admin_token).status == 204

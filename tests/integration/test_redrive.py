@@ -1,23 +1,18 @@
-"""POST /v1/endpoints/{id}/redrive, GET /v1/redrives/{id}, the redrive Lambda, and the dead-letter drain."""
+"""POST /v1/endpoints/{id}/redrive, GET /v1/redrives/{id}, and the redrive Lambda."""
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 
 import pytest
 
 from hookrelay import wiring
 from hookrelay.adapters import schema
-from hookrelay.adapters.dynamodb import DeliveryTable
 from hookrelay.adapters.redrive_sqs import job_body
-from hookrelay.adapters.sqs import SqsDeadLetters, message_body
 from hookrelay.domain.clock import to_rfc3339, utcnow
-from hookrelay.domain.models import Delivery
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.ports import DeliveryFilter, DeliveryMessage, QueuedMessage, RedriveJob
+from hookrelay.services.ports import DeliveryFilter, RedriveJob
 from local.sqs_source import poll_once
-from scripts.redrive_dead_letters import main as redrive_dead_letters
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
 from tests.support.records import Seeded, make, store
@@ -183,118 +178,3 @@ def test_bad_redrive_requests(platform: Platform, consumer: ScriptedConsumer) ->
         assert response.status == status, (body, response.body)
     assert platform.call("POST", "/v1/endpoints/ep_nope/redrive", token, {"since": since}).status == 404
     assert platform.call("GET", "/v1/redrives/rdr_nope", token).status == 404
-
-
-def test_the_dead_letter_drain_puts_both_queues_back_into_delivery(
-    platform: Platform, consumer: ScriptedConsumer
-) -> None:
-    tenant_id, token = platform.new_tenant()
-    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
-    dead, vanished = (make(tenant_id, endpoint_id, OUTAGE + timedelta(minutes=i)) for i in range(2))
-    stuck = make(tenant_id, endpoint_id, OUTAGE, DeliveryStatus.QUEUED)
-    store([dead, stuck])
-    dead_letters = SqsDeadLetters(platform.sqs, platform.env[schema.DEAD_LETTER_QUEUE.env_var])
-    for item in (dead, vanished):  # `vanished`'s record is gone: its message must stay, reported
-        dead_letters.publish(item.delivery)
-    # A delivery message that failed processing too often, parked on the poison queue by SQS.
-    poisoned = DeliveryMessage(stuck.delivery.id, tenant_id, 1, stuck.delivery.message_group_id, stuck.delivery.id)
-    platform.sqs.send_message(
-        QueueUrl=platform.env[schema.POISON_QUEUE.env_var],
-        MessageBody=message_body(poisoned),
-        MessageGroupId=poisoned.group_id,
-        MessageDeduplicationId=poisoned.deduplication_id,
-    )
-
-    report = redrive_dead_letters(
-        [
-            f"--dead-letter-queue-url={platform.env[schema.DEAD_LETTER_QUEUE.env_var]}",
-            f"--poison-queue-url={platform.env[schema.POISON_QUEUE.env_var]}",
-            f"--delivery-queue-url={platform.env[schema.DELIVERY_QUEUE.env_var]}",
-        ]
-    )
-    assert (report.replayed, report.resent, report.exhausted) == (1, 1, True)
-    assert len(report.kept) == 1 and vanished.delivery.id in report.kept[0]
-
-    assert platform.pump() == 2
-    received = consumer.wait_for(2)
-    assert sorted(r.headers["webhook-id"] for r in received) == sorted([dead.event.id, stuck.event.id])
-    replay = platform.call("GET", f"/v1/deliveries?status=delivered&endpoint_id={endpoint_id}", token).json()["data"]
-    assert sorted(d["replay_of"] or d["id"] for d in replay) == sorted([dead.delivery.id, stuck.delivery.id])
-    left = platform.sqs.get_queue_attributes(
-        QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var],
-        AttributeNames=["ApproximateNumberOfMessagesNotVisible"],
-    )["Attributes"]
-    assert left["ApproximateNumberOfMessagesNotVisible"] == "1"  # the kept one, hidden for this run
-    assert json.loads(message_body(poisoned))["delivery_id"] == stuck.delivery.id
-
-
-def test_a_delivery_whose_retry_workflow_gave_up_is_marked_dead_and_replayed(
-    platform: Platform, consumer: ScriptedConsumer
-) -> None:
-    tenant_id, token = platform.new_tenant()
-    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
-    stranded = make(tenant_id, endpoint_id, OUTAGE, DeliveryStatus.RETRYING)
-    store([stranded])
-    # What the state machine's ReportAttemptLost state sends when an attempt and its re-sends go unanswered.
-    lost = {"reason": "attempt_lost", "delivery_id": stranded.delivery.id, "tenant_id": tenant_id, "attempt": 2}
-    platform.sqs.send_message(QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var], MessageBody=json.dumps(lost))
-
-    report = redrive_dead_letters(
-        [
-            f"--dead-letter-queue-url={platform.env[schema.DEAD_LETTER_QUEUE.env_var]}",
-            f"--poison-queue-url={platform.env[schema.POISON_QUEUE.env_var]}",
-            f"--delivery-queue-url={platform.env[schema.DELIVERY_QUEUE.env_var]}",
-        ]
-    )
-
-    assert report.replayed == 1
-    original = platform.call("GET", f"/v1/deliveries/{stranded.delivery.id}", token).json()
-    assert original["status"] == "dead" and original["completed_at"] is not None
-    # Its dead letter is the one just drained: a late message for it must not publish another.
-    assert wiring.delivery_service().deliveries.get(stranded.delivery.id).dead_lettered_at is not None
-    assert platform.pump() == 1
-    assert [r.headers["webhook-id"] for r in consumer.wait_for(1)] == [stranded.event.id]
-
-
-class LateAttemptLands(DeliveryTable):
-    """The delivery table, where a late attempt gets through just after the drain has read the delivery."""
-
-    def get(self, delivery_id: str) -> Delivery | None:
-        read = super().get(delivery_id)
-        if read is not None and read.status is DeliveryStatus.ATTEMPTING:
-            self.set_status(delivery_id, read.tenant_id, DeliveryStatus.DELIVERED, utcnow(), None)
-        return read
-
-
-def test_a_late_delivery_is_not_overwritten_by_the_drain_nor_replayed(
-    platform: Platform, consumer: ScriptedConsumer
-) -> None:
-    tenant_id, token = platform.new_tenant()
-    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
-    late = make(tenant_id, endpoint_id, OUTAGE, DeliveryStatus.ATTEMPTING)
-    store([late])
-    lost = {"reason": "attempt_lost", "delivery_id": late.delivery.id, "tenant_id": tenant_id, "attempt": 2}
-    platform.sqs.send_message(QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var], MessageBody=json.dumps(lost))
-    drain = wiring.dead_letter_drain(wait_seconds=0)
-    drain.deliveries = LateAttemptLands(drain.deliveries.table)
-    received: list[QueuedMessage] = []
-    receive = drain.dead_letters.receive
-    drain.dead_letters.receive = lambda limit: _noting(received, receive(limit))
-
-    first = drain.drain()
-
-    assert first.replayed == 0 and len(first.kept) == 1 and late.delivery.id in first.kept[0]
-    assert wiring.delivery_service().deliveries.get(late.delivery.id).status is DeliveryStatus.DELIVERED
-    [kept] = received
-    platform.sqs.change_message_visibility(  # the kept message shows again, as it will at the next drain
-        QueueUrl=platform.env[schema.DEAD_LETTER_QUEUE.env_var], ReceiptHandle=kept.receipt_handle, VisibilityTimeout=0
-    )
-    second = wiring.dead_letter_drain(wait_seconds=0).drain()
-
-    assert (second.replayed, second.kept) == (0, [])  # delivered: nothing to replay, and the letter is gone
-    assert platform.pump() == 0 and consumer.received == []
-
-
-def _noting(into: list[QueuedMessage], messages: list[QueuedMessage]) -> list[QueuedMessage]:
-    into.extend(messages)
-    return messages

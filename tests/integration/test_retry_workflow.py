@@ -19,6 +19,7 @@ from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable, EventTable
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.models import Delivery
+from hookrelay.domain.status import DeadReason
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
@@ -92,7 +93,7 @@ def test_fail_fail_succeed_is_delivered_after_three_attempts(platform: Platform,
     assert dead_letters(platform) == []
 
 
-def test_always_500_is_dead_after_the_schedule_with_a_dead_letter(
+def test_always_500_is_dead_after_the_schedule_with_its_reason_and_no_queue_message(
     platform: Platform, consumer: ScriptedConsumer
 ) -> None:
     consumer.default = Reply(500)
@@ -102,9 +103,8 @@ def test_always_500_is_dead_after_the_schedule_with_a_dead_letter(
     assert delivery.status == "dead"
     assert [a.number for a in delivery.attempts] == list(range(1, ATTEMPTS_IN_SCHEDULE + 1))
     assert len(consumer.received) == ATTEMPTS_IN_SCHEDULE
-    [letter] = dead_letters(platform)
-    assert letter["delivery_id"] == delivery.id and letter["attempts"] == ATTEMPTS_IN_SCHEDULE
-    assert letter["last_status_code"] == 500
+    assert delivery.dead_reason is DeadReason.EXHAUSTED and delivery.dead_lettered_at is not None
+    assert dead_letters(platform) == []  # the record is the one truth of "dead": no copy on a queue
     redrive_window_end = epoch_seconds(delivery.completed_at) + RETENTION_DAYS * 86400
     assert delivery.expires_at == redrive_window_end
     assert EventTable(table("EVENTS_TABLE")).get(event_id).expires_at >= redrive_window_end
@@ -117,7 +117,7 @@ def test_404_is_dead_after_exactly_three_attempts(platform: Platform, consumer: 
     assert delivery.status == "dead"
     assert [a.status_code for a in delivery.attempts] == [404, 404, 404]
     assert len(consumer.received) == 3
-    assert [letter["delivery_id"] for letter in dead_letters(platform)] == [delivery.id]
+    assert delivery.dead_reason is DeadReason.EXHAUSTED and dead_letters(platform) == []
 
 
 def test_429_with_retry_after_delays_the_next_attempt_by_at_least_that_long(

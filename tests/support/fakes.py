@@ -11,7 +11,7 @@ from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice
 from hookrelay.domain.paging import Position
-from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
+from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     AttemptRecord,
@@ -123,11 +123,17 @@ class FakeDeliveries:
         self.items[delivery_id] = current.model_copy(update=update)
         return True
 
-    def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
+    def mark_dead_lettered(self, delivery_id: str, at: datetime, reason: DeadReason) -> bool:
         current = self.items.get(delivery_id)
         if current is None or current.status is not DeliveryStatus.DEAD or current.dead_lettered_at is not None:
             return False
-        self.items[delivery_id] = current.model_copy(update={"dead_lettered_at": at})
+        self.items[delivery_id] = current.model_copy(update={"dead_lettered_at": at, "dead_reason": reason})
+        return True
+
+    def put_new(self, delivery: Delivery) -> bool:
+        if delivery.id in self.items:
+            return False
+        self.items[delivery.id] = delivery
         return True
 
 
@@ -221,8 +227,11 @@ class FakeEvents:
         self.extensions: list[tuple[str, int]] = []
         self.sequences: dict[tuple[str, str], int] = {}  # apart from the events, as the adapter keeps them
 
-    def put(self, event: Event) -> None:
+    def put(self, event: Event) -> bool:
+        if event.id in self.items:
+            return False
         self.items[event.id] = event
+        return True
 
     def get(self, event_id: str) -> Event | None:
         return self.items.get(event_id)
@@ -327,9 +336,11 @@ class RecordingTelemetry:
 @dataclass
 class RecordingDeadLetters:
     published: list[Delivery] = field(default_factory=list)
+    reasons: list[DeadReason] = field(default_factory=list)
 
-    def publish(self, delivery: Delivery) -> None:
+    def publish(self, delivery: Delivery, reason: DeadReason) -> None:
         self.published.append(delivery)
+        self.reasons.append(reason)
 
 
 # What closing the circuit (or resetting it) clears, as DynamoCircuits.close and .reset remove it.

@@ -156,7 +156,7 @@ def test_endpoints_not_yet_due_are_not_even_read() -> None:
     assert report.examined == 1 and [m.endpoint_id for m in sweep.notices.published] == ["ep_1"]
 
 
-def test_a_notice_that_fails_to_publish_is_withdrawn_and_sent_by_the_next_sweep() -> None:
+def test_a_notice_that_fails_to_publish_is_not_recorded_and_is_sent_by_the_next_sweep() -> None:
     sweep = sweep_of(failing(), failing("ep_2"))
     sweep.notices.failures = 1
     report = sweep.at(SINCE + DAY)
@@ -245,3 +245,30 @@ def test_the_first_failure_starts_the_spell_at_its_attempt_and_later_failures_ke
     retry(world, 3)
     assert endpoints.get("tn_1", "ep_1").failing_since is None
     assert writes == ["failing", "recovered"]  # one write per transition, none for the failure in between
+
+
+class Died(BaseException):
+    """The sweep's process died (not an Exception: nothing in the sweeper may catch it)."""
+
+
+def test_a_sweep_that_dies_after_publishing_a_notice_loses_nothing_the_next_sends_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sweep = sweep_of(failing())
+
+    def die(*args: object) -> bool:
+        raise Died
+
+    monkeypatch.setattr(sweep.endpoints, "record_notice", die)
+    with pytest.raises(Died):
+        sweep.at(SINCE + DAY)
+    monkeypatch.undo()
+    assert sweep.stored().failure_notice is None  # published, not recorded
+
+    sweep.at(SINCE + DAY + HOUR)
+    first, again = sweep.notices.published
+    assert (first.kind, again.kind) == (FailureNotice.FAILING_1D, FailureNotice.FAILING_1D)
+    assert first.body["notice_id"] == again.body["notice_id"]  # a subscriber drops the copy
+    assert sweep.stored().failure_notice is FailureNotice.FAILING_1D
+    sweep.at(SINCE + DAY + 2 * HOUR)
+    assert len(sweep.notices.published) == 2

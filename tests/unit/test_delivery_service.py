@@ -17,7 +17,7 @@ from hookrelay.adapters.telemetry import METRICS_NAMESPACE, PowertoolsTelemetry
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.models import EndpointState
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.auto_disable import DEFAULT_DISABLE_AFTER_DAYS
 from hookrelay.services.delivery import EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS
 from hookrelay.services.ports import SendResult
@@ -343,14 +343,20 @@ def test_a_dead_delivery_notes_its_dead_letter(world: World) -> None:
     assert len(world.dead_letters.published) == 1
 
 
-def test_a_dead_letter_lost_with_its_worker_is_published_by_the_redelivered_message(world: World) -> None:
+def test_a_death_whose_worker_died_before_recording_it_is_recorded_by_the_redelivered_message(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     always_500_until_the_last_attempt(world)
     last = SCHEDULE.max_attempts
-    world.dead_letters.publish = lambda delivery: (_ for _ in ()).throw(RuntimeError("worker died"))
+
+    def crash(*args: object) -> bool:
+        raise RuntimeError("worker died")
+
+    monkeypatch.setattr(world.deliveries, "mark_dead_lettered", crash)
     with pytest.raises(RuntimeError):
         retry(world, last)
     assert world.current().status is DeliveryStatus.DEAD and world.current().dead_lettered_at is None
-    del world.dead_letters.publish
+    monkeypatch.undo()
 
     world.service.attempt(world.message(1))  # a stale message for an older attempt: not the one that killed it
     assert world.dead_letters.published == []
@@ -358,7 +364,7 @@ def test_a_dead_letter_lost_with_its_worker_is_published_by_the_redelivered_mess
 
     [dead] = world.dead_letters.published
     assert dead.id == "dlv_1" and [a.number for a in dead.attempts] == list(range(1, last + 1))
-    assert world.current().dead_lettered_at is not None
+    assert world.current().dead_lettered_at is not None and world.current().dead_reason is DeadReason.EXHAUSTED
     assert world.workflow.reports[-1][:2] == (f"token-{last}", DeliveryStatus.DEAD)
     world.service.attempt(world.message(last, token=f"token-{last}"))
     assert len(world.dead_letters.published) == 1

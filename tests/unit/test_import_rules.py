@@ -43,6 +43,7 @@ HANDLER_EXCEPTIONS: dict[tuple[str, str, str | None], str] = {
     ("hookrelay.handlers.ingest", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",
     ("hookrelay.handlers.redrive", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",
     ("hookrelay.handlers.sweeper", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",
+    ("hookrelay.handlers.reconciler", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",
     ("hookrelay.handlers.idempotency", "hookrelay.adapters.aws", None): "Powertools idempotency's table client",
     ("hookrelay.handlers.idempotency", "hookrelay.adapters.schema", None): "Powertools idempotency's table name",
 }

@@ -30,7 +30,7 @@ from hookrelay.domain.models import (
 )
 from hookrelay.domain.paging import Position
 from hookrelay.domain.redrive import Redrive, RedriveState
-from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
+from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
 from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, UnknownPosition
 
 M = TypeVar("M", bound=BaseModel)
@@ -85,6 +85,16 @@ class TenantTable:
 
     def get(self, tenant_id: str) -> Tenant | None:
         return from_item(Tenant, self.table.get_item(Key={"id": tenant_id}).get("Item"))
+
+    def ids(self) -> Iterator[str]:
+        """A scan of the ids only: the tenants table is small (one item per tenant) and read whole by design."""
+        request: dict[str, Any] = {"ProjectionExpression": "id"}
+        while True:
+            page = self.table.scan(**request)
+            yield from (str(item["id"]) for item in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 class ApiKeyTable:
@@ -241,8 +251,8 @@ class EventTable:
     def __init__(self, table: Any) -> None:
         self.table = table
 
-    def put(self, event: Event) -> None:
-        self.table.put_item(Item=to_item(event), ConditionExpression="attribute_not_exists(id)")
+    def put(self, event: Event) -> bool:
+        return applied(self.table.put_item, Item=to_item(event), ConditionExpression="attribute_not_exists(id)")
 
     def get(self, event_id: str) -> Event | None:
         if event_id.startswith(_SEQUENCE_SPACE):
@@ -476,14 +486,18 @@ class DeliveryTable:
             ExpressionAttributeValues=values,
         )
 
-    def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
+    def mark_dead_lettered(self, delivery_id: str, at: datetime, reason: DeadReason) -> bool:
         return applied(
             self.table.update_item,
             Key={"id": delivery_id},
-            UpdateExpression="SET dead_lettered_at = :at",
+            UpdateExpression="SET dead_lettered_at = :at, dead_reason = :why",
             ConditionExpression="#s = :dead AND attribute_not_exists(dead_lettered_at)",
             ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":at": to_rfc3339(at), ":dead": DeliveryStatus.DEAD.value},
+            ExpressionAttributeValues={
+                ":at": to_rfc3339(at),
+                ":dead": DeliveryStatus.DEAD.value,
+                ":why": reason.value,
+            },
         )
 
     # --- The delivery log (reads by index) and idempotent creation ---
@@ -599,8 +613,8 @@ class RedriveTable:
     def __init__(self, table: Any) -> None:
         self.table = table
 
-    def put(self, redrive: Redrive) -> None:
-        self.table.put_item(Item=to_item(redrive), ConditionExpression="attribute_not_exists(id)")
+    def put(self, redrive: Redrive) -> bool:
+        return applied(self.table.put_item, Item=to_item(redrive), ConditionExpression="attribute_not_exists(id)")
 
     def get(self, redrive_id: str) -> Redrive | None:
         item = self.table.get_item(Key={"id": redrive_id}, ConsistentRead=True).get("Item")

@@ -1,13 +1,13 @@
-"""SQS for redrive: the redrive jobs queue, and the dead-letter and poison queues as sources to drain."""
+"""SQS for redrive and the reconciler: the redrive jobs queue; the dead-letter and poison queues, drained."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 from typing import Any
 
 from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import parse_message
+from hookrelay.domain.redrive import Redrive
 from hookrelay.services.ports import QueuedMessage, RedriveJob
 
 # Long enough that a message kept during a drain does not come back within the same run.
@@ -15,12 +15,21 @@ DRAIN_VISIBILITY_SECONDS = 15 * 60
 
 
 def job_body(job: RedriveJob) -> str:
-    return json.dumps(asdict(job), separators=(",", ":"))
+    document: dict[str, Any] = {"kind": job.kind, "redrive_id": job.redrive_id, "page": job.page}
+    if job.redrive is not None:
+        document["redrive"] = job.redrive.model_dump(mode="json", exclude_none=True)
+    return json.dumps(document, separators=(",", ":"))
 
 
 def parse_job(body: str) -> RedriveJob:
     data = json.loads(body)
-    return RedriveJob(kind=str(data["kind"]), redrive_id=data.get("redrive_id"), page=int(data.get("page", 0)))
+    carried = data.get("redrive")
+    return RedriveJob(
+        kind=str(data["kind"]),
+        redrive_id=data.get("redrive_id"),
+        page=int(data.get("page", 0)),
+        redrive=Redrive.model_validate(carried) if carried is not None else None,
+    )
 
 
 class SqsRedriveJobs:

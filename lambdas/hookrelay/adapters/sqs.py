@@ -1,4 +1,4 @@
-"""SQS: the FIFO delivery queue and the dead-letter queue operators watch."""
+"""SQS: the FIFO delivery queue."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from typing import Any
 from hookrelay.adapters.schema import SQS_MAX_BATCH as SQS_BATCH
 from hookrelay.adapters.stepfunctions import parse_command
 from hookrelay.domain.circuit import Via
-from hookrelay.domain.clock import to_rfc3339
-from hookrelay.domain.models import Delivery
 from hookrelay.services.ports import CircuitCommand, DeliveryMessage
 
 
@@ -74,34 +72,3 @@ class SqsDeliveryQueue:
             if result.get("Failed"):
                 failed = [chunk[int(entry["Id"])].delivery_id for entry in result["Failed"]]
                 raise RuntimeError(f"could not enqueue deliveries {failed}: {result['Failed']}")
-
-
-class SqsDeadLetters:
-    """One message per dead delivery: the standard place operators look, with depth and age alarmed.
-
-    DynamoDB stays the source of truth for the 30-day window (SQS keeps 14 days at most).
-    """
-
-    def __init__(self, sqs: Any, queue_url: str) -> None:
-        self.sqs = sqs
-        self.queue_url = queue_url
-
-    def publish(self, delivery: Delivery) -> None:
-        last = delivery.attempts[-1] if delivery.attempts else None
-        self.sqs.send_message(
-            QueueUrl=self.queue_url,
-            MessageBody=json.dumps(
-                {
-                    "delivery_id": delivery.id,
-                    "tenant_id": delivery.tenant_id,
-                    "endpoint_id": delivery.endpoint_id,
-                    "event_id": delivery.event_id,
-                    "event_type": delivery.event_type,
-                    "attempts": delivery.attempt_count,
-                    "last_status_code": last.status_code if last else None,
-                    "last_error": last.error if last else None,
-                    "died_at": to_rfc3339(delivery.completed_at) if delivery.completed_at else None,
-                },
-                separators=(",", ":"),
-            ),
-        )

@@ -24,8 +24,23 @@ def derived_delivery_id(moment: datetime, *parts: str) -> str:
 
     Creating a delivery under it twice creates it once: that is what makes a re-run harmless.
     """
-    digest = int.from_bytes(hashlib.sha256("\x00".join(parts).encode()).digest()[:10], "big")
-    return "dlv_" + _encode(int(moment.timestamp() * 1000), digest)
+    return derived_id("dlv", moment, *parts)
+
+
+def derived_id(prefix: str, moment: datetime, *parts: str) -> str:
+    """An id of any kind timed at `moment`, the same every time it is derived from `parts` (see above)."""
+    return f"{prefix}_" + _encode(int(moment.timestamp() * 1000), _digest(parts, 10))
+
+
+def keyed_id(prefix: str, *parts: str) -> str:
+    """An id wholly derived from `parts` (a request's idempotency key and body): a retry of a request that
+    crashed converges on the id the first run wrote, whenever it comes. Not time-ordered, unlike the others."""
+    digest = _digest(parts, 16)
+    return f"{prefix}_" + _encode(digest >> 80, digest & ((1 << 80) - 1))
+
+
+def _digest(parts: tuple[str, ...], size: int) -> int:
+    return int.from_bytes(hashlib.sha256("\x00".join(parts).encode()).digest()[:size], "big")
 
 
 def new_id(prefix: str) -> str:

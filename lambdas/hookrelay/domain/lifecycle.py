@@ -46,9 +46,12 @@ def new_event(
     horizon_seconds: float,
     ordering_key: str | None = None,
     sequence: int | None = None,
+    event_id: str | None = None,
 ) -> Event:
-    """An event with its envelope serialised once: those exact bytes are signed and sent on every attempt."""
-    event_id = ids.event_id()
+    """An event with its envelope serialised once: those exact bytes are signed and sent on every attempt.
+
+    `event_id` when the request names it (derived from its `Idempotency-Key`): a retry converges on it."""
+    event_id = event_id or ids.event_id()
     body = envelope_body(
         event_id=event_id,
         event_type=event_type,
@@ -88,15 +91,27 @@ def queued_delivery(
     )
 
 
+def fan_out_id(event: Event, endpoint: Endpoint) -> str:
+    """The id of the event's (first) delivery to the endpoint: derived, so that re-running the fan-out of an
+    event (a producer's retry under its `Idempotency-Key`) finds the deliveries the first run wrote."""
+    return ids.derived_delivery_id(event.timestamp, "fan-out", event.id, endpoint.id)
+
+
 def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
     """`queued` for an enabled endpoint. For a disabled one, recorded `cancelled` and never sent: the tenant
     sees what it missed while the endpoint was off, and redrives `status=cancelled` after re-enabling it."""
-    delivery = queued_delivery(event, endpoint, now)
+    delivery = queued_delivery(event, endpoint, now, delivery_id=fan_out_id(event, endpoint))
     if endpoint.state is EndpointState.ENABLED:
         return delivery
     return delivery.model_copy(
         update={"status": DeliveryStatus.CANCELLED, "completed_at": now, "expires_at": retention_expiry(now)}
     )
+
+
+def awaits_first_message(delivery: Delivery) -> bool:
+    """A delivery whose first message may never have been sent (a crash between recording it and enqueueing it):
+    queued, never attempted, not parked. Sending it (again) is harmless: the claim admits one first attempt."""
+    return delivery.status is DeliveryStatus.QUEUED and delivery.attempt_count == 0 and delivery.parked_at is None
 
 
 def first_attempt_number(delivery: Delivery) -> int:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import FailureKind, Outcome
 from hookrelay.domain.clock import to_rfc3339
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.status import DeadReason, DeliveryStatus
 
 RESPONSE_EXCERPT_BYTES = 1024
 
@@ -170,7 +170,8 @@ class Delivery(Record):
     replay_of: str | None = None
     claimed_at: UtcDateTime | None = None
     expires_at: int | None = None  # set when the delivery ends: end + the redrive window
-    dead_lettered_at: UtcDateTime | None = None  # when its dead-letter message went out (dead deliveries only)
+    dead_lettered_at: UtcDateTime | None = None  # when its death was recorded and counted (dead deliveries only)
+    dead_reason: DeadReason | None = None  # why it died (dead deliveries only)
     # Where the delivery stands among its endpoint's deliveries when they are parked: domain.circuit.park_order.
     event_order: str | None = None
     parked_at: UtcDateTime | None = None  # set while the delivery waits on its endpoint's circuit

@@ -24,6 +24,21 @@ class DeliveryStatus(StrEnum):
 
 TERMINAL_STATUSES = frozenset({DeliveryStatus.DELIVERED, DeliveryStatus.DEAD, DeliveryStatus.CANCELLED})
 
+
+class DeadReason(StrEnum):
+    """Why a delivery is dead: recorded on it (`dead_reason`) when it dies, the one record of its death."""
+
+    EXHAUSTED = "exhausted"  # the schedule ran out, or the hard-failure cap was reached
+    HORIZON = "horizon"  # parked behind its endpoint's circuit past its own horizon
+    ATTEMPT_LOST = "attempt_lost"  # its retry workflow gave up on an unanswered attempt (our failure)
+    POISON = "poison"  # its message failed processing repeatedly and reached the poison queue (our failure)
+
+    @property
+    def is_ours(self) -> bool:
+        """A death caused by the platform, not by the endpoint: what the operator's redrive replays."""
+        return self in (DeadReason.ATTEMPT_LOST, DeadReason.POISON)
+
+
 # Statuses from which a new attempt may be claimed.
 CLAIMABLE_STATUSES = frozenset({DeliveryStatus.QUEUED, DeliveryStatus.RETRYING})
 

@@ -187,9 +187,14 @@ def test_endpoint(endpoint_id: str) -> Response[str]:
     return json_response(202, {"event_id": delivery.event_id, "delivery_id": delivery.id})
 
 
-def start_redrive(request: StartRedrive) -> RedriveStarted:
+def start_redrive(request: StartRedrive, request_key: str | None) -> RedriveStarted:
     redrive = wiring.redrive_service().start(
-        request.tenant_id, request.endpoint_id, since=request.since, until=request.until, status=request.status
+        request.tenant_id,
+        request.endpoint_id,
+        since=request.since,
+        until=request.until,
+        status=request.status,
+        request_key=request_key,
     )
     return RedriveStarted(redrive_id=redrive.id, count=redrive.total, status=redrive.state.value)
 

@@ -3,6 +3,10 @@
 Keys are scoped to the calling API key, so two callers can never collide on each other's keys; the
 same key with another body is refused (422), and one still in flight answers 409.
 
+The command is also told the request's key (scoped to the caller, with the request itself), so that what it
+creates can take ids derived from it: a retry after a crash, once the in-progress record has expired with the
+crashed invocation, converges on what the first run wrote instead of making it again.
+
 Typed end to end, as Powertools' own examples are: the command takes its pydantic request and returns its
 pydantic result, which `PydanticSerializer` stores and rebuilds for a repeated request.
 """
@@ -59,7 +63,7 @@ def register_lambda_context(context: LambdaContext) -> None:
 class IdempotentCommand(Generic[RequestT, ResultT]):
     """`command` run at most once per `Idempotency-Key` (when the request carries one) within the window."""
 
-    def __init__(self, command: Callable[[RequestT], ResultT], result: type[ResultT]) -> None:
+    def __init__(self, command: Callable[[RequestT, str | None], ResultT], result: type[ResultT]) -> None:
         self.command = command
         self.result = result
 
@@ -73,7 +77,8 @@ class IdempotentCommand(Generic[RequestT, ResultT]):
         # Named after the command: Powertools prefixes its records with the function's name.
         @functools.wraps(self.command)
         def run(*, command: Keyed) -> ResultT:
-            return self.command(cast(RequestT, command.request))  # the very request passed in below
+            request = cast(RequestT, command.request)  # the very request passed in below
+            return self.command(request, "\x00".join((command.idempotency_key, request.model_dump_json())))
 
         once: Callable[..., ResultT] = idempotent_function(  # unannotated in Powertools: it returns `run`, wrapped
             data_keyword_argument="command",
@@ -86,7 +91,7 @@ class IdempotentCommand(Generic[RequestT, ResultT]):
     def __call__(self, app: APIGatewayHttpResolver, who: Principal, request: RequestT) -> ResultT:
         key = app.current_event.headers.get("idempotency-key")
         if key is None:
-            return self.command(request)
+            return self.command(request, None)
         if not 1 <= len(key) <= 255:
             raise ProblemError(400, "Invalid Idempotency-Key", "the key must be 1 to 255 characters", "idempotency-key")
         try:

@@ -25,12 +25,13 @@ app = APIGatewayHttpResolver()
 install_problem_handlers(app)
 
 
-def publish(request: PublishEvent) -> Accepted:
+def publish(request: PublishEvent, request_key: str | None) -> Accepted:
     return wiring.ingest_service().publish(
         tenant_id=request.tenant_id,
         event_type=request.type,
         data=request.data,
         ordering_key=request.ordering_key,
+        request_key=request_key,
     )
 
 

@@ -1,4 +1,4 @@
-"""The redrive Lambda: redrive jobs from SQS, one page of a redrive (or one dead-letter drain) per message.
+"""The redrive Lambda: redrive jobs from SQS, one page of a redrive per message.
 
 Each page re-enqueues the next, so a redrive of tens of thousands of deliveries runs as a chain of
 short invocations instead of one API call. Partial batch responses: a failed job comes back alone.
@@ -29,13 +29,9 @@ metrics = Metrics(namespace=METRICS_NAMESPACE, service=REDRIVE.name)
 def run(record: SQSRecord) -> None:
     job = parse_job(record.body)
     redelivered = int(record.attributes.approximate_receive_count) > 1
-    drained = wiring.redrive_job_runner().run(job, redelivered=redelivered)
-    if drained is None:
-        logger.info("redrive page", extra={"redrive_id": job.redrive_id, "page": job.page})
-        return
-    logger.info("dead letters drained", extra={"replayed": drained.replayed, "resent": drained.resent})
-    metrics.add_metric(name="DeadLettersReplayed", unit=MetricUnit.Count, value=drained.replayed)
-    metrics.add_metric(name="PoisonMessagesResent", unit=MetricUnit.Count, value=drained.resent)
+    wiring.redrive_job_runner().run(job, redelivered=redelivered)
+    logger.info("redrive page", extra={"redrive_id": job.redrive_id, "page": job.page})
+    metrics.add_metric(name="RedrivePages", unit=MetricUnit.Count, value=1)
 
 
 @logger.inject_lambda_context

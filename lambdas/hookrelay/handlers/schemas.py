@@ -246,6 +246,7 @@ def delivery_summary(delivery: Delivery) -> dict[str, Any]:
         "last_status_code": last.status_code if last else None,
         "last_error": _error(last) if last else None,
         "parked_at": _time(delivery.parked_at),
+        "dead_reason": delivery.dead_reason.value if delivery.dead_reason else None,
     }
 
 

@@ -38,7 +38,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     summary = {"examined": report.examined, "notices": len(report.notices), "disabled": report.disabled}
     logger.info("endpoint health sweep", extra=summary)
     if report.unsent:
-        # Withdrawn, so the next sweep sends them; failing the invocation raises the function's Errors alarm.
+        # Not recorded, so the next sweep sends them; failing the invocation raises the function's Errors alarm.
         raise NoticesNotSent(f"{len(report.unsent)} notices could not be published: {report.unsent[:5]}")
     return summary
 

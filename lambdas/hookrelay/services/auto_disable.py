@@ -4,8 +4,9 @@ What counts is *time* of total failure, not a number of failures: the endpoint r
 `failing_since` (the first failed attempt since the last success, kept by the delivery path), and a
 scheduled sweep reads only the failing endpoints, from a sparse index. A spell of failure gets a warning
 at 1 and 3 days, and at the threshold (5 days by default) the disable notice, then the disable. The
-notices go out on a channel that does not depend on the endpoint (SNS), each one once: it is recorded
-with a conditional write before it is published, and withdrawn if publishing fails.
+notices go out on a channel that does not depend on the endpoint (SNS), each one at least once and, but for a
+crash or a concurrent sweep, once: it is published, then recorded with a conditional write; a notice whose
+publishing fails is not recorded, so the next sweep sends it. Each carries a `notice_id` (endpoint, spell, kind).
 """
 
 from __future__ import annotations
@@ -140,14 +141,16 @@ class AutoDisableSweeper:
         notice = self.policy.next_notice(now - endpoint.failing_since, endpoint.failure_notice)
         if notice is None:
             return
-        if not self.endpoints.record_notice(endpoint, notice):
-            return  # another sweep sent it, a success ended the spell, or the endpoint was disabled meanwhile
+        # Published, then recorded: if the process dies between the two, the next sweep finds the notice still owed
+        # and publishes it again (at least once, never lost; `notice_id` lets a subscriber drop the copy). Recorded
+        # first, a crash in between would lose it for good.
         try:
             self.notices.publish(self._message(endpoint, notice, now))
-        except Exception as error:  # any failure: withdraw it, go on with the others, report it
-            self.endpoints.withdraw_notice(endpoint, notice)
+        except Exception as error:  # any failure: nothing recorded, go on with the others, report it
             report.unsent.append((endpoint.id, f"{type(error).__name__}: {error}"))
             return
+        if not self.endpoints.record_notice(endpoint, notice):
+            return  # another sweep recorded it meanwhile (the notice went out twice), or the spell ended
         report.notices.append((endpoint.id, notice))
         if notice is FailureNotice.DISABLED:
             self._disable(endpoint, report)
@@ -168,6 +171,7 @@ class AutoDisableSweeper:
         failing_for = now - endpoint.failing_since
         disable_at = endpoint.failing_since + self.policy.disable_after
         body: dict[str, Any] = {
+            "notice_id": notice_id(endpoint, notice),
             "kind": notice.value,
             "tenant_id": endpoint.tenant_id,
             "endpoint_id": endpoint.id,
@@ -203,6 +207,12 @@ class AutoDisableSweeper:
             "status_code": attempt.status_code,
             "error": attempt.error.value if attempt.error else None,
         }
+
+
+def notice_id(endpoint: Endpoint, notice: FailureNotice) -> str:
+    """The same for every copy of one notice (one endpoint, one failing spell, one kind): what subscribers dedup on."""
+    assert endpoint.failing_since is not None
+    return f"{endpoint.id}:{to_rfc3339(endpoint.failing_since)}:{notice.value}"
 
 
 def _subject(endpoint: Endpoint, notice: FailureNotice, failing_for: timedelta, day: timedelta) -> str:

@@ -21,7 +21,7 @@ from hookrelay.domain.clock import from_rfc3339, utcnow
 from hookrelay.domain.lifecycle import retention_expiry
 from hookrelay.domain.models import Endpoint, EndpointState
 from hookrelay.domain.schedule import RetrySchedule
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     Attempts,
@@ -283,14 +283,14 @@ class CircuitService:
 
     def _end_dead(self, endpoint: Endpoint, parked: ParkedDelivery, now: datetime) -> int:
         """A parked delivery past its horizon dies in bulk, not one execution each: the record first (dead, kept
-        for the redrive window), then its dead letter. A crash in between leaves it dead, in the log and
-        redrivable, with no dead-letter message; `dead_lettered_at` stays unset to show it."""
+        for the redrive window), then why it died, then its count. A crash in between leaves it dead, in the log and
+        redrivable, uncounted; `dead_lettered_at` and `dead_reason` stay unset to show it."""
         ended = self.parking.lot.end(parked, endpoint.id, DeliveryStatus.DEAD, now, retention_expiry(now))
         if ended is None:
             return 0
         self.events.extend_expiry(ended.event_id, retention_expiry(now))
-        self.dead_letters.publish(ended)
-        self.deliveries.mark_dead_lettered(ended.id, now)
+        if self.deliveries.mark_dead_lettered(ended.id, now, DeadReason.HORIZON):
+            self.dead_letters.publish(ended, DeadReason.HORIZON)
         self.telemetry.count(PARKED_EXPIRED)
         return 1
 

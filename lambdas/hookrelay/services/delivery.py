@@ -16,7 +16,7 @@ from hookrelay.domain.lifecycle import retention_expiry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     AttemptRecord,
@@ -342,10 +342,12 @@ class DeliveryService:
             self.events.extend_expiry(event.id, expires_at)
 
     def _dead_letter(self, dead: Delivery) -> None:
-        """Publish the dead delivery's dead-letter message, then note it: a redelivered message publishes only
-        what was never noted (a crash in between), and a message received again after the note publishes nothing."""
-        self.dead_letters.publish(dead)
-        self.deliveries.mark_dead_lettered(dead.id, self.clock())
+        """Record why the delivery died, then count it (a metric and a log line; no queue message: the record is
+        the one truth of "dead"). Whoever records it counts it, so a message received again counts nothing. If
+        the process dies between the attempt's record and this one, the message comes back and `_not_claimed`
+        records it; between this record and the count, the count is one short (a metric, never a delivery)."""
+        if self.deliveries.mark_dead_lettered(dead.id, self.clock(), DeadReason.EXHAUSTED):
+            self.dead_letters.publish(dead, DeadReason.EXHAUSTED)
 
     def _hand_over(
         self, delivery: Delivery, message: DeliveryMessage, status: DeliveryStatus, next_attempt_at: datetime | None

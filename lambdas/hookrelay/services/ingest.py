@@ -1,4 +1,17 @@
-"""Accepting an event: store it, fan it out to the tenant's matching endpoints, enqueue the deliveries."""
+"""Accepting an event: store it, fan it out to the tenant's matching endpoints, enqueue the deliveries.
+
+Three writes, none of them a transaction (see the README's "Nothing stranded"): the event, its deliveries,
+their messages. If the process dies between two of them, the producer got no 202:
+
+- after the event and before the deliveries: the event is stored with no delivery. It was never accepted (no
+  202), and nothing waits on it. A retry under the same `Idempotency-Key` (and body) converges on the same
+  event id, finds it stored and fans it out; a retry without a key makes a new event.
+- after (some of) the deliveries and before (all of) their messages: `queued` deliveries with no message. A
+  retry under the key re-runs the fan-out: the delivery ids are derived from the event and endpoint, so it
+  finds them, creates the missing ones, and enqueues those that never started (a duplicate message is
+  harmless: FIFO deduplicates on the delivery id, and the claim admits one attempt). Without a retry, the
+  reconciler (`services/reconcile.py`) finds them within minutes and enqueues them.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +20,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from hookrelay.domain import ids
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.errors import InvalidRequest
-from hookrelay.domain.lifecycle import new_delivery, new_event
+from hookrelay.domain.lifecycle import awaits_first_message, new_delivery, new_event
 from hookrelay.domain.matching import type_matches
-from hookrelay.domain.models import EndpointState
+from hookrelay.domain.models import Delivery, EndpointState
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import (
+    DeliveryLog,
     DeliveryQueue,
-    DeliveryRepository,
     EndpointRepository,
     EventRepository,
     TenantRepository,
@@ -37,13 +51,21 @@ class IngestService:
     tenants: TenantRepository
     endpoints: EndpointRepository
     events: EventRepository
-    deliveries: DeliveryRepository
+    deliveries: DeliveryLog
     queue: DeliveryQueue
     schedule: RetrySchedule
 
     def publish(
-        self, *, tenant_id: str, event_type: str, data: dict[str, Any], ordering_key: str | None = None
+        self,
+        *,
+        tenant_id: str,
+        event_type: str,
+        data: dict[str, Any],
+        ordering_key: str | None = None,
+        request_key: str | None = None,
     ) -> Accepted:
+        """`request_key`: the request's `Idempotency-Key` (scoped to the caller) and body, when it has one: the
+        event's id is derived from it, so that a retry after a crash converges on the event the first run stored."""
         if self.tenants.get(tenant_id) is None:
             raise InvalidRequest(f"unknown tenant {tenant_id!r}")
         now = utcnow()
@@ -56,14 +78,37 @@ class IngestService:
             horizon_seconds=self.schedule.horizon,
             ordering_key=ordering_key,
             sequence=sequence,
+            event_id=ids.keyed_id("evt", request_key) if request_key else None,
         )
-        self.events.put(event)
+        fresh = self.events.put(event)
+        if not fresh:  # a retry of a request that died after storing its event: carry on with the stored one
+            stored = self.events.get(event.id)
+            if stored is None or stored.tenant_id != tenant_id:
+                raise LookupError(f"event {event.id} was stored and is not readable")
+            event = stored
         deliveries = [
             new_delivery(event, endpoint, now)
             for endpoint in self.endpoints.list_for_tenant(tenant_id)
             if endpoint.state is not EndpointState.DELETED and type_matches(event_type, endpoint.event_types)
         ]
         if deliveries:
-            self.deliveries.put_many(deliveries)
-            self.queue.enqueue([first_attempt_message(d) for d in deliveries if d.status is DeliveryStatus.QUEUED])
-        return Accepted(event_id=event.id, delivery_ids=[d.id for d in deliveries], sequence=sequence)
+            unsent = self._record(deliveries) if fresh else self._record_again(deliveries)
+            self.queue.enqueue([first_attempt_message(d) for d in unsent])
+        return Accepted(event_id=event.id, delivery_ids=[d.id for d in deliveries], sequence=event.sequence)
+
+    def _record(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """A new event's deliveries (none can exist yet: their ids derive from the event's), written in batches."""
+        self.deliveries.put_many(deliveries)
+        return [d for d in deliveries if d.status is DeliveryStatus.QUEUED]
+
+    def _record_again(self, deliveries: list[Delivery]) -> list[Delivery]:
+        """A re-run's: each created only if missing; those still waiting for their first attempt are sent again."""
+        unsent = []
+        for delivery in deliveries:
+            if self.deliveries.put_new(delivery):
+                existing: Delivery | None = delivery
+            else:
+                existing = self.deliveries.get(delivery.id)
+            if existing is not None and awaits_first_message(existing):
+                unsent.append(existing)
+        return unsent

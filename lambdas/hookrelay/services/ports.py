@@ -14,12 +14,17 @@ from hookrelay.domain.lifecycle import first_attempt_number
 from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, FailureNotice, Tenant
 from hookrelay.domain.paging import Position
 from hookrelay.domain.redrive import Redrive
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.status import DeadReason, DeliveryStatus
 
 
 class TenantRepository(Protocol):
     def put(self, tenant: Tenant) -> None: ...
     def get(self, tenant_id: str) -> Tenant | None: ...
+
+
+class TenantDirectory(Protocol):
+    def ids(self) -> Iterator[str]:
+        """Every tenant's id (the reconciler's walk; tenants are few beside their deliveries)."""
 
 
 class ApiKeyRepository(Protocol):
@@ -133,7 +138,9 @@ class EndpointNotices(Protocol):
 
 
 class EventRepository(Protocol):
-    def put(self, event: Event) -> None: ...
+    def put(self, event: Event) -> bool:
+        """Store the event unless one with its id exists (a retry of the request that stored it); True if stored."""
+
     def get(self, event_id: str) -> Event | None: ...
     def next_sequence(self, tenant_id: str, ordering_key: str) -> int: ...
     def extend_expiry(self, event_id: str, expires_at: int) -> None: ...
@@ -196,8 +203,9 @@ class DeliveryRepository(Protocol):
     ) -> bool:
         """Move the delivery to `status`; only if it is still `expected` when given. False if it was not."""
 
-    def mark_dead_lettered(self, delivery_id: str, at: datetime) -> bool:
-        """Note that the dead delivery's dead-letter message went out; False if it is not dead or was noted already."""
+    def mark_dead_lettered(self, delivery_id: str, at: datetime, reason: DeadReason) -> bool:
+        """Record why the dead delivery died, once: False if it is not dead or its death was recorded already
+        (whoever records it first counts it, so a death is counted once however often it is surfaced)."""
 
 
 class ParkedCount(Protocol):
@@ -278,7 +286,10 @@ class DeliveryQueue(Protocol):
 
 
 class DeadLetters(Protocol):
-    def publish(self, delivery: Delivery) -> None: ...
+    """What operators see of a death beside its record: a metric and a log line (never a queue message: the
+    record is the one truth of "dead", and the tenant's redrive its one way back)."""
+
+    def publish(self, delivery: Delivery, reason: DeadReason) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -431,7 +442,9 @@ class PageDone:
 
 
 class RedriveRepository(Protocol):
-    def put(self, redrive: Redrive) -> None: ...
+    def put(self, redrive: Redrive) -> bool:
+        """Record the redrive unless it is recorded already; True if this call recorded it."""
+
     def get(self, redrive_id: str) -> Redrive | None: ...
     def advance(self, redrive_id: str, done: PageDone) -> bool:
         """Record the page and move on (completing the redrive when `position` is None); False if already done."""
@@ -442,9 +455,10 @@ class RedriveRepository(Protocol):
 
 @dataclass(frozen=True)
 class RedriveJob:
-    kind: str  # "redrive" (one page of a redrive) or "dead_letters" (drain the dead-letter and poison queues)
+    kind: str  # "redrive" (one page of a redrive)
     redrive_id: str | None = None
     page: int = 0
+    redrive: Redrive | None = None  # the first page's job carries the redrive, in case the API died before its put
 
 
 class RedriveJobs(Protocol):

@@ -1,6 +1,6 @@
 """Redrive: replay an endpoint's dead (or cancelled) deliveries in a time range, a page at a time, exactly once.
 
-Also the operator's drain of the dead-letter and poison-message queues back into delivery.
+Also the operator's redrive of the deliveries the platform itself killed (poison messages, lost attempts).
 
 Exactly once, although job messages may arrive twice: every replay has an id derived from (redrive,
 original), created with a conditional put, and a page's progress is recorded only if the redrive is
@@ -9,8 +9,7 @@ still at that page. A second copy of a job replays nothing new and records nothi
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from hookrelay.domain import ids
@@ -23,21 +22,18 @@ from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import (
     DeliveryFilter,
     DeliveryLog,
-    DeliveryQueue,
     EndpointRepository,
-    MessageSource,
     PageDone,
-    QueuedMessage,
     RedriveJob,
     RedriveJobs,
     RedriveRepository,
+    TenantDirectory,
 )
 from hookrelay.services.replay import ReplayService
 
 PAGE_SIZE = 100  # replays per job message: comfortably inside the redrive function's timeout
 REDRIVE_JOB = "redrive"
-DEAD_LETTERS_JOB = "dead_letters"
-ATTEMPT_LOST = "attempt_lost"  # the retry workflow's dead-letter reason (statemachine/retry.asl.json)
+DEAD_LETTERS_JOB = "dead_letters"  # an operator drain's job before the reconciler surfaced dead letters: ignored
 
 
 def _scope(redrive: Redrive) -> DeliveryFilter:
@@ -70,7 +66,15 @@ class RedriveService:
         since: datetime,
         until: datetime | None = None,
         status: DeliveryStatus = DeliveryStatus.DEAD,
+        request_key: str | None = None,
     ) -> Redrive:
+        """Record the redrive and enqueue its first job.
+
+        The job is sent first and carries the redrive, and the record is created only if missing (by whichever of
+        the two comes first): if the process dies between the two writes, the job creates the record and the
+        redrive runs; if it dies before the job, nothing was written. Never a record `running` with no job. Under an
+        `Idempotency-Key` (`request_key`) the redrive's id is derived from it, so a retry converges on it.
+        """
         if status not in REDRIVABLE_STATUSES:
             raise InvalidRequest("only dead or cancelled deliveries can be redriven")
         endpoint = self.endpoints.get(tenant_id, endpoint_id)
@@ -84,7 +88,7 @@ class RedriveService:
         if since >= until:
             raise InvalidRequest("since must be before until (and before now)")
         redrive = Redrive(
-            id=ids.new_id("rdr"),
+            id=ids.keyed_id("rdr", request_key) if request_key else ids.new_id("rdr"),
             tenant_id=tenant_id,
             endpoint_id=endpoint_id,
             since=since.astimezone(UTC),
@@ -95,9 +99,10 @@ class RedriveService:
         )
         # No count here: over a long window it is many index pages, which the API's time limit cannot wait for.
         # The first job counts (its scope is fixed by `created_at`, so the count is the same whenever it runs).
-        self.redrives.put(redrive)
-        self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=0))
-        return redrive
+        self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=0, redrive=redrive))
+        if self.redrives.put(redrive):
+            return redrive
+        return self.redrives.get(redrive.id) or redrive  # its job (or a first run of this request) made it
 
     def get(self, tenant_id: str, redrive_id: str) -> Redrive:
         redrive = self.redrives.get(redrive_id) if redrive_id.startswith("rdr_") else None
@@ -105,9 +110,15 @@ class RedriveService:
             raise NotFound(f"no redrive {redrive_id!r}")
         return redrive
 
-    def run_page(self, redrive_id: str, page: int, *, redelivered: bool = False) -> None:
-        """Replay one page of the redrive, record it, and enqueue the next page's job."""
+    def run_page(
+        self, redrive_id: str, page: int, *, redelivered: bool = False, carried: Redrive | None = None
+    ) -> None:
+        """Replay one page of the redrive, record it, and enqueue the next page's job. `carried`: the redrive as
+        the first job carries it, recorded here if the API died before recording it (see `start`)."""
         redrive = self.redrives.get(redrive_id)
+        if redrive is None and carried is not None and carried.id == redrive_id:
+            self.redrives.put(carried)
+            redrive = self.redrives.get(redrive_id)
         if redrive is None or redrive.state is not RedriveState.RUNNING:
             return
         if page != redrive.page:
@@ -146,116 +157,66 @@ class RedriveService:
 
 
 @dataclass
-class DrainReport:
-    replayed: int = 0  # dead deliveries replayed from the dead-letter queue
-    resent: int = 0  # poison messages put back on the delivery queue
-    kept: list[str] = field(default_factory=list)  # why messages were left where they were
-    exhausted: bool = True  # False when the run stopped at its message budget with more to go
+class OperatorReport:
+    found: list[str] = field(default_factory=list)  # dead deliveries the platform killed (poison, attempt lost)
+    replayed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # why some were not replayed (endpoint disabled, event expired)
 
 
 @dataclass
-class DeadLetterDrain:
-    """Moves everything in the dead-letter queue (a replay of each dead delivery) and the poison queue
-    (the original message, as it was) back into delivery. Messages it cannot act on stay put, reported."""
+class OperatorRedrive:
+    """After a platform fault is fixed: replay the dead deliveries the platform killed (`dead_reason` poison or
+    attempt_lost), across tenants, to endpoints that are enabled. Never a tenant's own dead deliveries (its
+    endpoint's failures): those are the tenant's to redrive once its endpoint works. Safe to re-run: each replay's
+    id is derived from the dead delivery, so a delivery is replayed once however often this runs."""
 
-    dead_letters: MessageSource
-    poison: MessageSource
-    delivery_queue: DeliveryQueue
+    tenants: TenantDirectory
     deliveries: DeliveryLog
     replays: ReplayService
 
-    def drain(self, max_messages: int = 1000) -> DrainReport:
-        """Handle up to `max_messages` from each queue; `exhausted` says whether both were emptied."""
-        report = DrainReport()
-        for source, handle in ((self.dead_letters, self._replay_dead), (self.poison, self._resend_poison)):
-            handled = 0
+    def run(self, since: datetime, until: datetime | None = None, *, apply: bool = False) -> OperatorReport:
+        report = OperatorReport()
+        now = utcnow()
+        for tenant_id in self.tenants.ids():
+            where = DeliveryFilter(tenant_id=tenant_id, status=DeliveryStatus.DEAD, since=since, until=until)
+            position = None
             while True:
-                if handled >= max_messages:
-                    report.exhausted = False
+                page = self.deliveries.find(where, PAGE_SIZE, position, now)
+                for dead in page.deliveries:
+                    if dead.dead_reason is not None and dead.dead_reason.is_ours:
+                        report.found.append(dead.id)
+                        if apply:
+                            self._replay(dead, now, report)
+                if page.resume_after is None:
                     break
-                batch = source.receive(max_messages - handled)  # at most; the adapter knows SQS's own limit
-                if not batch:
-                    break
-                for message in batch:
-                    handled += 1
-                    kept = handle(message, report)
-                    if kept is None:
-                        source.delete(message)
-                    else:
-                        report.kept.append(f"{message.message_id}: {kept}")
+                position = page.resume_after
         return report
 
-    def _replay_dead(self, message: QueuedMessage, report: DrainReport) -> str | None:
+    def _replay(self, dead: Delivery, now: datetime, report: OperatorReport) -> None:
         try:
-            document = json.loads(message.body)
-            delivery_id = str(document["delivery_id"])
-        except (ValueError, KeyError, TypeError):
-            return "not a dead-letter message"
-        original = self.deliveries.get(delivery_id)
-        if original is None:
-            return f"delivery {delivery_id} no longer exists"
-        now = utcnow()
-        if document.get("reason") == ATTEMPT_LOST:
-            if original.status is DeliveryStatus.DELIVERED:
-                return None  # a late attempt got through after the workflow gave up: nothing to replay
-            if not original.status.is_terminal and not self._declare_dead(original, now):
-                return f"delivery {delivery_id} moved on from {original.status.value} while draining; drain again"
-        try:
-            endpoint = self.replays.deliverable_endpoint(original.tenant_id, original.endpoint_id)
-            # Derived from the message: a message received again (after a crash) replays once.
-            replay_id = ids.derived_delivery_id(
-                datetime.fromtimestamp(message.sent_at_ms / 1000, UTC), "dead-letter", message.message_id
-            )
-            self.replays.resend(original, endpoint, now, replay_id=replay_id)
+            endpoint = self.replays.deliverable_endpoint(dead.tenant_id, dead.endpoint_id)
+            replay_id = ids.derived_delivery_id(dead.created_at, "operator", dead.id)
+            self.replays.resend(dead, endpoint, now, replay_id=replay_id)
         except (Conflict, Gone) as refusal:
-            return refusal.detail
-        report.replayed += 1
-        return None
-
-    def _declare_dead(self, delivery: Delivery, now: datetime) -> bool:
-        """Its retry workflow gave up on an unanswered attempt: the delivery will never be attempted again, so
-        it is dead (and, like every ended delivery, expires after the redrive window), its dead letter being
-        the one in hand. Only if it is still as read: a late attempt's record (delivered, say) stands."""
-        dead = self.deliveries.set_status(
-            delivery.id, delivery.tenant_id, DeliveryStatus.DEAD, now, retention_expiry(now), expected=delivery.status
-        )
-        if dead:
-            self.deliveries.mark_dead_lettered(delivery.id, now)
-        return dead
-
-    def _resend_poison(self, message: QueuedMessage, report: DrainReport) -> str | None:
-        if message.delivery is None:
-            return "not a delivery message"
-        # A fresh deduplication id: the original's may still be inside SQS's five-minute window.
-        self.delivery_queue.enqueue([replace(message.delivery, deduplication_id=f"poison-{message.message_id}")])
-        report.resent += 1
-        return None
-
-
-# Messages a dead-letter drain handles per job before handing the rest to a fresh job (and invocation).
-DRAIN_BUDGET = 500
+            report.kept.append(f"{dead.id}: {refusal.detail}")
+            return
+        report.replayed.append(dead.id)
 
 
 @dataclass
 class RedriveJobRunner:
-    """Runs one job from the redrive jobs queue: one page of a redrive, or a share of the dead-letter drain.
+    """Runs one job from the redrive jobs queue: one page of a redrive.
 
     Long work is a chain of short jobs, each enqueueing the next, so none outlasts the function's timeout.
     """
 
     redrives: RedriveService
-    drain: DeadLetterDrain
-    jobs: RedriveJobs
-    drain_budget: int = DRAIN_BUDGET
 
-    def run(self, job: RedriveJob, *, redelivered: bool = False) -> DrainReport | None:
-        """Run the job; the drain's report when it was a drain. `redelivered`: this job message came before."""
+    def run(self, job: RedriveJob, *, redelivered: bool = False) -> None:
+        """Run the job. `redelivered`: this job message came before."""
         if job.kind == REDRIVE_JOB and job.redrive_id:
-            self.redrives.run_page(job.redrive_id, job.page, redelivered=redelivered)
-            return None
+            self.redrives.run_page(job.redrive_id, job.page, redelivered=redelivered, carried=job.redrive)
+            return
         if job.kind == DEAD_LETTERS_JOB:
-            report = self.drain.drain(max_messages=self.drain_budget)
-            if not report.exhausted:
-                self.jobs.enqueue(RedriveJob(DEAD_LETTERS_JOB))
-            return report
+            return  # from before the reconciler surfaced dead letters: nothing to do any more
         raise ValueError(f"unknown redrive job {job}")

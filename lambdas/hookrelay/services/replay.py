@@ -14,6 +14,7 @@ from typing import Any
 from hookrelay.domain.clock import RETENTION_DAYS, utcnow
 from hookrelay.domain.errors import Conflict, Gone, NotFound
 from hookrelay.domain.lifecycle import (
+    awaits_first_message,
     ensure_deliverable,
     event_expiry,
     is_expired,
@@ -23,7 +24,6 @@ from hookrelay.domain.lifecycle import (
 )
 from hookrelay.domain.models import Delivery, Endpoint, Event
 from hookrelay.domain.schedule import RetrySchedule
-from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import (
     DeliveryLog,
     DeliveryQueue,
@@ -119,4 +119,4 @@ class ReplayService:
         # Made before (a re-run): enqueue again only if it never started, in case the crash came before
         # the enqueue. A duplicate message is harmless: FIFO deduplicates on the id, the claim admits one.
         existing = self.deliveries.get(delivery.id) or delivery
-        return existing, existing.status is DeliveryStatus.QUEUED and existing.attempt_count == 0
+        return existing, awaits_first_message(existing)

@@ -1,0 +1,164 @@
+"""The reconciler: on a schedule, finishes what a crash between two writes left undone, and surfaces dead letters.
+
+Every write sequence of the system either converges when it is re-run (ids derived from the request, conditional
+writes) or leaves something this sweep finds. What it repairs, and why nothing else would:
+
+- **Deliveries written but never enqueued** (ingest, a replay, the test event, a redrive page: a crash between
+  recording a delivery and sending its first message). It reads the deliveries created in the last
+  `RECONCILE_LOOKBACK` (less `RECONCILE_GRACE`, so an ingest still in flight is left alone), tenant by tenant, from
+  the `by_tenant` index (eventually consistent reads: no write on the happy path, no index of `queued`), and
+  enqueues the first message of each that still awaits it. A duplicate of a message still in the queue is
+  harmless: FIFO deduplicates it on the delivery id for five minutes, and after that it lands behind the
+  original in the same message group, where the claim admits one first attempt.
+- **Dead letters** (the retry workflow's `attempt_lost` messages) and **poison messages** (delivery messages that
+  failed processing `maxReceiveCount` times): each is surfaced as a dead delivery with its `dead_reason`, counted
+  once (a metric per reason), and its message deleted. The queues are empty in steady state, so their age alarms
+  mean "surfacing is broken". A message is deleted only after its delivery's record says so: a crash before the
+  delete surfaces it again (a no-op: the record and the count are conditional on not being recorded yet).
+
+If the process dies anywhere in a run, the next run (five minutes later) does the same work again; each step is
+idempotent. A run missed for longer than the lookback (the function failing: its errors alarm) is caught up by
+invoking it with a longer `lookback_minutes` (docs/runbook.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from hookrelay.domain.clock import utcnow
+from hookrelay.domain.lifecycle import awaits_first_message, retention_expiry
+from hookrelay.domain.models import Delivery
+from hookrelay.domain.status import DeadReason, DeliveryStatus
+from hookrelay.services.ports import (
+    DeadLetters,
+    DeliveryFilter,
+    DeliveryLog,
+    DeliveryQueue,
+    EventRepository,
+    MessageSource,
+    QueuedMessage,
+    TenantDirectory,
+    first_attempt_message,
+)
+
+# How far back each run looks for deliveries never enqueued. The schedule runs every 5 minutes, so each delivery is
+# looked at about three times: a run or two may fail without stranding anything.
+RECONCILE_LOOKBACK = timedelta(minutes=15)
+# Younger deliveries are left to the request still writing them (an ingest's whole run is bounded by its timeout).
+RECONCILE_GRACE = timedelta(minutes=1)
+PAGE = 100
+# The most messages one run surfaces from each queue (the rest wait for the next run, 5 minutes later).
+SURFACE_BUDGET = 1000
+
+
+@dataclass
+class ReconcileReport:
+    examined: int = 0  # recent deliveries read
+    resent: list[str] = field(default_factory=list)  # deliveries whose first message was sent (again)
+    surfaced: list[tuple[str, DeadReason]] = field(default_factory=list)  # dead letters recorded as dead deliveries
+    deleted: int = 0  # queue messages handled and deleted
+    kept: list[str] = field(default_factory=list)  # messages left for the next run, and why
+
+
+@dataclass
+class Reconciler:
+    tenants: TenantDirectory
+    deliveries: DeliveryLog
+    events: EventRepository
+    queue: DeliveryQueue
+    dead_letter_queue: MessageSource
+    poison_queue: MessageSource
+    dead_letters: DeadLetters
+    clock: Callable[[], datetime] = field(default=utcnow)
+    lookback: timedelta = RECONCILE_LOOKBACK
+
+    def run(self, lookback: timedelta | None = None) -> ReconcileReport:
+        report = ReconcileReport()
+        self.surface(report)
+        self.resend_stranded(report, lookback or self.lookback)
+        return report
+
+    # --- Deliveries written but never enqueued ---
+
+    def resend_stranded(self, report: ReconcileReport, lookback: timedelta) -> None:
+        now = self.clock()
+        for tenant_id in self.tenants.ids():
+            where = DeliveryFilter(tenant_id=tenant_id, since=now - lookback, until=now - RECONCILE_GRACE)
+            position = None
+            while True:
+                page = self.deliveries.find(where, PAGE, position, now)
+                report.examined += len(page.deliveries)
+                stranded = [d for d in page.deliveries if awaits_first_message(d)]
+                if stranded:
+                    self.queue.enqueue([first_attempt_message(d) for d in stranded])
+                    report.resent.extend(d.id for d in stranded)
+                if page.resume_after is None:
+                    break
+                position = page.resume_after
+
+    # --- Dead letters and poison messages ---
+
+    def surface(self, report: ReconcileReport) -> None:
+        for source, handle in ((self.dead_letter_queue, self._dead_letter), (self.poison_queue, self._poison)):
+            handled = 0
+            while handled < SURFACE_BUDGET and (batch := source.receive(SURFACE_BUDGET - handled)):
+                for message in batch:
+                    handled += 1
+                    kept = handle(message, report)
+                    if kept is None:
+                        source.delete(message)
+                        report.deleted += 1
+                    else:
+                        report.kept.append(f"{message.message_id}: {kept}")
+
+    def _dead_letter(self, message: QueuedMessage, report: ReconcileReport) -> str | None:
+        """A message of the dead-letter queue: the retry workflow's `attempt_lost` (or, from before this release,
+        a dead delivery's copy: its record already says dead)."""
+        try:
+            document = json.loads(message.body)
+            delivery_id = str(document["delivery_id"])
+        except (ValueError, KeyError, TypeError):
+            return None  # not ours to act on; logged by the count of deleted messages
+        reason = DeadReason.ATTEMPT_LOST if document.get("reason") == DeadReason.ATTEMPT_LOST else DeadReason.EXHAUSTED
+        return self._surface(delivery_id, reason, report)
+
+    def _poison(self, message: QueuedMessage, report: ReconcileReport) -> str | None:
+        """A message of the poison queue: a delivery message (first attempt, retry, drain or probe) that failed
+        processing repeatedly. A probe workflow's command is dropped: the workflow re-sends it when its task
+        times out."""
+        if message.delivery is None:
+            return None
+        return self._surface(message.delivery.delivery_id, DeadReason.POISON, report)
+
+    def _surface(self, delivery_id: str, reason: DeadReason, report: ReconcileReport) -> str | None:
+        """The delivery recorded dead for `reason` (if it has not ended otherwise); None when the message may go."""
+        delivery = self.deliveries.get(delivery_id)
+        if delivery is None or delivery.parked_at is not None:
+            return None  # gone (expired), or parked: the probe workflow carries it, and ends it past its horizon
+        now = self.clock()
+        if not delivery.status.is_terminal and not self._declare_dead(delivery, now):
+            return f"delivery {delivery_id} moved on from {delivery.status.value}; the next run looks again"
+        if (delivery.status is DeliveryStatus.DEAD or not delivery.status.is_terminal) and self._record(
+            delivery, reason, now
+        ):
+            report.surfaced.append((delivery_id, reason))
+        return None
+
+    def _declare_dead(self, delivery: Delivery, now: datetime) -> bool:
+        """Nothing will attempt it again (its workflow gave up, or its message is poison): dead, kept for the redrive
+        window like every ended delivery. Only if it is still as read: a late attempt's record stands."""
+        ended = self.deliveries.set_status(
+            delivery.id, delivery.tenant_id, DeliveryStatus.DEAD, now, retention_expiry(now), expected=delivery.status
+        )
+        if ended:
+            self.events.extend_expiry(delivery.event_id, retention_expiry(now))
+        return ended
+
+    def _record(self, delivery: Delivery, reason: DeadReason, now: datetime) -> bool:
+        if not self.deliveries.mark_dead_lettered(delivery.id, now, reason):
+            return False  # recorded before (its attempt's worker, or an earlier run that died before the delete)
+        self.dead_letters.publish(delivery, reason)
+        return True

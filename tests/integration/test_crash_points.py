@@ -1,0 +1,504 @@
+"""The crash-point matrix: every AWS call of each write path, crashed once, then the normal retries and the reconciler.
+
+For each path, a clean run counts its AWS calls; then, for each call n, a fresh scenario runs with the process dying
+at call n (`tests/support/crash.py`), after which what the real world does next happens: SQS delivers the message
+again once its visibility timeout has passed, a producer retries under its `Idempotency-Key` once the crashed
+invocation's in-progress record has expired, the scheduled sweeper and reconciler run. Then the invariant:
+
+- every accepted event (or replay, test event, redrive) ends delivered, dead (its death recorded exactly once, with
+  its reason) or cancelled; a request whose crash came before it wrote anything was never accepted (it answered 5xx);
+- nothing is sent twice, except where at-least-once is documented: an attempt whose worker died after sending and
+  before recording it is made again (the consumer guide's first rule), and an endpoint notice published by a sweep
+  that died before recording it is published again, under the same `notice_id`;
+- nothing is left `queued`, `attempting` or `running`, and the dead-letter and poison queues are empty.
+
+Time never passes for real: the delivery service's clock and the reconciler's are moved on instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import boto3
+import pytest
+
+from hookrelay import wiring
+from hookrelay.adapters import redrive_sqs, schema
+from hookrelay.adapters.dynamodb import EndpointTable
+from hookrelay.domain.classification import Outcome
+from hookrelay.domain.clock import to_rfc3339, utcnow
+from hookrelay.domain.models import Attempt
+from hookrelay.domain.status import DeadReason, DeliveryStatus
+from hookrelay.handlers.api import start_redrive_once
+from hookrelay.handlers.ingest import publish_once
+from local.lambda_runtime import invoke
+from local.schedule import scheduled_event
+from local.sqs_source import queue_arn_of, to_record
+from scripts.create_admin_key import create_admin_key
+from tests.support.aws import moto_stack
+from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.crash import MATRIX, Crash, CrashInjector, Row, injector
+from tests.support.platform import Platform
+from tests.support.records import make, store
+
+LATER = timedelta(minutes=7)  # past a queue's visibility timeout, a stale claim, the reconciler's grace
+UNSETTLED = {DeliveryStatus.QUEUED, DeliveryStatus.ATTEMPTING, DeliveryStatus.RETRYING}
+
+
+@dataclass
+class World:
+    platform: Platform
+    consumer: ScriptedConsumer
+    hook: CrashInjector
+    producer: str
+    notices_queue: str
+    tenant_id: str = ""
+    token: str = ""
+    endpoint_id: str = ""
+    key: str = ""
+    scratch: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sqs(self) -> Any:
+        return self.platform.sqs
+
+    def url(self, spec: schema.QueueSpec) -> str:
+        return self.platform.env[spec.env_var]
+
+
+# --- What the world does after a crash ---
+
+
+def run_queue(world: World, spec: schema.QueueSpec, function: str, *, limit: int = 50) -> int:
+    """The SQS event source, one message per invocation. A message whose invocation dies stays in the queue; it is
+    made visible again at once (its visibility timeout, passed), with its receive count, as SQS redelivers it."""
+    url = world.url(spec)
+    arn = queue_arn_of(world.sqs, url)
+    for handled in range(limit):
+        messages = world.sqs.receive_message(
+            QueueUrl=url, MaxNumberOfMessages=1, MessageSystemAttributeNames=["All"]
+        ).get("Messages", [])
+        if not messages:
+            return handled
+        [message] = messages
+        try:
+            answer = invoke(function, {"Records": [to_record(message, arn)]}) or {}
+        except Crash:
+            world.sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
+            raise
+        if answer.get("batchItemFailures"):
+            world.sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
+        else:
+            world.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    raise AssertionError(f"{spec.logical_name} did not empty")
+
+
+def visible_again(world: World, url: str, message: dict[str, Any]) -> None:
+    world.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+
+
+def time_passes(world: World) -> None:
+    """Minutes pass: claims go stale, the reconciler's grace is over, in-progress idempotency records expire."""
+    later = utcnow() + LATER
+    wiring.delivery_service().clock = lambda: later
+    wiring.reconciler().clock = lambda: later
+    table = boto3.resource("dynamodb").Table(world.platform.env[schema.IDEMPOTENCY.env_var])
+    for item in table.scan()["Items"]:
+        if item.get("status") == "INPROGRESS":  # as the crashed invocation's timeout would have made it
+            table.update_item(
+                Key={"id": item["id"]},
+                UpdateExpression="SET in_progress_expiration = :past",
+                ExpressionAttributeValues={":past": 0},
+            )
+
+
+def reconcile(world: World) -> None:
+    invoke("reconciler", scheduled_event("hookrelay-reconciler"))
+
+
+def settle(world: World) -> None:
+    """Everything that runs on its own afterwards, until nothing is left to do."""
+    for _ in range(3):
+        run_queue(world, schema.REDRIVE_JOBS_QUEUE, "redrive")
+        run_queue(world, schema.DELIVERY_QUEUE, "delivery")
+        reconcile(world)
+    run_queue(world, schema.DELIVERY_QUEUE, "delivery")
+
+
+# --- The invariant ---
+
+
+def sent(world: World, webhook_id: str) -> int:
+    return sum(1 for r in world.consumer.received if r.headers.get("webhook-id") == webhook_id)
+
+
+def tenant_deliveries(world: World) -> list[Any]:
+    response = world.platform.call("GET", "/v1/deliveries?limit=100", world.token).json()["data"]
+    return [wiring.delivery_table().get(d["id"]) for d in response]
+
+
+def check_settled(world: World) -> list[Any]:
+    deliveries = tenant_deliveries(world)
+    for delivery in deliveries:
+        assert delivery.status not in UNSETTLED, (delivery.id, delivery.status)
+        if delivery.status is DeliveryStatus.DEAD:
+            assert delivery.dead_lettered_at is not None and delivery.dead_reason is not None, delivery.id
+    for spec in (schema.DEAD_LETTER_QUEUE, schema.POISON_QUEUE):
+        left = world.sqs.get_queue_attributes(QueueUrl=world.url(spec), AttributeNames=["All"])["Attributes"]
+        assert left["ApproximateNumberOfMessages"] == left["ApproximateNumberOfMessagesNotVisible"] == "0", spec
+    return deliveries
+
+
+def sends_of_the_tenant(world: World) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for delivery in tenant_deliveries(world):
+        counts.setdefault(delivery.event_id, sent(world, delivery.event_id))
+    return counts
+
+
+# --- The paths ---
+
+
+@dataclass(frozen=True)
+class Path:
+    name: str
+    functions: frozenset[str]
+    setup: Callable[[World], None]
+    act: Callable[[World], None]
+    recover: Callable[[World], None]
+    check: Callable[[World], str]
+
+
+def fresh_tenant(world: World, reply: Reply | None = None) -> None:
+    world.consumer.default = reply or Reply(200)
+    world.tenant_id, world.token = world.platform.new_tenant(f"t{len(MATRIX)}")
+    world.endpoint_id = world.platform.new_endpoint(world.token, world.consumer.url)["id"]
+    world.key = f"key-{len(MATRIX)}-{utcnow().timestamp()}"
+    world.scratch = {}
+
+
+# Ingest: idempotency record, tenant, endpoints, sequence counter, event, deliveries, messages, idempotency result.
+
+
+def ingest_act(world: World) -> None:
+    body = {"tenant_id": world.tenant_id, "type": "order.created", "data": {"n": 1}, "ordering_key": "o-1"}
+    world.scratch["body"] = body
+    answer = world.platform.call("POST", "/v1/events", world.producer, body, {"idempotency-key": world.key})
+    assert answer.status == 202, answer.body
+    world.scratch["accepted"] = answer.json()
+
+
+def ingest_recover(world: World) -> None:
+    time_passes(world)
+    if "accepted" not in world.scratch:  # the producer saw an error: it retries under the same key
+        body = world.scratch["body"]
+        answer = world.platform.call("POST", "/v1/events", world.producer, body, {"idempotency-key": world.key})
+        assert answer.status == 202, answer.body
+        world.scratch["accepted"] = answer.json()
+    settle(world)
+
+
+def ingest_check(world: World) -> str:
+    accepted = world.scratch["accepted"]
+    [delivery] = check_settled(world)
+    assert delivery.id in accepted["delivery_ids"] and delivery.event_id == accepted["event_id"]
+    assert sends_of_the_tenant(world) == {accepted["event_id"]: 1}  # one event, sent once
+    return f"{delivery.status.value}, sent once"
+
+
+# Replay and the test event: API calls answered 5xx by the crash; the caller does not retry (a replay has no key).
+
+
+def with_a_delivered_event(world: World) -> None:
+    fresh_tenant(world)
+    seeded = make(world.tenant_id, world.endpoint_id, utcnow() - timedelta(hours=1), DeliveryStatus.DELIVERED)
+    store([seeded])
+    world.scratch["original"] = seeded
+
+
+def replay_act(world: World) -> None:
+    original = world.scratch["original"].delivery.id
+    answer = world.platform.call("POST", f"/v1/deliveries/{original}/replay", world.token)
+    assert answer.status == 202, answer.body
+
+
+def send_test_event(world: World) -> None:
+    answer = world.platform.call("POST", f"/v1/endpoints/{world.endpoint_id}/test", world.token)
+    assert answer.status == 202, answer.body
+
+
+def api_recover(world: World) -> None:
+    time_passes(world)
+    settle(world)
+
+
+def new_deliveries_check(world: World) -> str:
+    check_settled(world)
+    original = world.scratch.get("original")
+    made = [d for d in tenant_deliveries(world) if original is None or d.id != original.delivery.id]
+    counts = sends_of_the_tenant(world)
+    assert all(n <= 1 for n in counts.values()), counts
+    if not made:
+        assert world.hook.crashed is not None
+        return "not accepted (5xx), nothing written"
+    assert len(made) == 1 and made[0].status is DeliveryStatus.DELIVERED, made
+    return "delivered, sent once"
+
+
+# Redrive: the API's start (under a key) and the redrive function's page.
+
+
+def with_dead_deliveries(world: World) -> None:
+    fresh_tenant(world)
+    dead = [make(world.tenant_id, world.endpoint_id, utcnow() - timedelta(hours=2, minutes=i)) for i in range(2)]
+    store(dead)
+    for seeded in dead:
+        wiring.delivery_table().mark_dead_lettered(seeded.delivery.id, utcnow(), DeadReason.EXHAUSTED)
+    world.scratch["dead"] = dead
+
+
+def redrive_act(world: World) -> None:
+    since = to_rfc3339(utcnow() - timedelta(hours=3))
+    world.scratch["since"] = since
+    answer = world.platform.call(
+        "POST",
+        f"/v1/endpoints/{world.endpoint_id}/redrive",
+        world.token,
+        {"since": since},
+        {"idempotency-key": world.key},
+    )
+    assert answer.status == 202, answer.body
+    world.scratch["redrive_id"] = answer.json()["redrive_id"]
+    run_queue(world, schema.REDRIVE_JOBS_QUEUE, "redrive")
+
+
+def redrive_recover(world: World) -> None:
+    time_passes(world)
+    if "redrive_id" not in world.scratch:
+        answer = world.platform.call(
+            "POST",
+            f"/v1/endpoints/{world.endpoint_id}/redrive",
+            world.token,
+            {"since": world.scratch["since"]},
+            {"idempotency-key": world.key},
+        )
+        assert answer.status == 202, answer.body
+        world.scratch["redrive_id"] = answer.json()["redrive_id"]
+    settle(world)
+
+
+def redrive_check(world: World) -> str:
+    check_settled(world)
+    redrive = world.platform.call("GET", f"/v1/redrives/{world.scratch['redrive_id']}", world.token).json()
+    assert redrive["state"] == "completed", redrive
+    for seeded in world.scratch["dead"]:
+        assert sent(world, seeded.event.id) == 1, seeded.delivery.id
+    return f"redrive completed, {len(world.scratch['dead'])} replays sent once each"
+
+
+# Delivery: a first attempt that succeeds, and a last attempt that dies (the dead-letter path).
+
+
+def with_a_queued_event(world: World) -> None:
+    fresh_tenant(world)
+    answer = world.platform.call(
+        "POST", "/v1/events", world.producer, {"tenant_id": world.tenant_id, "type": "a.b", "data": {}}
+    )
+    world.scratch["event_id"] = answer.json()["event_id"]
+
+
+def with_a_last_attempt_due(world: World) -> None:
+    """A delivery with two hard failures (404) recorded: its third attempt is its last, whatever it answers."""
+    fresh_tenant(world, Reply(404))
+    seeded = make(world.tenant_id, world.endpoint_id, utcnow() - timedelta(minutes=5), DeliveryStatus.RETRYING)
+    failed = [
+        Attempt(
+            number=n,
+            started_at=utcnow() - timedelta(minutes=5 - n),
+            latency_ms=5,
+            status_code=404,
+            outcome=Outcome.RETRY_LIMITED,
+        )
+        for n in (1, 2)
+    ]
+    delivery = seeded.delivery.model_copy(
+        update={
+            "attempts": failed,
+            "attempt_count": 2,
+            "first_attempt_at": failed[0].started_at,
+            "next_attempt_at": utcnow() - timedelta(seconds=1),
+            "completed_at": None,
+            "expires_at": None,
+        }
+    )
+    store([type(seeded)(seeded.event, delivery)])
+    message = {"delivery_id": delivery.id, "tenant_id": world.tenant_id, "attempt": 3, "endpoint_id": world.endpoint_id}
+    world.sqs.send_message(
+        QueueUrl=world.url(schema.DELIVERY_QUEUE),
+        MessageBody=json.dumps(message),
+        MessageGroupId=delivery.id,
+        MessageDeduplicationId=f"{delivery.id}-3",
+    )
+    world.scratch["event_id"] = seeded.event.id
+
+
+def delivery_act(world: World) -> None:
+    run_queue(world, schema.DELIVERY_QUEUE, "delivery")
+
+
+def delivery_check(world: World) -> str:
+    [delivery] = check_settled(world)
+    times = sent(world, world.scratch["event_id"])
+    if delivery.status is DeliveryStatus.DEAD:
+        assert delivery.dead_reason is DeadReason.EXHAUSTED and delivery.attempt_count == 3
+    else:
+        assert delivery.status is DeliveryStatus.DELIVERED
+    if times == 1:
+        return f"{delivery.status.value}, sent once"
+    # At least once, documented: the worker died after sending and before recording; the attempt is made again.
+    assert times == 2 and world.hook.crashed is not None and len(delivery.attempts) == delivery.attempt_count
+    return f"{delivery.status.value}, sent twice (died after sending: at-least-once, documented)"
+
+
+# The sweeper's notices: publish, then record.
+
+
+def with_a_failing_endpoint(world: World) -> None:
+    fresh_tenant(world)
+    endpoints = EndpointTable(boto3.resource("dynamodb").Table(world.platform.env[schema.ENDPOINTS.env_var]))
+    assert endpoints.mark_failing(world.tenant_id, world.endpoint_id, utcnow() - timedelta(days=1, hours=2))
+
+
+def sweep_act(world: World) -> None:
+    invoke("sweeper", scheduled_event("hookrelay-sweeper"))
+
+
+def sweep_recover(world: World) -> None:
+    sweep_act(world)  # the next hourly sweep
+
+
+def notices_of(world: World) -> list[dict[str, Any]]:
+    found = []
+    while messages := world.sqs.receive_message(
+        QueueUrl=world.notices_queue, MaxNumberOfMessages=schema.SQS_MAX_BATCH
+    ).get("Messages"):
+        for message in messages:
+            world.sqs.delete_message(QueueUrl=world.notices_queue, ReceiptHandle=message["ReceiptHandle"])
+            body = json.loads(message["Body"])
+            found.append(json.loads(body.get("Message", message["Body"])) if "Message" in body else body)
+    world.scratch.setdefault("notices", []).extend(found)
+    return [n for n in world.scratch["notices"] if n.get("endpoint_id") == world.endpoint_id]
+
+
+def sweep_check(world: World) -> str:
+    notices = notices_of(world)
+    stored = wiring.endpoint_service().endpoints.get(world.tenant_id, world.endpoint_id)
+    assert stored.failure_notice is not None and stored.failure_notice.value == "failing_1d"
+    assert [n["kind"] for n in notices] in (["failing_1d"], ["failing_1d", "failing_1d"]), notices
+    assert len({n["notice_id"] for n in notices}) == 1
+    if len(notices) == 1:
+        return "notice sent once"
+    return "notice sent twice, same notice_id (died after publishing: at-least-once, documented)"
+
+
+# The reconciler surfacing a lost attempt and a poison message as dead deliveries.
+
+
+def with_dead_letters_waiting(world: World) -> None:
+    fresh_tenant(world)
+    lost = make(world.tenant_id, world.endpoint_id, utcnow() - timedelta(hours=1), DeliveryStatus.RETRYING)
+    poisoned = make(world.tenant_id, world.endpoint_id, utcnow() - timedelta(hours=1, minutes=1), DeliveryStatus.QUEUED)
+    store([lost, poisoned])
+    letter = {"reason": "attempt_lost", "delivery_id": lost.delivery.id, "tenant_id": world.tenant_id, "attempt": 2}
+    world.sqs.send_message(QueueUrl=world.url(schema.DEAD_LETTER_QUEUE), MessageBody=json.dumps(letter))
+    body = {"delivery_id": poisoned.delivery.id, "tenant_id": world.tenant_id, "attempt": 1}
+    world.sqs.send_message(
+        QueueUrl=world.url(schema.POISON_QUEUE),
+        MessageBody=json.dumps(body),
+        MessageGroupId=poisoned.delivery.message_group_id,
+        MessageDeduplicationId=poisoned.delivery.id,
+    )
+    world.scratch["expected"] = {lost.delivery.id: DeadReason.ATTEMPT_LOST, poisoned.delivery.id: DeadReason.POISON}
+
+
+def surface_act(world: World) -> None:
+    reconcile(world)
+
+
+def surface_check(world: World) -> str:
+    deliveries = {d.id: d for d in check_settled(world)}
+    for delivery_id, reason in world.scratch["expected"].items():
+        assert deliveries[delivery_id].status is DeliveryStatus.DEAD and deliveries[delivery_id].dead_reason is reason
+    assert world.consumer.received == []  # surfacing sends nothing: the tenant (or the operator) redrives
+    return "both dead with their reason, recorded once; queues empty"
+
+
+PATHS = (
+    Path("ingest", frozenset({"ingest"}), fresh_tenant, ingest_act, ingest_recover, ingest_check),
+    Path("replay", frozenset({"api"}), with_a_delivered_event, replay_act, api_recover, new_deliveries_check),
+    Path("test event", frozenset({"api"}), fresh_tenant, send_test_event, api_recover, new_deliveries_check),
+    Path("redrive", frozenset({"api", "redrive"}), with_dead_deliveries, redrive_act, redrive_recover, redrive_check),
+    Path("delivery", frozenset({"delivery"}), with_a_queued_event, delivery_act, api_recover, delivery_check),
+    Path("dead letter", frozenset({"delivery"}), with_a_last_attempt_due, delivery_act, api_recover, delivery_check),
+    Path("sweeper notice", frozenset({"sweeper"}), with_a_failing_endpoint, sweep_act, sweep_recover, sweep_check),
+    Path("surfacing", frozenset({"reconciler"}), with_dead_letters_waiting, surface_act, api_recover, surface_check),
+)
+
+
+@pytest.fixture
+def world(consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    # A received dead letter is hidden for its visibility timeout; here that timeout "passes" at once.
+    monkeypatch.setattr(redrive_sqs, "DRAIN_VISIBILITY_SECONDS", 0)
+    monkeypatch.setenv(schema.ENDPOINT_HEALTH_DAY_SECONDS, "86400")
+    with moto_stack(execute_state_machine=False) as env, injector() as hook:
+        for command in (publish_once, start_redrive_once):  # built with a client from before the injector
+            command.__dict__.pop("_once", None)
+        admin = create_admin_key(env["API_KEYS_TABLE"])
+        platform = Platform(env=env, admin_token=admin.token)
+        sqs = boto3.client("sqs")
+        notices_queue = sqs.create_queue(QueueName="notices-copy")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=notices_queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        boto3.client("sns").subscribe(
+            TopicArn=env[schema.ENDPOINT_NOTICES_TOPIC.env_var],
+            Protocol="sqs",
+            Endpoint=arn,
+            Attributes={"RawMessageDelivery": "true"},
+        )
+        yield World(platform, consumer, hook, platform.new_key("producer"), notices_queue)
+        for command in (publish_once, start_redrive_once):
+            command.__dict__.pop("_once", None)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
+def test_every_crash_point_ends_delivered_dead_or_cancelled(world: World, path: Path) -> None:
+    path.setup(world)
+    world.hook.arm(path.functions, None)
+    path.act(world)
+    world.hook.disarm()
+    calls = list(world.hook.calls)
+    path.recover(world)
+    MATRIX.append(Row(path.name, "-", path.check(world)))
+    assert calls, f"{path.name} made no AWS call"
+
+    for number, label in enumerate(calls):
+        path.setup(world)
+        world.hook.arm(path.functions, number)
+        try:
+            path.act(world)
+        except (Crash, AssertionError):
+            pass  # the process died (the API answered 5xx, or the message stays in its queue)
+        world.hook.disarm()
+        assert world.hook.crashed is not None, f"{path.name}: call {number} ({label}) was not reached"
+        path.recover(world)
+        MATRIX.append(Row(path.name, f"#{number} {world.hook.crashed}", path.check(world)))
+        wiring.reset()  # the clocks moved on by `time_passes` start from now again
+        for command in (publish_once, start_redrive_once):
+            command.__dict__.pop("_once", None)
