@@ -220,16 +220,7 @@ def _slot(event_order: str, delivery_id: str) -> str:
     return f"{event_order}#{delivery_id}"
 
 
-def _lot_entry(delivery: dict[str, Any]) -> dict[str, Any]:
-    """The lot entry of a delivery item marked parked: what the drain reads to release it."""
-    entry = {
-        "endpoint_id": delivery[_PARKED],
-        "slot": _slot(delivery["event_order"], delivery["id"]),
-        **{name: delivery[name] for name in _ENTRY_ATTRIBUTES if name in delivery},
-    }
-    return entry
-
-
+# What a lot entry copies of its delivery: what the drain needs to release it (`_parked`).
 _ENTRY_ATTRIBUTES = (
     "id",
     "tenant_id",
@@ -240,6 +231,15 @@ _ENTRY_ATTRIBUTES = (
     "event_order",
     "message_group_id",
 )
+
+
+def _lot_entry(delivery: dict[str, Any]) -> dict[str, Any]:
+    """The lot entry of a delivery item marked parked."""
+    return {
+        "endpoint_id": delivery[_PARKED],
+        "slot": _slot(delivery["event_order"], delivery["id"]),
+        **{name: delivery[name] for name in _ENTRY_ATTRIBUTES if name in delivery},
+    }
 
 
 class DynamoParkingLot:

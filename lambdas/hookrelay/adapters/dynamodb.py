@@ -60,14 +60,19 @@ def applied(write: Callable[..., dict[str, Any]], **request: Any) -> bool:
     return conditional_write(write, **request) is not None
 
 
-def query_pages(table: Any, **query: Any) -> Iterator[dict[str, Any]]:
-    """Every page of a query (or of an index read), following `LastEvaluatedKey` to the end."""
+def pages(read: Callable[..., dict[str, Any]], **request: Any) -> Iterator[dict[str, Any]]:
+    """Every page of a query or scan, following `LastEvaluatedKey` to the end."""
     while True:
-        page = table.query(**query)
+        page = read(**request)
         yield page
         if "LastEvaluatedKey" not in page:
             return
-        query = {**query, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+        request = {**request, "ExclusiveStartKey": page["LastEvaluatedKey"]}
+
+
+def query_pages(table: Any, **query: Any) -> Iterator[dict[str, Any]]:
+    """Every page of a query (or of an index read)."""
+    return pages(table.query, **query)
 
 
 def query_items(table: Any, **query: Any) -> Iterator[dict[str, Any]]:
@@ -88,13 +93,8 @@ class TenantTable:
 
     def ids(self) -> Iterator[str]:
         """A scan of the ids only: the tenants table is small (one item per tenant) and read whole by design."""
-        request: dict[str, Any] = {"ProjectionExpression": "id"}
-        while True:
-            page = self.table.scan(**request)
+        for page in pages(self.table.scan, ProjectionExpression="id"):
             yield from (str(item["id"]) for item in page["Items"])
-            if "LastEvaluatedKey" not in page:
-                return
-            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 class ApiKeyTable:
@@ -324,9 +324,11 @@ _CLAIM_SETS = (
 
 
 def claim_update(*removes: str) -> str:
-    """The claim's update expression, also removing `removes` (`attempting` is not in the status index)."""
-    assert tenant_status("", DeliveryStatus.ATTEMPTING) is None
-    return update_expression(_CLAIM_SETS, ("tenant_status", *removes))
+    """The claim's update expression, also removing `removes`; `attempting` takes the delivery out of the status
+    index, so the claim's values need no `:ts`."""
+    sets, paths = list(_CLAIM_SETS), list(removes)
+    set_status_key("", DeliveryStatus.ATTEMPTING, sets, paths)
+    return update_expression(sets, paths)
 
 
 def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str, Any]:
