@@ -12,7 +12,7 @@ export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run consumer cli test lint typecheck format synth unit integration infra e2e bench
+.PHONY: install run consumer cli test lint typecheck format synth unit integration infra e2e bench capacity
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -75,3 +75,8 @@ synth: install
 # The benchmarks of bench/README.md (measured figures, printed; not part of make test), a few minutes in all.
 bench: install
 	$(RUN) python bench/run_all.py
+
+# The capacity model (docs/capacity.md): each quota's utilisation for a workload, the first to saturate, the cost,
+# checked by a simulation; e.g. make capacity ARGS='--rate 10000 --fanout 10 --failing 0.01'. Under a minute.
+capacity: install
+	$(RUN) python bench/capacity.py $(ARGS)

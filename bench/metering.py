@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import botocore.client
@@ -65,6 +65,8 @@ class ApiCall:
     read_units: float = 0.0
     write_units: float = 0.0
     empty: bool = False  # a ReceiveMessage that returned nothing
+    # DynamoDB writes by where they land: (table, index or "", partition key value, units)
+    partitions: list[tuple[str, str, Any, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class Snapshot:
 
     size: int
     entries: dict[str, IndexEntry]
+    partition: Any = None  # the item's partition key value
 
 
 def _typed(value: Any) -> dict[str, Any]:
@@ -134,7 +137,8 @@ class DynamoDbSizer:
         if item is None:
             return None
         entries = {index.name: self._entry(table, index, item) for index in table.global_indexes}
-        return Snapshot(item.size(), {name: entry for name, entry in entries.items() if entry is not None})
+        entries_in = {name: entry for name, entry in entries.items() if entry is not None}
+        return Snapshot(item.size(), entries_in, item.attrs[table.hash_key_attr].value)
 
     def writes_of(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """(table, key) of every item a write call touches."""
@@ -170,21 +174,30 @@ class DynamoDbSizer:
             if "ConditionCheck" in i
         ]
 
-    def write_units(
+    def partition_writes(
         self, table_name: str, before: Snapshot | None, after: Snapshot | None, item_factor: int = 1
-    ) -> float:
+    ) -> list[tuple[str, Any, float]]:
+        """The write units of one item's write, by where they land: (index name, or "" for the table itself;
+        the partition key value written; units). What the capacity model reads hot partitions from."""
+
         def units(size: int) -> int:
             return max(1, math.ceil(size / WRITE_UNIT_BYTES))
 
-        total = item_factor * max(units(before.size) if before else 0, units(after.size) if after else 0, 1)
+        item = after or before
+        table_units = item_factor * max(units(before.size) if before else 0, units(after.size) if after else 0, 1)
+        landed: list[tuple[str, Any, float]] = [("", item.partition if item else None, table_units)]
         for index in self._table(table_name).global_indexes:
             old = before.entries.get(index.name) if before else None
             new = after.entries.get(index.name) if after else None
             if old and new and old.key == new.key:
-                total += 0 if old.projected == new.projected else units(new.size)
+                if old.projected != new.projected:
+                    landed.append((index.name, new.key[0], units(new.size)))
             else:  # an entry leaves the index, arrives, or both (its key moved)
-                total += (units(old.size) if old else 0) + (units(new.size) if new else 0)
-        return total
+                if old:
+                    landed.append((index.name, old.key[0], units(old.size)))
+                if new:
+                    landed.append((index.name, new.key[0], units(new.size)))
+        return landed
 
     def read_units(self, operation: str, params: dict[str, Any], result: dict[str, Any]) -> float:
         if operation == "BatchGetItem":  # each item read is rounded up on its own
@@ -398,7 +411,9 @@ class Meter:
                         call.write_units += factor * max(1, math.ceil((old.size if old else 0) / WRITE_UNIT_BYTES))
                     else:
                         after = sizer.snapshot(table_name, key)
-                        call.write_units += sizer.write_units(table_name, old, after, item_factor=factor)
+                        for index, partition, units in sizer.partition_writes(table_name, old, after, factor):
+                            call.write_units += units
+                            call.partitions.append((table_name, index, partition, units))
                 for table_name, key in sizer.condition_checks(operation, params):
                     checked = sizer.snapshot(table_name, key)
                     call.write_units += factor * max(1, math.ceil((checked.size if checked else 0) / WRITE_UNIT_BYTES))

@@ -1,0 +1,488 @@
+"""A discrete-event run of the delivery pipeline against its quotas, to check the capacity model (bench/capacity.py).
+
+No AWS and no sleeping: a simulated clock and a heap of timed actions. It runs the real rules where they decide
+what happens: the message group of each delivery (`domain.envelope.message_group_id`), the circuit's gate and
+its opening count (`domain.circuit`), the retry schedule with its jitter and the probe schedule
+(`domain.schedule`, `domain.circuit.next_probe_at`). The rest is the shape of the system: producers send through
+the API (its account quota, the stage throttle, the per-key rate: token buckets), the authorizer and ingest take
+a slot of their reserved concurrency for their duration (a pool), ingest writes to DynamoDB (the table's and the
+hot partition's write units: token buckets) and sends to the FIFO queue; the delivery event source takes one
+message per in-flight-free group up to its maximum concurrency, the delivery function holds its slot for the
+endpoint's latency and writes the delivery's record.
+
+At the edge it does what the adapters do: a throttled AWS call is retried with exponential backoff and full
+jitter (botocore's standard mode: 3 attempts), then the work is handed back: the producer retries its request
+with the same idempotency key (nothing is accepted twice), or the message becomes visible again after its
+visibility timeout. The rate ramps from nothing to 1.5 times the model's first saturation; each quota's first
+sustained throttle (over 1% of its calls refused in a second) is its saturation point. At the end the outage
+is over, the circuit drains, and every accepted event must be delivered: nothing lost.
+
+Scaling: the event rate and every quota's rate and concurrency are multiplied by one factor (at most 1) so that
+a run stays small; the first bottleneck does not move under it, since every demand scales the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import random
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from bench.capacity import CALL_MS, COMPUTE_MS, Workload, _mix, assess, load_profile, per_event
+from bench.common import table
+from bench.quotas import Quota, all_quotas
+from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState, Gate, Via, gate, next_probe_after_failure
+from hookrelay.domain.envelope import message_group_id
+from hookrelay.domain.schedule import schedule_from_config
+
+EPOCH = datetime(2026, 12, 1, tzinfo=UTC)
+SIM_PEAK_EVENTS = 400.0  # the ramp's top, in simulated events per second, after scaling
+RAMP_SECONDS = 30.0
+SDK_ATTEMPTS = 3  # botocore's standard retry mode
+SDK_BASE_SECONDS = 0.05
+PRODUCER_BASE_SECONDS = 0.2
+PRODUCER_CAP_SECONDS = 5.0
+VISIBILITY_SECONDS = 5.0  # a failed delivery's message is back after this (scaled down with the run)
+THROTTLED_SHARE = 0.01  # a quota saturates when more than this share of its calls in a second is refused
+OUTAGE_ENDS = RAMP_SECONDS * 0.8
+PROBE_SCHEDULE = schedule_from_config([0, 1, 2, 4])  # probes seconds apart: the outage is compressed too
+
+
+class Bucket:
+    """A token bucket: `rate` tokens a second, at most `size`."""
+
+    def __init__(self, rate: float, size: float) -> None:
+        self.rate, self.size, self.tokens, self.at = rate, size, size, 0.0
+
+    def take(self, now: float, n: float = 1.0) -> bool:
+        self.tokens = min(self.size, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= n:
+            self.tokens -= n
+            return True
+        return False
+
+
+class Pool:
+    """Concurrency: at most `size` at once."""
+
+    def __init__(self, size: float) -> None:
+        self.size, self.busy = size, 0
+
+    def take(self, now: float, n: float = 1.0) -> bool:
+        if self.busy + 1 <= max(1.0, self.size):
+            self.busy += 1
+            return True
+        return False
+
+    def give(self) -> None:
+        self.busy -= 1
+
+
+@dataclass
+class Tally:
+    calls: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+    refused: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+
+    def backlogged(self, key: str, now: float) -> None:
+        """A pool's backlog outgrew it: that second counts as saturated."""
+        self.calls[(key, int(now))] += 1
+        self.refused[(key, int(now))] = self.calls[(key, int(now))]
+
+    def note(self, key: str, now: float, ok: bool) -> None:
+        second = int(now)
+        self.calls[(key, second)] += 1
+        if not ok:
+            self.refused[(key, second)] += 1
+
+    def first_saturation(self) -> dict[str, int]:
+        first: dict[str, int] = {}
+        for (key, second), refused in sorted(self.refused.items(), key=lambda kv: kv[0][1]):
+            if key not in first and refused > THROTTLED_SHARE * self.calls[(key, second)]:
+                first[key] = second
+        return first
+
+
+@dataclass
+class Endpoint:
+    id: str
+    tenant: int
+    failing: bool
+    circuit: CircuitState = CircuitState.CLOSED
+    failures_in_a_row: int = 0
+    opened_at: float = 0.0
+    probes: int = 0
+    parked: list[str] = field(default_factory=list)
+    probing: bool = False
+
+
+@dataclass
+class Outcome:
+    first: dict[str, float]  # quota key -> unscaled events/s at its first sustained throttle
+    produced: int
+    accepted: int
+    delivered: int
+    duplicates_accepted: int
+    throttles: dict[str, int]
+
+
+class Simulation:
+    def __init__(self, workload: Workload, profile: dict[str, Any], quotas: dict[str, Quota], seed: int = 7) -> None:
+        self.w, self.profile, self.rng = workload, profile, random.Random(seed)
+        model = assess(workload, profile, quotas)
+        self.peak = 1.5 * model.saturates_at(model.first)
+        self.scale = min(1.0, SIM_PEAK_EVENTS / self.peak)
+        s = self.scale
+        self.now = 0.0
+        self.heap: list[tuple[float, int, Callable[[], None]]] = []
+        self.seq = 0
+        self.tally = Tally()
+        self.buckets: dict[str, Bucket | Pool] = {}
+        for key in ("apigw_account_rps", "stage_throttle", "dynamodb_table_wru", "sfn_start_execution"):
+            q = quotas[key]
+            self.buckets[key] = Bucket(q.limit * s, (q.burst or q.limit) * s)
+        # one key per tenant; the largest tenant's is the one that can run out
+        self.key_rate = quotas["api_key_rate"].limit * s
+        self.keys: dict[int, Bucket] = {}
+        self.partitions: dict[str, Bucket] = {}
+        self.partition_limit = quotas["dynamodb_partition_wcu"].limit * s
+        for key in ("lambda_concurrency", "authorizer_reserved", "ingest_reserved", "delivery_max_concurrency"):
+            self.buckets[key] = Pool(quotas[key].limit * s)
+        self.max_in_flight = max(1, round(quotas["endpoint_groups"].limit * s))
+        self.queued = 0  # messages waiting in their groups
+        self.queued_at: dict[str, int] = defaultdict(int)  # by endpoint
+        self.busy_at: dict[str, int] = defaultdict(int)  # deliveries in flight, by endpoint
+        # what each step costs, from the operation profile (the model's own counts)
+        self.wru_event = per_event(profile, replace(workload, failing_share=0.0), "write_units", "Events/-")
+        self.ingest_wru = (
+            sum(
+                _mix(profile, ("write_units", k), workload.fanout)
+                for k in profile["scenarios"]["happy"]["write_units"]
+                if k.startswith("Deliveries/") and k != "Deliveries/-"
+            )
+            + self.wru_event
+            + 1.0 * workload.fanout
+        )
+        self.tenant_wru = _mix(profile, ("write_units", "Deliveries/by_tenant"), workload.fanout)
+        self.delivery_wru = 2.0  # the claim and the record of the attempt
+        self.seconds = {
+            f: (_mix(profile, ("calls_per_invocation", f), 1) * CALL_MS + COMPUTE_MS) / 1000
+            for f in ("authorizer", "ingest", "delivery")
+        }
+        self.latency = workload.endpoint_latency_ms / 1000
+        self.endpoints = self._endpoints()
+        self.groups: dict[str, list[tuple[str, Endpoint, int]]] = defaultdict(list)
+        self.in_flight: set[str] = set()
+        self.ready: list[str] = []
+        self.produced = self.accepted = self.delivered = self.duplicates = 0
+        self.accepted_ids: set[str] = set()
+        self.delivered_ids: set[str] = set()
+        self.throttles: dict[str, int] = defaultdict(int)
+
+    # -- the world ---------------------------------------------------------------------------------------
+    def _endpoints(self) -> dict[int, list[Endpoint]]:
+        tenants = min(self.w.tenants, 50)  # the largest tenant and a sample of the rest
+        failing = round(self.w.failing_share * tenants * self.w.fanout)
+        endpoints: dict[int, list[Endpoint]] = {}
+        n = 0
+        for tenant in range(tenants):
+            endpoints[tenant] = []
+            for j in range(self.w.fanout):
+                endpoints[tenant].append(Endpoint(f"ep_{tenant}_{j}", tenant, failing=n < failing and tenant > 0))
+                n += 1
+        return endpoints
+
+    def at(self, when: float, action: Callable[[], None]) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (when, self.seq, action))
+
+    def rate(self, t: float) -> float:
+        return self.peak * self.scale * min(1.0, max(0.02, t / RAMP_SECONDS))
+
+    def take(self, key: str, n: float = 1.0) -> bool:
+        ok = self.buckets[key].take(self.now, n)
+        self.tally.note(key, self.now, ok)
+        if not ok:
+            self.throttles[key] += 1
+        return ok
+
+    def take_partition(self, name: str, units: float) -> bool:
+        bucket = self.partitions.setdefault(name, Bucket(self.partition_limit, self.partition_limit))
+        ok = bucket.take(self.now, units)
+        self.tally.note("dynamodb_partition_wcu", self.now, ok)
+        if not ok:
+            self.throttles["dynamodb_partition_wcu"] += 1
+        return ok
+
+    # -- producers ---------------------------------------------------------------------------------------
+    def produce(self) -> None:
+        if self.now >= RAMP_SECONDS:
+            return
+        rate = self.rate(self.now)
+        tenant = 0 if self.rng.random() < self.w.largest_tenant_share else self.rng.randrange(1, len(self.endpoints))
+        self.produced += 1
+        self.request(f"evt_{self.produced}", tenant, 0)
+        self.at(self.now + self.rng.expovariate(rate), self.produce)
+
+    def request(self, event_id: str, tenant: int, tries: int) -> None:
+        key = self.keys.setdefault(tenant, Bucket(self.key_rate, 2 * self.key_rate))
+        key_ok = key.take(self.now)
+        self.tally.note("api_key_rate", self.now, key_ok or tenant != 0)
+        admitted = (
+            self.take("apigw_account_rps")
+            and self.take("stage_throttle")
+            and key_ok
+            and self.take("lambda_concurrency")
+        )
+        if admitted and not self.take("authorizer_reserved"):
+            self.buckets["lambda_concurrency"].give()  # type: ignore[union-attr]
+            admitted = False
+        if not admitted:
+            self.retry_request(event_id, tenant, tries)
+            return
+        self.at(self.now + self.seconds["authorizer"], lambda: self.authorized(event_id, tenant, tries))
+
+    def retry_request(self, event_id: str, tenant: int, tries: int) -> None:
+        backoff = min(PRODUCER_CAP_SECONDS, PRODUCER_BASE_SECONDS * 2**tries) * self.rng.random()
+        self.at(self.now + backoff, lambda: self.request(event_id, tenant, tries + 1))
+
+    def authorized(self, event_id: str, tenant: int, tries: int) -> None:
+        self.buckets["authorizer_reserved"].give()  # type: ignore[union-attr]
+        if not self.take("ingest_reserved"):
+            self.buckets["lambda_concurrency"].give()  # type: ignore[union-attr]
+            self.retry_request(event_id, tenant, tries)
+            return
+        self.at(self.now + self.seconds["ingest"], lambda: self.ingest(event_id, tenant, tries, 0))
+
+    def ingest(self, event_id: str, tenant: int, tries: int, sdk_attempt: int) -> None:
+        ok = self.take("dynamodb_table_wru", self.ingest_wru) and self.take_partition(
+            f"tenant:{tenant}", self.tenant_wru
+        )
+        if not ok and sdk_attempt + 1 < SDK_ATTEMPTS:  # the SDK's own retry, inside the same invocation
+            backoff = SDK_BASE_SECONDS * 2**sdk_attempt * self.rng.random()
+            self.at(self.now + backoff, lambda: self.ingest(event_id, tenant, tries, sdk_attempt + 1))
+            return
+        self.buckets["ingest_reserved"].give()  # type: ignore[union-attr]
+        self.buckets["lambda_concurrency"].give()  # type: ignore[union-attr]
+        if not ok:  # a 5xx: the producer retries with the same idempotency key
+            self.retry_request(event_id, tenant, tries)
+            return
+        if event_id in self.accepted_ids:
+            self.duplicates += 1  # the idempotency key converges: no new deliveries
+            return
+        self.accepted_ids.add(event_id)
+        self.accepted += 1
+        for endpoint in self.endpoints[tenant]:
+            group = message_group_id(endpoint.id, self.max_in_flight, None, event_id)
+            self.enqueue(group, event_id, endpoint, 0)
+
+    # -- deliveries --------------------------------------------------------------------------------------
+    def enqueue(self, group: str, event_id: str, endpoint: Endpoint, attempts: int) -> None:
+        if not self.groups[group] and group not in self.in_flight:
+            self.ready.append(group)
+        self.groups[group].append((event_id, endpoint, attempts))
+        self.queued += 1
+        self.queued_at[endpoint.id] += 1
+        busy, queued = self.busy_at[endpoint.id], self.queued_at[endpoint.id]
+        if endpoint.tenant == 0 and busy >= self.max_in_flight and queued > 2 * self.max_in_flight:
+            self.tally.backlogged("endpoint_groups", self.now)  # the largest tenant's endpoint is behind
+        self.poll()
+
+    def poll(self) -> None:
+        pool = self.buckets["delivery_max_concurrency"]
+        account = self.buckets["lambda_concurrency"]
+        while self.ready:
+            if pool.busy + 1 > max(1.0, pool.size) or account.busy + 1 > max(1.0, account.size):
+                if self.queued > 2 * max(1.0, pool.size):  # the event source is behind: which pool holds it back
+                    full = "delivery_max_concurrency" if pool.busy + 1 > max(1.0, pool.size) else "lambda_concurrency"
+                    self.tally.backlogged(full, self.now)
+                return
+            pool.take(self.now)
+            account.take(self.now)
+            group = self.ready.pop(0)
+            self.in_flight.add(group)
+            event_id, endpoint, attempts = self.groups[group].pop(0)
+            self.queued -= 1
+            self.queued_at[endpoint.id] -= 1
+            self.busy_at[endpoint.id] += 1
+            self.at(
+                self.now + self.seconds["delivery"],
+                lambda g=group, e=event_id, ep=endpoint, n=attempts: self.attempt(g, e, ep, n),  # bound now
+            )
+
+    def release(self, group: str, endpoint: Endpoint) -> None:
+        self.buckets["delivery_max_concurrency"].give()  # type: ignore[union-attr]
+        self.buckets["lambda_concurrency"].give()  # type: ignore[union-attr]
+        self.busy_at[endpoint.id] -= 1
+        self.in_flight.discard(group)
+        if self.groups[group]:
+            self.ready.append(group)
+        self.poll()
+
+    def attempt(self, group: str, event_id: str, endpoint: Endpoint, attempts: int) -> None:
+        if not self.take("dynamodb_table_wru", self.delivery_wru):
+            # throttled past the SDK's retries: the message comes back after its visibility timeout
+            self.release(group, endpoint)
+            self.at(
+                self.now + VISIBILITY_SECONDS * self.rng.uniform(0.8, 1.2),
+                lambda: self.enqueue(group, event_id, endpoint, attempts),
+            )
+            return
+        if gate(endpoint.circuit, Via.QUEUE, drain_paused=False) is Gate.PARK:
+            endpoint.parked.append(event_id)
+            self.release(group, endpoint)
+            return
+        self.at(self.now + self.latency, lambda: self.answered(group, event_id, endpoint, attempts + 1))
+
+    def answered(self, group: str, event_id: str, endpoint: Endpoint, attempts: int) -> None:
+        self.release(group, endpoint)
+        if not self.down(endpoint):
+            endpoint.failures_in_a_row = 0
+            self.done(event_id, endpoint)
+            return
+        endpoint.failures_in_a_row += 1
+        if endpoint.circuit is CircuitState.CLOSED and endpoint.failures_in_a_row >= OPEN_AFTER_FAILURES:
+            endpoint.circuit, endpoint.opened_at = CircuitState.OPEN, self.now
+            self.schedule_probe(endpoint)
+        if endpoint.circuit is not CircuitState.CLOSED:
+            endpoint.parked.append(event_id)
+            return
+        # a retry workflow: StartExecution (throttled: the SDK retries, then the message comes back)
+        if not self.take("sfn_start_execution"):
+            self.at(self.now + VISIBILITY_SECONDS, lambda: self.enqueue(group, event_id, endpoint, attempts))
+            return
+        wake = PROBE_SCHEDULE.next_attempt_at(
+            first_attempt_at=EPOCH, attempts_made=min(attempts, 3), now=EPOCH, rng=self.rng
+        )
+        delay = ((wake or EPOCH) - EPOCH).total_seconds() + 1.0
+        self.at(self.now + delay, lambda: self.enqueue(f"retry~{event_id}", event_id, endpoint, attempts))
+
+    def down(self, endpoint: Endpoint) -> bool:
+        return endpoint.failing and self.now < OUTAGE_ENDS
+
+    def schedule_probe(self, endpoint: Endpoint) -> None:
+        opened = EPOCH + timedelta(seconds=endpoint.opened_at)
+        at = next_probe_after_failure(
+            PROBE_SCHEDULE,
+            opened_at=opened,
+            probes_made=endpoint.probes,
+            now=EPOCH + timedelta(seconds=self.now),
+            retry_after=None,
+        )
+        self.at((at - EPOCH).total_seconds(), lambda: self.probe(endpoint))
+
+    def probe(self, endpoint: Endpoint) -> None:
+        if not endpoint.parked:
+            endpoint.circuit = CircuitState.CLOSED
+            return
+        if not self.take("sfn_start_execution"):
+            self.at(self.now + 1.0, lambda: self.probe(endpoint))
+            return
+        endpoint.probes += 1
+        if self.down(endpoint):
+            self.schedule_probe(endpoint)
+            return
+        # through: drain the parked deliveries in order, at the endpoint's concurrency
+        endpoint.circuit, endpoint.failures_in_a_row = CircuitState.CLOSED, 0
+        parked, endpoint.parked = endpoint.parked, []
+        for event_id in parked:
+            group = message_group_id(endpoint.id, self.max_in_flight, None, event_id)
+            self.enqueue(group, event_id, endpoint, 0)
+
+    def done(self, event_id: str, endpoint: Endpoint) -> None:
+        key = f"{event_id}>{endpoint.id}"
+        if key not in self.delivered_ids:
+            self.delivered_ids.add(key)
+            self.delivered += 1
+
+    # -- the run -----------------------------------------------------------------------------------------
+    def run(self, until: float = RAMP_SECONDS * 4) -> Outcome:
+        self.at(0.0, self.produce)
+        while self.heap and self.heap[0][0] <= until:
+            self.now, _, action = heapq.heappop(self.heap)
+            action()
+        first = {key: self.rate(second) / self.scale for key, second in self.tally.first_saturation().items()}
+        return Outcome(first, self.produced, self.accepted, self.delivered, self.duplicates, dict(self.throttles))
+
+
+# Workloads whose first bottlenecks differ: the stack's defaults; its limits raised (CDK context) with fan-out 10;
+# and one tenant sending half of everything.
+RAISED = {
+    "stage_throttle": 10_000.0,
+    "api_key_rate": 10_000.0,
+    "authorizer_reserved": 400.0,
+    "ingest_reserved": 400.0,
+    "delivery_max_concurrency": 1_000.0,
+}
+
+
+def raised(quotas: dict[str, Quota]) -> dict[str, Quota]:
+    return {
+        k: replace(q, limit=RAISED[k], burst=RAISED[k] * 2 if q.burst else None) if k in RAISED else q
+        for k, q in quotas.items()
+    }
+
+
+CHECKED: list[tuple[str, Workload, bool]] = [
+    ("the stack's defaults", Workload(1_000), False),
+    ("limits raised, fan-out 10", Workload(10_000, fanout=10), True),
+    ("limits raised, one tenant sends half", Workload(10_000, largest_tenant_share=0.5, fanout=1), True),
+    ("limits raised, 10% failing, fan-out 3", Workload(10_000, fanout=3, failing_share=0.1), True),
+    ("limits raised, one tenant sends half, fan-out 10", Workload(10_000, largest_tenant_share=0.5, fanout=10), True),
+]
+
+
+@functools.cache
+def compare() -> list[tuple[str, Workload, str, float, str, float, Outcome]]:
+    """Model and simulation side by side for each CHECKED workload (seeded: the same every run)."""
+    profile = load_profile()
+    rows = []
+    for name, workload, raise_limits in CHECKED:
+        quotas = raised(all_quotas()) if raise_limits else all_quotas()
+        model = assess(workload, profile, quotas)
+        outcome = Simulation(workload, profile, quotas).run()
+        sim_first = min(outcome.first.items(), key=lambda kv: kv[1], default=("none", float("inf")))
+        rows.append(
+            (
+                name,
+                workload,
+                model.first.quota.key,
+                model.saturates_at(model.first),
+                sim_first[0],
+                sim_first[1],
+                outcome,
+            )
+        )
+    return rows
+
+
+def comparison_table() -> str:
+    rows = []
+    for name, workload, model_key, model_rate, sim_key, sim_rate, outcome in compare():
+        rows.append(
+            [
+                name,
+                f"{model_key} at {model_rate:,.0f}/s",
+                f"{sim_key} at {sim_rate:,.0f}/s",
+                "yes" if model_key == sim_key else "**no**",
+                f"{outcome.accepted:,} accepted, {outcome.delivered:,} delivered of"
+                f" {outcome.accepted * workload.fanout:,} due,"
+                f" {outcome.duplicates_accepted:,} producer retries absorbed",
+                ", ".join(f"{k} {v:,}" for k, v in sorted(outcome.throttles.items())),
+            ]
+        )
+    return table(
+        [
+            "workload",
+            "model: first to saturate",
+            "simulation: first to throttle",
+            "same",
+            "nothing lost",
+            "throttled calls",
+        ],
+        rows,
+    )
