@@ -399,6 +399,35 @@ def standard_table(profile: dict[str, Any]) -> str:
     )
 
 
+HEADROOM = 1.25  # settings sized for the workload with a quarter to spare
+HARD_CAPS = {"delivery_max_concurrency": 1000.0, "endpoint_groups": 50.0}  # beyond these, a design change
+
+
+def settings_table(profile: dict[str, Any]) -> str:
+    """What each standard workload needs the stack's limits and the account's concurrency to be."""
+    keys = [
+        "stage_throttle",
+        "api_key_rate",
+        "authorizer_reserved",
+        "ingest_reserved",
+        "delivery_max_concurrency",
+        "endpoint_groups",
+        "lambda_concurrency",
+    ]
+    rows = []
+    for w in standard_workloads():
+        if w.failing_share != 0.01:
+            continue
+        demands = {d.quota.key: d.demand for d in assess(w, profile).demands}
+        cells = []
+        for key in keys:
+            needed = math.ceil(demands[key] * HEADROOM)
+            cap = HARD_CAPS.get(key)
+            cells.append(f"{needed:,}" + (" **(over the cap)**" if cap is not None and needed > cap else ""))
+        rows.append([f"{w.events_per_second:,}", w.fanout, *cells])
+    return table(["events/s", "fan-out", *keys], rows, align="rr" + "r" * len(keys))
+
+
 def assessment_report(a: Assessment) -> str:
     w = a.workload
     rows = []
@@ -489,6 +518,15 @@ at which that quota is used up, all else equal.
 With the stack's defaults, its own limits (the API stage throttle, reserved and maximum concurrency, an
 endpoint's message groups) come first: they are set low on purpose, to protect the account and the other
 tenants, and are the cheapest to raise (CDK context, no code). Past them come AWS's account quotas.
+
+## What to set for each (1% failing, {HEADROOM:g}x headroom)
+
+The stack's limits (CDK context, `Api.THROTTLE`, an endpoint's `max_in_flight`) and the account's Lambda
+concurrency each workload needs. "Over the cap" is past what the setting can be (an SQS event source's maximum
+concurrency is 1,000; an endpoint has at most 50 message groups): those workloads need the design changes below
+(several delivery queues, per-endpoint shards), not a bigger number.
+
+{settings_table(profile)}
 
 ## One workload in full: 10,000 events/s, fan-out 1, 1% failing
 
