@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hookrelay_client.cli import KEY_TYPES
 from openapi_spec_validator import validate
 
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
@@ -96,7 +97,7 @@ def test_every_operation_documents_the_rate_limit(document: dict[str, Any]) -> N
 
 def test_key_types_and_key_prefixes_are_the_servers_own(document: dict[str, Any]) -> None:
     schemas = document["components"]["schemas"]
-    assert schemas["KeyType"]["enum"] == [key_type.value for key_type in KeyType]
+    assert schemas["KeyType"]["enum"] == [key_type.value for key_type in KeyType] == list(KEY_TYPES)  # the CLI's
     assert schemas["KeyType"]["default"] == KeyType.HMAC.value
     issued = schemas["IssuedSigningKey"]["properties"]
     assert issued["secret"]["pattern"] == f"^{SECRET_PREFIX}"
