@@ -8,6 +8,7 @@ import base64
 import json
 import shutil
 import subprocess
+import types
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 import standardwebhooks.webhooks
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from examples import consumer_app
 from hookrelay.domain.signing import PRIVATE_KEY_PREFIX, PUBLIC_KEY_PREFIX, signed_headers
 from scripts.signature_vectors import ROOT, VECTORS_PATH, render
 
@@ -83,17 +85,16 @@ def verify_v1a(whpk: str, body: bytes, headers: dict[str, str], now: int, tolera
     raise WebhookVerificationError("No matching signature found")
 
 
-def verify_v1(whsec: str, body: bytes, headers: dict[str, str], now: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The `standardwebhooks` package's own verify, its clock set to the case's `now`."""
+def set_clocks(monkeypatch: pytest.MonkeyPatch, now: int) -> None:
+    """The verifiers' clocks read the case's `now`: the `standardwebhooks` package's and the example's."""
 
     class CaseClock(datetime):
         @classmethod
         def now(cls, tz: Any = None) -> CaseClock:
             return cls.fromtimestamp(now, tz)
 
-    with monkeypatch.context() as patch:
-        patch.setattr(standardwebhooks.webhooks, "datetime", CaseClock)
-        Webhook(whsec).verify(body, headers)
+    monkeypatch.setattr(standardwebhooks.webhooks, "datetime", CaseClock)
+    monkeypatch.setattr(consumer_app, "time", types.SimpleNamespace(time=lambda: float(now)))
 
 
 @pytest.mark.parametrize("case", VERIFYING, ids=[c["name"] for c in VERIFYING])
@@ -101,15 +102,31 @@ def test_python_verifiers_decide_each_case_as_the_file_says(
     case: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     body = base64.b64decode(case["body_base64"])
+    set_clocks(monkeypatch, case["now"])
     try:
         if case["key"].startswith(PUBLIC_KEY_PREFIX):
             verify_v1a(case["key"], body, case["headers"], case["now"], VECTORS["tolerance_seconds"])
         else:
-            verify_v1(case["key"], body, case["headers"], case["now"], monkeypatch)
+            Webhook(case["key"]).verify(body, case["headers"])  # the package's own v1 verifier
         verified = True
     except WebhookVerificationError:
         verified = False
     assert verified is case["valid"], case["why"]
+
+
+@pytest.mark.parametrize("case", VERIFYING, ids=[c["name"] for c in VERIFYING])
+def test_the_consumer_guides_verifier_decides_each_case_as_the_file_says(
+    case: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/consumer_app.py's `verify` (quoted by the guide), with a whsec_ secret or a whpk_ key alike."""
+    set_clocks(monkeypatch, case["now"])
+    try:
+        consumer_app.verify([case["key"]], base64.b64decode(case["body_base64"]), case["headers"])
+        verified = True
+    except WebhookVerificationError:
+        verified = False
+    assert verified is case["valid"], case["why"]
+    assert VECTORS["tolerance_seconds"] == consumer_app.TOLERANCE_SECONDS
 
 
 def test_node_verifiers_decide_every_case_as_the_file_says() -> None:
