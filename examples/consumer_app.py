@@ -1,16 +1,19 @@
 """A webhook consumer that does what the consumer guide says: verify, deduplicate, persist, enqueue, 200.
 
     python examples/consumer_app.py --port 8080 --secret whsec_... [--secret whsec_old...] [--db consumer.sqlite3]
+    python examples/consumer_app.py --port 8080 --secret whpk_...   # an Ed25519 endpoint's public key
 
-Standard library only, plus the official `standardwebhooks` verifier. The handler acknowledges in
-milliseconds; a worker thread does the real work from a durable queue (the `inbox` table), and drops
-updates older than what it already applied (`ordering_key` + `sequence`). The code between the
-`guide:` markers is quoted verbatim by docs/consumer-guide.md (a test keeps the two identical).
+Standard library only, plus the official `standardwebhooks` verifier (v1, HMAC) and `cryptography` (v1a,
+Ed25519). The handler acknowledges in milliseconds; a worker thread does the real work from a durable queue
+(the `inbox` table), and drops updates older than what it already applied (`ordering_key` + `sequence`). The
+code between the `guide:` markers is quoted verbatim by docs/consumer-guide.md (a test keeps the two
+identical).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import logging
 import sqlite3
@@ -21,6 +24,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
@@ -65,15 +70,48 @@ def connect(db_path: str) -> Iterator[sqlite3.Connection]:
 def verify(secrets: Sequence[str], body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
     """Check the signature on the raw bytes, before parsing anything.
 
-    During a secret rotation the platform sends one `v1,` signature per active secret, and you may be
-    configured with both the old and the new one: accept the request if any secret verifies it.
+    During a secret rotation the platform sends one signature per active key, and you may be
+    configured with both the old and the new one: accept the request if any of them verifies it.
+    A `whsec_` secret checks the `v1,` (HMAC) signatures; a `whpk_` public key the `v1a,` (Ed25519) ones.
     """
     for secret in secrets:
         try:
+            if secret.startswith("whpk_"):
+                return verify_v1a(secret, body, headers)
             return Webhook(secret).verify(body, dict(headers))
         except (WebhookVerificationError, ValueError):
             continue  # wrong secret, stale timestamp (replay protection) or malformed header
     raise WebhookVerificationError("no configured secret verifies this request")
+
+
+# guide:end
+
+
+# guide:verify_v1a
+TOLERANCE_SECONDS = 5 * 60  # as Webhook.verify: a captured request cannot be replayed later
+
+
+def verify_v1a(public_key: str, body: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+    """Verify `v1a,` (Ed25519) signatures with the endpoint's `whpk_` public key: the checks that
+    `Webhook.verify` makes for `v1,` (all three headers, a timestamp within 5 minutes), with a public key."""
+    h = {name.lower(): value for name, value in headers.items()}
+    msg_id, timestamp, signatures = h.get("webhook-id"), h.get("webhook-timestamp"), h.get("webhook-signature")
+    if not (msg_id and timestamp and signatures):
+        raise WebhookVerificationError("missing required headers")
+    if not timestamp.isdigit() or abs(time.time() - int(timestamp)) > TOLERANCE_SECONDS:
+        raise WebhookVerificationError("timestamp outside the tolerance")
+    key = Ed25519PublicKey.from_public_bytes(base64.b64decode(public_key.removeprefix("whpk_")))
+    signed = f"{msg_id}.{timestamp}.".encode() + body
+    for entry in signatures.split(" "):
+        version, _, signature = entry.partition(",")
+        if version != "v1a":
+            continue  # a v1 (HMAC) signature for a whsec_ secret, during a rotation between types
+        try:
+            key.verify(base64.b64decode(signature), signed)
+            return dict(json.loads(body))
+        except (InvalidSignature, ValueError):
+            continue
+    raise WebhookVerificationError("no v1a signature matches")
 
 
 # guide:end
@@ -245,7 +283,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8080, help="0 picks a free port")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument(
-        "--secret", action="append", required=True, help="the endpoint's whsec_ secret; repeat during a rotation"
+        "--secret",
+        action="append",
+        required=True,
+        help="the endpoint's whsec_ secret or whpk_ public key; repeat during a rotation",
     )
     parser.add_argument("--db", default="consumer.sqlite3", help="the SQLite file holding inbox and state")
     args = parser.parse_args(argv)

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from hookrelay_client.client import UNCHANGED, HookrelayClient
 from hookrelay_client.errors import HookrelayError
-from hookrelay_client.models import Delivery, Endpoint, EndpointHealth, Redrive
+from hookrelay_client.models import Delivery, Endpoint, EndpointHealth, IssuedSigningKey, Redrive
 from hookrelay_client.render import ProgressBar, cell, fields, table
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -253,15 +253,32 @@ def show_event(client: HookrelayClient, args: argparse.Namespace) -> Result:
     return Result(event, f"{summary}\n\n{event.body or json.dumps(event.data)}")
 
 
+KEY_TYPES = ("hmac", "ed25519")  # the API's KeyType (openapi.yaml); the server refuses any other
 ENDPOINT_COLUMNS = ("ID", "STATE", "URL", "EVENT TYPES", "MAX IN FLIGHT", "CREATED")
 
 
 def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
     endpoint = client.create_endpoint(
-        args.url, args.event_type or ["*"], description=args.description, max_in_flight=args.max_in_flight
+        args.url,
+        args.event_type or ["*"],
+        description=args.description,
+        max_in_flight=args.max_in_flight,
+        key_type=args.key_type,
     )
     summary = fields([("id", endpoint.id), ("url", endpoint.url), ("event types", endpoint.event_types)])
-    return Result(endpoint, f"{summary}\nsecret       {endpoint.secret}\n(the secret is shown only now: store it)")
+    return Result(endpoint, f"{summary}\n{describe_issued_key(endpoint)}")
+
+
+def describe_issued_key(issued: IssuedSigningKey) -> str:
+    """The new key as far as it is ever shown: an HMAC secret this once, or an Ed25519 public key."""
+    if issued.public_key:
+        return fields([("key type", issued.key_type), ("public key", issued.public_key)]) + (
+            "\n(verify v1a signatures with this public key; `endpoints show` shows it again)"
+        )
+    return (
+        fields([("key type", issued.key_type), ("secret", issued.secret)])
+        + "\n(the secret is shown only now: store it)"
+    )
 
 
 def list_endpoints(client: HookrelayClient, args: argparse.Namespace) -> Result:
@@ -276,10 +293,14 @@ def show_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
 
 
 def describe_endpoint(e: Endpoint) -> str:
-    secrets = ", ".join(f"until {cell(s.expires_at)}" if s.expires_at else "current" for s in e.signing_secrets)
+    secrets = ", ".join(
+        f"{s.key_type} " + (f"until {cell(s.expires_at)}" if s.expires_at else "current") for s in e.signing_secrets
+    )
+    public_keys = ", ".join(s.public_key for s in e.signing_secrets if s.public_key)
     rows = [("id", e.id), ("state", e.state), ("url", e.url), ("event types", e.event_types)]
     rows += [("description", e.description), ("max in flight", e.max_in_flight)]
-    rows += [("secrets", secrets or None), ("created", e.created_at), ("updated", e.updated_at)]
+    rows += [("secrets", secrets or None), ("public keys", public_keys or None)]
+    rows += [("created", e.created_at), ("updated", e.updated_at)]
     return fields(rows)
 
 
@@ -313,10 +334,11 @@ def delete_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
 
 
 def rotate_secret(client: HookrelayClient, args: argparse.Namespace) -> Result:
-    rotated = client.rotate_endpoint_secret(args.endpoint_id, expire_previous_after_seconds=args.expire_previous_after)
+    rotated = client.rotate_endpoint_secret(
+        args.endpoint_id, expire_previous_after_seconds=args.expire_previous_after, key_type=args.key_type
+    )
     text = fields([("endpoint", rotated.id), ("previous expire", rotated.previous_secrets_expire_at)])
-    text += f"\nsecret           {rotated.secret}\n(the new secret is shown only now: store it)"
-    return Result(rotated, text)
+    return Result(rotated, f"{text}\n{describe_issued_key(rotated)}")
 
 
 def describe_health(h: EndpointHealth) -> str:
@@ -457,6 +479,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--event-type", action="append", help="a type or filter such as order.*; repeatable (*)")
     sub.add_argument("--description")
     sub.add_argument("--max-in-flight", type=int)
+    sub.add_argument("--key-type", choices=KEY_TYPES, help="hmac (a whsec_ secret; the default) or ed25519 (v1a)")
     command(endpoints, "list", list_endpoints, "your endpoints")
     sub = command(endpoints, "show", show_endpoint, "one endpoint")
     sub.add_argument("endpoint_id")
@@ -482,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=seconds,
         help="how long the current secrets keep signing: seconds or a duration such as 30m, 6h, 7d (1d; 0 = now)",
     )
+    sub.add_argument("--key-type", choices=KEY_TYPES, help="the new key's type (default: the newest key's)")
 
     sub = command(commands, "test", send_test, "send a test event to an endpoint")
     sub.add_argument("endpoint_id")

@@ -148,12 +148,16 @@ class HookrelayClient:
         *,
         description: str | None = None,
         max_in_flight: int | None = None,
+        key_type: str | None = None,
     ) -> CreatedEndpoint:
+        """A new endpoint. `key_type="ed25519"` signs its deliveries with `v1a` signatures that consumers verify
+        with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now."""
         body = {
             "url": url,
             "event_types": list(event_types),
             "description": description,
             "max_in_flight": max_in_flight,
+            "key_type": key_type,
         }
         return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
 
@@ -199,11 +203,12 @@ class HookrelayClient:
         self.request("DELETE", f"/v1/endpoints/{_segment(endpoint_id)}")
 
     def rotate_endpoint_secret(
-        self, endpoint_id: str, *, expire_previous_after_seconds: int | None = None
+        self, endpoint_id: str, *, expire_previous_after_seconds: int | None = None, key_type: str | None = None
     ) -> RotatedSecret:
-        """A new signing secret (in `.secret`, returned only now); the previous ones keep signing until
-        `previous_secrets_expire_at` (default a day from now; 0 retires them at once)."""
-        body = _without_none({"expire_previous_after_seconds": expire_previous_after_seconds})
+        """A new signing secret (in `.secret`, returned only now; for `key_type="ed25519"`, its `.public_key`);
+        the previous ones keep signing until `previous_secrets_expire_at` (default a day from now; 0 retires
+        them at once). `key_type` defaults to the type of the endpoint's newest key."""
+        body = _without_none({"expire_previous_after_seconds": expire_previous_after_seconds, "key_type": key_type})
         return self._post(RotatedSecret, f"/v1/endpoints/{_segment(endpoint_id)}/rotate-secret", body)
 
     def get_endpoint_health(self, endpoint_id: str) -> EndpointHealth:

@@ -32,10 +32,16 @@ class PublishedEvent(Model):
 
 
 class SecretLifetime(Model):
-    """When an active signing secret was made and when it stops signing (None: until the next rotation)."""
+    """When an active signing secret was made and when it stops signing (None: until the next rotation).
+
+    `key_type` is `hmac` (a whsec_ secret, v1 signatures) or `ed25519` (v1a signatures, verified with
+    `public_key`, a whpk_ key safe to share; the private key never leaves the platform).
+    """
 
     created_at: datetime
     expires_at: datetime | None = None
+    key_type: str = "hmac"
+    public_key: str | None = None
 
 
 class Endpoint(Model):
@@ -52,12 +58,20 @@ class Endpoint(Model):
     disabled_reason: str | None = None  # set when the platform disabled it ("auto: failing since …")
 
 
-class CreatedEndpoint(Endpoint):
-    secret: str = Field(repr=False)  # the signing secret, returned only in the creation response
+class IssuedSigningKey(Model):
+    """The key a creation or rotation made: an HMAC `secret` (shown only in that response), or an Ed25519
+    key's `public_key` (its private key is never shown)."""
+
+    key_type: str = "hmac"
+    secret: str | None = Field(default=None, repr=False)  # hmac: returned only in the response that made it
+    public_key: str | None = None  # ed25519: the whpk_ key consumers verify v1a signatures with
 
 
-class RotatedSecret(Endpoint):
-    secret: str = Field(repr=False)  # the new signing secret, returned only in the rotation's response
+class CreatedEndpoint(Endpoint, IssuedSigningKey):
+    pass
+
+
+class RotatedSecret(Endpoint, IssuedSigningKey):
     previous_secrets_expire_at: datetime
 
 

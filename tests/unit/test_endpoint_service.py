@@ -10,6 +10,7 @@ import pytest
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
+from hookrelay.domain.signing import KeyType
 from hookrelay.services.endpoints import MAX_ACTIVE_SECRETS, WRITE_ATTEMPTS, EndpointService, _next_version
 from tests.support.fakes import ConditionalEndpoints, NoDeliveries, nothing_parked
 
@@ -42,6 +43,27 @@ def test_rotation_sets_the_deadline_on_the_active_secrets_and_appends_a_new_one(
     assert timedelta(hours=2) - timedelta(seconds=5) < rotated.previous_expire_at - utcnow() <= timedelta(hours=2)
     assert second.secret == rotated.secret != "whsec_first" and second.expires_at is None
     assert endpoints.get("ten_1", "ep_1").active_secrets(utcnow()) == ["whsec_first", rotated.secret]
+
+
+def test_rotation_keeps_the_newest_keys_type_unless_told_and_may_switch_types() -> None:
+    service, endpoints = service_with(an_endpoint())
+    to_ed25519 = service.rotate_secret("ten_1", "ep_1", key_type=KeyType.ED25519)
+    assert to_ed25519.secret.startswith("whsk_")
+    again = service.rotate_secret("ten_1", "ep_1")  # no type given: the newest key's, Ed25519
+    assert again.secret.startswith("whsk_") and again.secret != to_ed25519.secret
+    back = service.rotate_secret("ten_1", "ep_1", key_type=KeyType.HMAC)
+    assert back.secret.startswith("whsec_")
+    stored = endpoints.get("ten_1", "ep_1").secrets
+    assert [s.key_type for s in stored] == [KeyType.HMAC, KeyType.ED25519, KeyType.ED25519, KeyType.HMAC]
+
+
+def test_an_endpoint_created_with_ed25519_signs_with_a_private_key_and_shows_its_public_key() -> None:
+    service, _ = service_with(an_endpoint())
+    created = service.create("ten_1", url="https://example.com/x", event_types=["*"], key_type=KeyType.ED25519)
+    [key] = created.secrets
+    assert key.key_type is KeyType.ED25519 and key.secret.startswith("whsk_")
+    assert key.public_key is not None and key.public_key.startswith("whpk_")
+    assert service.create("ten_1", url="https://example.com/y", event_types=["*"]).secrets[0].key_type is KeyType.HMAC
 
 
 def test_expired_secrets_are_pruned_on_the_next_write_only() -> None:

@@ -7,9 +7,11 @@ from typing import Any
 
 import pytest
 import yaml
+from hookrelay_client.cli import KEY_TYPES
 from openapi_spec_validator import validate
 
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
+from hookrelay.domain.signing import PUBLIC_KEY_PREFIX, SECRET_PREFIX, KeyType
 from hookrelay.functions import ROUTES
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
@@ -91,3 +93,17 @@ def test_every_operation_documents_the_rate_limit(document: dict[str, Any]) -> N
     for path, item in document["paths"].items():
         for method, operation in ((m, o) for m, o in item.items() if m in METHODS):
             assert "429" in operation["responses"], (method, path)
+
+
+def test_key_types_and_key_prefixes_are_the_servers_own(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    assert schemas["KeyType"]["enum"] == [key_type.value for key_type in KeyType] == list(KEY_TYPES)  # the CLI's
+    assert schemas["KeyType"]["default"] == KeyType.HMAC.value
+    issued = schemas["IssuedSigningKey"]["properties"]
+    assert issued["secret"]["pattern"] == f"^{SECRET_PREFIX}"
+    assert issued["public_key"]["pattern"] == f"^{PUBLIC_KEY_PREFIX}"
+    listed = schemas["Endpoint"]["properties"]["signing_secrets"]["items"]["properties"]["public_key"]
+    assert listed["pattern"] == f"^{PUBLIC_KEY_PREFIX}"
+    for path in ("/v1/endpoints", "/v1/endpoints/{endpoint_id}/rotate-secret"):
+        request = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        assert request["properties"]["key_type"]["$ref"] == "#/components/schemas/KeyType", path

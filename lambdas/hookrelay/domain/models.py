@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import FailureKind, Outcome
 from hookrelay.domain.clock import to_rfc3339
+from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 
 RESPONSE_EXCERPT_BYTES = 1024
@@ -60,12 +61,21 @@ class FailureNotice(StrEnum):
 
 
 class SigningSecret(Record):
-    secret: str
+    secret: str  # a whsec_ HMAC secret or a whsk_ Ed25519 private key: the prefix says which (domain/signing.py)
     created_at: UtcDateTime
     expires_at: UtcDateTime | None = None  # set on the old secret when it is rotated out
 
     def active(self, now: datetime) -> bool:
         return self.expires_at is None or self.expires_at > now
+
+    @property
+    def key_type(self) -> KeyType:
+        return key_type_of(self.secret)
+
+    @property
+    def public_key(self) -> str | None:
+        """The whpk_ key that verifies this key's signatures (Ed25519 only): safe to show, unlike `secret`."""
+        return public_key(self.secret)
 
 
 class Endpoint(Record):

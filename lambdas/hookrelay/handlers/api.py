@@ -89,6 +89,7 @@ def create_endpoint() -> Response[str]:
         event_types=body.event_types,
         description=body.description,
         max_in_flight=body.max_in_flight,
+        key_type=body.key_type,
     )
     return json_response(201, endpoint_view(endpoint, with_secret=True))
 
@@ -137,7 +138,10 @@ def rotate_endpoint_secret(endpoint_id: str) -> Response[str]:
     # The body is optional: no body rotates with the default overlap.
     body = parse_body(app, RotateSecret) if has_body(app) else RotateSecret()
     rotated = wiring.endpoint_service().rotate_secret(
-        tenant_id, endpoint_id, expire_previous_after=timedelta(seconds=body.expire_previous_after_seconds)
+        tenant_id,
+        endpoint_id,
+        expire_previous_after=timedelta(seconds=body.expire_previous_after_seconds),
+        key_type=body.key_type,
     )
     return json_response(200, rotated_secret_view(rotated))
 

@@ -13,6 +13,7 @@ from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, Recorded
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
 from hookrelay.domain.redrive import Redrive
+from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.delivery_log import DEFAULT_LIMIT, MAX_LIMIT
 from hookrelay.services.endpoints import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVERLAP, RotatedSecret
@@ -61,6 +62,7 @@ class CreateEndpoint(Strict):
     event_types: EventTypeFilters = Field(default_factory=lambda: ["*"])
     description: Description = None
     max_in_flight: MaxInFlight | None = None
+    key_type: KeyType = KeyType.HMAC  # ed25519: v1a signatures, verified with the public key alone
 
 
 class UpdateEndpoint(Strict):
@@ -87,6 +89,7 @@ class RotateSecret(Strict):
     expire_previous_after_seconds: int = Field(
         default=int(DEFAULT_SECRET_OVERLAP.total_seconds()), ge=0, le=int(MAX_SECRET_OVERLAP.total_seconds())
     )
+    key_type: KeyType | None = None  # None: the type of the endpoint's newest key
 
 
 def _time(moment: datetime | None) -> str | None:
@@ -102,9 +105,15 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
         "description": endpoint.description,
         "state": endpoint.state.value,
         "max_in_flight": endpoint.max_in_flight,
-        # When each active secret was made and when it stops signing: never the secrets themselves.
+        # When each active secret was made, when it stops signing, its type and (Ed25519) its public key:
+        # never the secrets or private keys themselves.
         "signing_secrets": [
-            {"created_at": _time(s.created_at), "expires_at": _time(s.expires_at)}
+            {
+                "created_at": _time(s.created_at),
+                "expires_at": _time(s.expires_at),
+                "key_type": s.key_type.value,
+                "public_key": s.public_key,
+            }
             for s in endpoint.secrets
             if s.active(now)
         ],
@@ -114,15 +123,25 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
         "disabled_reason": endpoint.disabled_reason,
     }
     if with_secret:  # only in the response that created the secret
-        view["secret"] = endpoint.secrets[-1].secret
+        view |= issued_key_view(endpoint.secrets[-1].secret)
     return view
 
 
+def issued_key_view(secret: str) -> dict[str, Any]:
+    """What the response that made a key shows of it: an HMAC secret (this once), or an Ed25519 key's public
+    half (its private key is never shown: only the platform signs with it)."""
+    key_type = key_type_of(secret)
+    if key_type is KeyType.HMAC:
+        return {"key_type": key_type.value, "secret": secret}
+    return {"key_type": key_type.value, "public_key": public_key(secret)}
+
+
 def rotated_secret_view(rotated: RotatedSecret) -> dict[str, Any]:
-    return endpoint_view(rotated.endpoint) | {
-        "secret": rotated.secret,
-        "previous_secrets_expire_at": _time(rotated.previous_expire_at),
-    }
+    return (
+        endpoint_view(rotated.endpoint)
+        | issued_key_view(rotated.secret)
+        | {"previous_secrets_expire_at": _time(rotated.previous_expire_at)}
+    )
 
 
 def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth, parked: int) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.matching import validate_filters
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
-from hookrelay.domain.signing import generate_secret
+from hookrelay.domain.signing import KeyType, generate_key
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import DeliveryFilter, DeliverySearch, EndpointRepository
 
@@ -39,7 +39,7 @@ KEEP = _Keep.KEEP  # "leave this field as it is" in a partial update (None is a 
 @dataclass(frozen=True)
 class RotatedSecret:
     endpoint: Endpoint
-    secret: str  # the new secret: returned once, in the rotation's response
+    secret: str  # the new key: a whsec_ secret is returned once, in the rotation's response; a whsk_ key never
     previous_expire_at: datetime  # when the secrets active before stop signing, at the latest
 
 
@@ -80,6 +80,7 @@ class EndpointService:
         event_types: list[str],
         description: str | None = None,
         max_in_flight: int | None = None,
+        key_type: KeyType = KeyType.HMAC,
     ) -> Endpoint:
         now = utcnow()
         endpoint = Endpoint(
@@ -88,7 +89,7 @@ class EndpointService:
             url=validate_endpoint_url(url, allow_private=self.allow_private_destinations),
             event_types=validate_filters(event_types),
             description=description,
-            secrets=[SigningSecret(secret=generate_secret(), created_at=now)],
+            secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
             max_in_flight=max_in_flight or self.default_max_in_flight,
             created_at=now,
             updated_at=now,
@@ -178,17 +179,29 @@ class EndpointService:
         self._change(tenant_id, endpoint_id, remove)
 
     def rotate_secret(
-        self, tenant_id: str, endpoint_id: str, *, expire_previous_after: timedelta = DEFAULT_SECRET_OVERLAP
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        *,
+        expire_previous_after: timedelta = DEFAULT_SECRET_OVERLAP,
+        key_type: KeyType | None = None,
     ) -> RotatedSecret:
-        """Add a new secret; the ones active now keep signing (beside it) until `expire_previous_after` from now."""
+        """Add a new secret; the ones active now keep signing (beside it) until `expire_previous_after` from now.
+
+        The new key is of `key_type`, by default the type of the newest key: rotating between types is
+        allowed, and during the overlap each delivery carries a signature of each type (`v1,` and `v1a,`).
+        """
         if not timedelta(0) <= expire_previous_after <= MAX_SECRET_OVERLAP:
             raise InvalidRequest(f"the overlap must be between 0 and {MAX_SECRET_OVERLAP.total_seconds():.0f} seconds")
-        secret = generate_secret()  # the same one on every write attempt
+        secrets_by_type: dict[KeyType, str] = {}  # generated once per type: the same key on every write attempt
+        secret: str | None = None
         deadline: datetime | None = None
 
         def rotate(endpoint: Endpoint, now: datetime) -> Endpoint:
-            nonlocal deadline
+            nonlocal deadline, secret
             _not_deleted(endpoint)
+            new_type = key_type or (endpoint.secrets[-1].key_type if endpoint.secrets else KeyType.HMAC)
+            secret = secrets_by_type.setdefault(new_type, generate_key(new_type))
             deadline = now + expire_previous_after
             previous = [_expiring_by(s, deadline) for s in endpoint.secrets if s.active(now)]
             if sum(s.active(now) for s in previous) + 1 > MAX_ACTIVE_SECRETS:
@@ -199,7 +212,7 @@ class EndpointService:
             return endpoint.model_copy(update={"secrets": [*previous, SigningSecret(secret=secret, created_at=now)]})
 
         endpoint = self._change(tenant_id, endpoint_id, rotate)
-        assert deadline is not None  # set by the write that succeeded
+        assert deadline is not None and secret is not None  # set by the write that succeeded
         return RotatedSecret(endpoint=endpoint, secret=secret, previous_expire_at=deadline)
 
     def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, int]:
