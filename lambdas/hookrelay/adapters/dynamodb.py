@@ -6,6 +6,7 @@ import base64
 import binascii
 import itertools
 import json
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -18,6 +19,7 @@ from pydantic import BaseModel
 from hookrelay.adapters import schema
 from hookrelay.adapters.schema import IndexSpec
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds
+from hookrelay.domain.lifecycle import is_fan_out
 from hookrelay.domain.models import (
     CIRCUIT_FIELDS,
     ApiKey,
@@ -247,17 +249,41 @@ class EndpointTable:
 _SEQUENCE_SPACE = "seq#"
 
 
+# An event's body is stored deflated when that makes it smaller: a webhook payload is JSON, which deflates to
+# a half or less, and a write is billed per KB of item (a 1 KiB payload: one write unit deflated, two as text).
+_DEFLATED_BODY = "body_z"
+
+
+def event_item(event: Event) -> dict[str, Any]:
+    """The stored event: its body as text, or deflated (`body_z`, binary) when that is smaller."""
+    item = to_item(event)
+    text = event.body.encode()
+    deflated = zlib.compress(text)
+    if len(deflated) < len(text):
+        del item["body"]
+        item[_DEFLATED_BODY] = deflated
+    return item
+
+
+def event_of(item: dict[str, Any] | None) -> Event | None:
+    """The event an item holds, whichever way its body is stored (items from before deflation hold text)."""
+    if item is not None and _DEFLATED_BODY in item:
+        item = dict(item)
+        item["body"] = zlib.decompress(bytes(item.pop(_DEFLATED_BODY))).decode()
+    return from_item(Event, item)
+
+
 class EventTable:
     def __init__(self, table: Any) -> None:
         self.table = table
 
     def put(self, event: Event) -> bool:
-        return applied(self.table.put_item, Item=to_item(event), ConditionExpression="attribute_not_exists(id)")
+        return applied(self.table.put_item, Item=event_item(event), ConditionExpression="attribute_not_exists(id)")
 
     def get(self, event_id: str) -> Event | None:
         if event_id.startswith(_SEQUENCE_SPACE):
             return None
-        return from_item(Event, self.table.get_item(Key={"id": event_id}).get("Item"))
+        return event_of(self.table.get_item(Key={"id": event_id}).get("Item"))
 
     def next_sequence(self, tenant_id: str, ordering_key: str) -> int:
         """An atomic counter per (tenant, ordering key): strictly increasing, never reused."""
@@ -342,9 +368,15 @@ def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str
     }
 
 
+_EXTRAS = schema.EVENT_EXTRAS_INDEX
+
+
 def _delivery_item(delivery: Delivery) -> dict[str, Any]:
+    """The stored delivery: in the status index while its status is indexed, and in the event-extras index unless
+    it is its event's fan-out (which the log derives from the event instead: `find_of_event`)."""
     key = tenant_status(delivery.tenant_id, delivery.status)
-    return to_item(delivery, **({} if key is None else {"tenant_status": key}))
+    extra = {} if is_fan_out(delivery) else {_EXTRAS.partition_key: delivery.event_id}
+    return to_item(delivery, **({} if key is None else {"tenant_status": key}), **extra)
 
 
 _BATCH_GET_LIMIT = 100  # DynamoDB's BatchGetItem maximum
@@ -509,7 +541,7 @@ class DeliveryTable:
 
         | filter given                            | index            | partition     | then filtered          |
         |-----------------------------------------|------------------|---------------|------------------------|
-        | event_id                                | by_event         | event id      | status, endpoint       |
+        | event_id                                | (`find_of_event`: the fan-out by key, the rest by event_extras) |
         | status retrying, dead or cancelled      | by_tenant_status | tenant#status | endpoint               |
         | endpoint_id                             | by_endpoint      | endpoint id   | status                 |
         | nothing, or another status              | by_tenant        | tenant id     | status                 |
@@ -520,7 +552,7 @@ class DeliveryTable:
         expiry.
         """
         if where.event_id:
-            return _INDEXES["by_event"], where.event_id
+            raise ValueError("an event's deliveries are read by find_of_event, with its fan-out")
         if where.status and (partition := tenant_status(where.tenant_id, where.status)):
             return _INDEXES["by_tenant_status"], partition
         if where.endpoint_id:
@@ -586,6 +618,49 @@ class DeliveryTable:
                 return DeliveryPage([d for _, d in found], None)
         assert resume is not None  # MAX_PAGES_PER_READ >= 1: the loop ran, and returned when there was no key
         return DeliveryPage([d for _, d in found], _position(resume))
+
+    def find_of_event(
+        self, where: DeliveryFilter, fan_out: Sequence[str], limit: int, start: Position | None, now: datetime
+    ) -> DeliveryPage:
+        """`where` (with an event) among the event's deliveries: its fan-out, read by key (`fan_out`: the ids
+        `domain.lifecycle.fan_out_id` derives for each of the tenant's endpoints; those never made are simply not
+        found), and its other deliveries, read from the sparse event_extras index. An event has a few deliveries
+        (one per subscribed endpoint, and its replays), so each page reads them all and sorts them: the position
+        is the last delivery returned, newest first by (created_at, id)."""
+        assert where.event_id
+        after = self._event_start(start) if start else None
+        extras = query_items(
+            self.table,
+            IndexName=_EXTRAS.name,
+            KeyConditionExpression=Key(_EXTRAS.partition_key).eq(where.event_id),
+            FilterExpression=Attr("tenant_id").eq(where.tenant_id),
+            ProjectionExpression="id",
+        )
+        ids = [*fan_out, *(str(entry["id"]) for entry in extras)]
+        items = deliveries_by_id(self.table, ids, consistent=False).values()
+        found = sorted(
+            (d for d in map(Delivery.model_validate, items) if _matches(d, where, now) and _in_range(d, where)),
+            key=_newest_first,
+            reverse=True,
+        )
+        if after is not None:
+            found = [d for d in found if _newest_first(d) < after]
+        if len(found) <= limit:
+            return DeliveryPage(found, None)
+        last = found[limit - 1]
+        return DeliveryPage(found[:limit], _position({"id": last.id, "created_at": to_rfc3339(last.created_at)}))
+
+    def _event_start(self, start: Position) -> tuple[datetime, str]:
+        """The (created_at, id) `start` stands for, if an event read made it (else UnknownPosition)."""
+        key = _start_key_of(start)
+        if set(key) != {"id", "created_at"} or not all(isinstance(v, str) for v in key.values()):
+            raise UnknownPosition(start)
+        if not key["id"].startswith("dlv_"):
+            raise UnknownPosition(start)
+        try:
+            return from_rfc3339(key["created_at"]), key["id"]
+        except ValueError:
+            raise UnknownPosition(start) from None
 
     def count(self, where: DeliveryFilter, now: datetime) -> int:
         query = self._query(where, now) | {"Limit": _BATCH_GET_LIMIT}
@@ -687,6 +762,17 @@ def _matches(delivery: Delivery, where: DeliveryFilter, now: datetime) -> bool:
         and (delivery.expires_at is None or delivery.expires_at > epoch_seconds(now))
         and (where.ended_before is None or _ended_before(delivery, where.ended_before))
     )
+
+
+def _in_range(delivery: Delivery, where: DeliveryFilter) -> bool:
+    """`since` and `until` on a delivery read by key (an index read puts them in its key condition)."""
+    return (where.since is None or delivery.created_at >= where.since) and (
+        where.until is None or delivery.created_at < where.until
+    )
+
+
+def _newest_first(delivery: Delivery) -> tuple[datetime, str]:
+    return delivery.created_at, delivery.id
 
 
 def _ended_before(delivery: Delivery, moment: datetime) -> bool:

@@ -58,8 +58,11 @@ EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="
 # the owner and the ids never change. `tenant_status` is sparse: set only while a delivery is in one of the
 # statuses a reader looks for among many delivered ones (`adapters.dynamodb.STATUS_INDEXED`), so the happy
 # path never writes that index, and its completion attributes are projected because they are set when a
-# delivery enters it.
+# delivery enters it. `event_extra` is sparse too: an event's fan-out deliveries have ids derived from the
+# event and their endpoints (`domain.lifecycle.fan_out_id`), so the log finds them from the event and the
+# tenant's endpoints with no index; only the event's other deliveries (replays) are indexed by event.
 _LOG_ATTRIBUTES = ("tenant_id", "endpoint_id", "event_id")
+EVENT_EXTRAS_INDEX = IndexSpec("event_extras", "event_extra", "created_at", include=_LOG_ATTRIBUTES)
 DELIVERIES = TableSpec(
     "Deliveries",
     "DELIVERIES_TABLE",
@@ -74,7 +77,7 @@ DELIVERIES = TableSpec(
             include=(*_LOG_ATTRIBUTES, "completed_at", "expires_at"),
         ),
         IndexSpec("by_endpoint", "endpoint_id", "created_at", include=_LOG_ATTRIBUTES),
-        IndexSpec("by_event", "event_id", "created_at", include=_LOG_ATTRIBUTES),
+        EVENT_EXTRAS_INDEX,
     ),
 )
 # The attribute of a delivery record that marks it parked, naming the endpoint it waits behind.
