@@ -7,6 +7,7 @@ event filter: the sparse event_extras index, then its fan-out by key), and no re
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import boto3
 import botocore.client
 import pytest
+from boto3.dynamodb.conditions import Attr
 
 from hookrelay.adapters import schema
 from hookrelay.domain.clock import utcnow
@@ -24,7 +26,7 @@ from scripts.create_admin_key import create_admin_key
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
-from tests.support.records import make, seed
+from tests.support.records import make, seed, store
 
 Call = tuple[str, dict[str, Any]]
 
@@ -168,3 +170,32 @@ def test_only_the_fan_out_id_of_its_event_and_endpoint_counts_as_fan_out() -> No
     assert not is_fan_out(made.delivery)  # a random id
     assert not is_fan_out(derived.model_copy(update={"endpoint_id": "ep_2"}))
     assert not is_fan_out(derived.model_copy(update={"event_id": "evt_other"}))
+
+
+def test_a_hot_tenant_s_writes_spread_over_every_shard_of_each_log_index(platform: Platform) -> None:
+    """One tenant, one endpoint, 400 deliveries in one second: no index partition takes more than its share."""
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, "http://127.0.0.1:9/a")["id"]
+    now = utcnow()
+    store([make(tenant_id, endpoint_id, now + timedelta(milliseconds=n), DeliveryStatus.DEAD) for n in range(400)])
+    table = boto3.resource("dynamodb").Table(deliveries_table())
+    items = [item for page in query_pages_of_tenant(table, tenant_id) for item in page]
+    assert len(items) == 400
+
+    for index in schema.DELIVERIES.indexes:
+        if index is schema.EVENT_EXTRAS_INDEX:
+            continue  # keyed by event: a few entries per event
+        keys = Counter(item[index.partition_key] for item in items)
+        assert len(keys) == schema.LOG_SHARDS, index.name
+        assert max(keys.values()) < 2 * len(items) / schema.LOG_SHARDS, (index.name, keys)
+
+
+def query_pages_of_tenant(table: Any, tenant_id: str) -> Iterator[list[dict[str, Any]]]:
+    """The tenant's items, read for the test by a scan (the log itself never scans)."""
+    request: dict[str, Any] = {"FilterExpression": Attr("tenant_id").eq(tenant_id)}
+    while True:
+        page = table.scan(**request)
+        yield page["Items"]
+        if "LastEvaluatedKey" not in page:
+            return
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
