@@ -309,8 +309,9 @@ class EventTable:
 
 
 # The statuses a reader looks for among many delivered deliveries: only these are in the by_tenant_status
-# index (the rest are read from the tenant's or endpoint's log and filtered), so a claim (`attempting`) and
-# a first-time delivery move no index entry.
+# index (the rest are read from the tenant's or endpoint's log and filtered), so a first-time delivery writes
+# no entry there. A claim leaves the entry as it is (`claim_update`): an `attempting` delivery may still be
+# under `retrying`, and the status read re-checks every item.
 STATUS_INDEXED = frozenset({DeliveryStatus.RETRYING, DeliveryStatus.DEAD, DeliveryStatus.CANCELLED})
 
 
@@ -370,11 +371,10 @@ _CLAIM_SETS = (
 
 
 def claim_update(*removes: str) -> str:
-    """The claim's update expression, also removing `removes`; `attempting` takes the delivery out of the status
-    index, so the claim's values need no `:ts`."""
-    sets, paths = list(_CLAIM_SETS), list(removes)
-    set_status_key("", "", DeliveryStatus.ATTEMPTING, sets, paths)
-    return update_expression(sets, paths)
+    """The claim's update expression, also removing `removes`. It moves no index entry: a retry being attempted
+    keeps its `retrying` status-index entry (readers re-check the status on the item), which its record then
+    keeps (failed again), moves (dead) or drops (delivered): one index write per retry instead of three."""
+    return update_expression(list(_CLAIM_SETS), list(removes))
 
 
 def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str, Any]:
