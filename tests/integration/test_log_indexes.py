@@ -199,3 +199,18 @@ def query_pages_of_tenant(table: Any, tenant_id: str) -> Iterator[list[dict[str,
         if "LastEvaluatedKey" not in page:
             return
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def test_the_local_stack_s_indexes_project_what_the_spec_says(platform: Platform) -> None:
+    described = boto3.client("dynamodb").describe_table(TableName=deliveries_table())["Table"]
+    projections = {
+        index["IndexName"]: (
+            index["Projection"]["ProjectionType"],
+            sorted(index["Projection"].get("NonKeyAttributes", [])),
+        )
+        for index in described["GlobalSecondaryIndexes"]
+    }
+    assert projections == {
+        index.name: (index.projection, sorted(index.non_key_attributes)) for index in schema.DELIVERIES.indexes
+    }
+    assert {projection for projection, _ in projections.values()} == {"INCLUDE"}
