@@ -214,3 +214,25 @@ def test_the_local_stack_s_indexes_project_what_the_spec_says(platform: Platform
         index.name: (index.projection, sorted(index.non_key_attributes)) for index in schema.DELIVERIES.indexes
     }
     assert {projection for projection, _ in projections.values()} == {"INCLUDE"}
+
+
+def test_a_read_that_finds_too_few_in_its_budget_hands_back_a_cursor_that_finds_the_rest(platform: Platform) -> None:
+    """status=queued reads the tenant's whole log and filters: 60 newer deliveries hide the one queued, further back
+    than one read looks (MAX_PAGES_PER_READ pages of limit + 1 entries); the cursor walks on to it."""
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, "http://127.0.0.1:9/a")["id"]
+    now = utcnow() - timedelta(hours=1)
+    queued = make(tenant_id, endpoint_id, now, DeliveryStatus.QUEUED)
+    newer = [make(tenant_id, endpoint_id, now + timedelta(seconds=n + 1), DeliveryStatus.DELIVERED) for n in range(60)]
+    store([queued, *newer])
+
+    pages, cursor = [], ""
+    for _ in range(10):
+        document = platform.call("GET", f"/v1/deliveries?status=queued&limit=1{cursor}", token).json()
+        pages.append([d["id"] for d in document["data"]])
+        if document["next_cursor"] is None:
+            break
+        cursor = f"&cursor={document['next_cursor']}"
+
+    assert [i for page in pages for i in page] == [queued.delivery.id]
+    assert pages[0] == [] and len(pages) > 1

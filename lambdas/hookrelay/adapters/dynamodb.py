@@ -804,8 +804,9 @@ _INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
 _TENANT, _STATUS, _ENDPOINT = _INDEXES["by_tenant"], _INDEXES["by_tenant_status"], _INDEXES["by_endpoint"]
 _EXTRAS = schema.EVENT_EXTRAS_INDEX
 _MIN_SHARD_PAGE = 10  # entries per shard read, at the least
-# A read stops after this many index pages even if it found fewer than `limit` matches (a very selective
-# filter over a long range), returning a cursor that resumes after the last item it read.
+# A read stops after this many pages' worth of index entries (`limit` + 1 each, merged across the shards) even if
+# it found fewer than `limit` matches (a very selective filter over a long range), returning a cursor that
+# resumes after the last entry it read.
 MAX_PAGES_PER_READ = 10
 
 
