@@ -68,7 +68,7 @@ EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="
 # second, with a creation-time sort key that adaptive capacity cannot split writes across, would otherwise bound a
 # tenant's deliveries a second); a read queries every shard and merges them. Raising LOG_SHARDS needs no
 # migration (new entries spread wider, reads cover the old shards too); lowering it does.
-LOG_SHARDS = 8
+LOG_SHARDS = 4
 _LOG_ATTRIBUTES = ("tenant_id", "endpoint_id", "event_id")
 EVENT_EXTRAS_INDEX = IndexSpec("event_extras", "event_extra", "created_at", include=_LOG_ATTRIBUTES)
 DELIVERIES = TableSpec(
