@@ -358,7 +358,7 @@ class DynamoParkingLot:
         sets = ["#s = :status", "updated_at = :now", "completed_at = :now", "expires_at = :e"]
         removes = ["#parked", "parked_at", "next_attempt_at", "claimed_at"]
         values = {
-            **set_status_key(parked.tenant_id, status, sets, removes),
+            **set_status_key(parked.tenant_id, parked.id, status, sets, removes),
             ":status": status.value,
             ":now": to_rfc3339(now),
             ":e": expires_at,

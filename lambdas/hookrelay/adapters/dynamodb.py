@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import heapq
 import itertools
 import json
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -18,6 +20,7 @@ from pydantic import BaseModel
 from hookrelay.adapters import schema
 from hookrelay.adapters.schema import IndexSpec
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds
+from hookrelay.domain.lifecycle import is_fan_out
 from hookrelay.domain.models import (
     CIRCUIT_FIELDS,
     ApiKey,
@@ -247,17 +250,41 @@ class EndpointTable:
 _SEQUENCE_SPACE = "seq#"
 
 
+# An event's body is stored deflated when that makes it smaller: a webhook payload is JSON, which deflates to
+# a half or less, and a write is billed per KB of item (a 1 KiB payload: one write unit deflated, two as text).
+_DEFLATED_BODY = "body_z"
+
+
+def event_item(event: Event) -> dict[str, Any]:
+    """The stored event: its body as text, or deflated (`body_z`, binary) when that is smaller."""
+    item = to_item(event)
+    text = event.body.encode()
+    deflated = zlib.compress(text)
+    if len(deflated) < len(text):
+        del item["body"]
+        item[_DEFLATED_BODY] = deflated
+    return item
+
+
+def event_of(item: dict[str, Any] | None) -> Event | None:
+    """The event an item holds, whichever way its body is stored (items from before deflation hold text)."""
+    if item is not None and _DEFLATED_BODY in item:
+        item = dict(item)
+        item["body"] = zlib.decompress(bytes(item.pop(_DEFLATED_BODY))).decode()
+    return from_item(Event, item)
+
+
 class EventTable:
     def __init__(self, table: Any) -> None:
         self.table = table
 
     def put(self, event: Event) -> bool:
-        return applied(self.table.put_item, Item=to_item(event), ConditionExpression="attribute_not_exists(id)")
+        return applied(self.table.put_item, Item=event_item(event), ConditionExpression="attribute_not_exists(id)")
 
     def get(self, event_id: str) -> Event | None:
         if event_id.startswith(_SEQUENCE_SPACE):
             return None
-        return from_item(Event, self.table.get_item(Key={"id": event_id}).get("Item"))
+        return event_of(self.table.get_item(Key={"id": event_id}).get("Item"))
 
     def next_sequence(self, tenant_id: str, ordering_key: str) -> int:
         """An atomic counter per (tenant, ordering key): strictly increasing, never reused."""
@@ -282,24 +309,44 @@ class EventTable:
 
 
 # The statuses a reader looks for among many delivered deliveries: only these are in the by_tenant_status
-# index (the rest are read from the tenant's or endpoint's log and filtered), so a claim (`attempting`) and
-# a first-time delivery move no index entry.
+# index (the rest are read from the tenant's or endpoint's log and filtered), so a first-time delivery writes
+# no entry there. A claim leaves the entry as it is (`claim_update`): an `attempting` delivery may still be
+# under `retrying`, and the status read re-checks every item.
 STATUS_INDEXED = frozenset({DeliveryStatus.RETRYING, DeliveryStatus.DEAD, DeliveryStatus.CANCELLED})
 
 
 def tenant_status(tenant_id: str, status: DeliveryStatus) -> str | None:
-    """The by_tenant_status index's partition key of a delivery in `status`, or None when it is not indexed."""
+    """What the by_tenant_status index's partition keys of deliveries in `status` start with (the shard follows),
+    or None when the status is not indexed."""
     return f"{tenant_id}#{status.value}" if status in STATUS_INDEXED else None
 
 
-def set_status_key(tenant_id: str, status: DeliveryStatus, sets: list[str], removes: list[str]) -> dict[str, str]:
+def shard_of(delivery_id: str) -> int:
+    """The log shard of a delivery: a stable hash of its id (never Python's salted `hash`), so uniform over a
+    tenant's or an endpoint's deliveries however fast they come."""
+    return zlib.crc32(delivery_id.encode()) % schema.LOG_SHARDS
+
+
+def sharded(owner: str, delivery_id: str) -> str:
+    """A sharded index's partition key of the delivery: its owner (tenant, endpoint, tenant#status), then its shard."""
+    return f"{owner}#{shard_of(delivery_id)}"
+
+
+def shards(owner: str) -> list[str]:
+    """Every partition key of `owner` in a sharded index: a read queries them all and merges them."""
+    return [f"{owner}#{shard}" for shard in range(schema.LOG_SHARDS)]
+
+
+def set_status_key(
+    tenant_id: str, delivery_id: str, status: DeliveryStatus, sets: list[str], removes: list[str]
+) -> dict[str, str]:
     """Add `tenant_status` to an update's SET or REMOVE clauses for `status`; the values it needs (`:ts`)."""
-    key = tenant_status(tenant_id, status)
-    if key is None:
-        removes.append("tenant_status")
+    owner = tenant_status(tenant_id, status)
+    if owner is None:
+        removes.append(_STATUS.partition_key)
         return {}
-    sets.append("tenant_status = :ts")
-    return {":ts": key}
+    sets.append(f"{_STATUS.partition_key} = :ts")
+    return {":ts": sharded(owner, delivery_id)}
 
 
 def update_expression(sets: Sequence[str], removes: Sequence[str]) -> str:
@@ -324,11 +371,10 @@ _CLAIM_SETS = (
 
 
 def claim_update(*removes: str) -> str:
-    """The claim's update expression, also removing `removes`; `attempting` takes the delivery out of the status
-    index, so the claim's values need no `:ts`."""
-    sets, paths = list(_CLAIM_SETS), list(removes)
-    set_status_key("", DeliveryStatus.ATTEMPTING, sets, paths)
-    return update_expression(sets, paths)
+    """The claim's update expression, also removing `removes`. It moves no index entry: a retry being attempted
+    keeps its `retrying` status-index entry (readers re-check the status on the item), which its record then
+    keeps (failed again), moves (dead) or drops (delivered): one index write per retry instead of three."""
+    return update_expression(list(_CLAIM_SETS), list(removes))
 
 
 def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str, Any]:
@@ -343,8 +389,18 @@ def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str
 
 
 def _delivery_item(delivery: Delivery) -> dict[str, Any]:
-    key = tenant_status(delivery.tenant_id, delivery.status)
-    return to_item(delivery, **({} if key is None else {"tenant_status": key}))
+    """The stored delivery: in its tenant's and its endpoint's log shards, in the status index while its status is
+    indexed, and in the event-extras index unless it is its event's fan-out (which the log derives from the event
+    instead: `find_of_event`)."""
+    keys = {
+        _TENANT.partition_key: sharded(delivery.tenant_id, delivery.id),
+        _ENDPOINT.partition_key: sharded(delivery.endpoint_id, delivery.id),
+    }
+    if (owner := tenant_status(delivery.tenant_id, delivery.status)) is not None:
+        keys[_STATUS.partition_key] = sharded(owner, delivery.id)
+    if not is_fan_out(delivery):
+        keys[_EXTRAS.partition_key] = delivery.event_id
+    return to_item(delivery, **keys)
 
 
 _BATCH_GET_LIMIT = 100  # DynamoDB's BatchGetItem maximum
@@ -425,7 +481,7 @@ class DeliveryTable:
         ]
         removes = ["claimed_at"]
         values: dict[str, Any] = {
-            **set_status_key(tenant_id, record.status, sets, removes),
+            **set_status_key(tenant_id, delivery_id, record.status, sets, removes),
             ":status": record.status.value,
             ":empty": [],
             ":attempt": [to_item(record.attempt)],
@@ -465,7 +521,7 @@ class DeliveryTable:
         sets = ["#s = :status", "updated_at = :now"]
         removes = ["claimed_at", "next_attempt_at"]
         values: dict[str, Any] = {
-            **set_status_key(tenant_id, status, sets, removes),
+            **set_status_key(tenant_id, delivery_id, status, sets, removes),
             ":status": status.value,
             ":now": to_rfc3339(now),
         }
@@ -507,12 +563,14 @@ class DeliveryTable:
     def _index(self, where: DeliveryFilter) -> tuple[IndexSpec, str]:
         """The index that makes the filter combination selective; never a scan.
 
-        | filter given                            | index            | partition     | then filtered          |
+        | filter given                            | index            | owner         | then filtered          |
         |-----------------------------------------|------------------|---------------|------------------------|
-        | event_id                                | by_event         | event id      | status, endpoint       |
+        | event_id                                | (`find_of_event`: the fan-out by key, the rest by event_extras) |
         | status retrying, dead or cancelled      | by_tenant_status | tenant#status | endpoint               |
         | endpoint_id                             | by_endpoint      | endpoint id   | status                 |
         | nothing, or another status              | by_tenant        | tenant id     | status                 |
+
+        The owner's entries are spread over LOG_SHARDS partitions (`owner#shard`), which a read merges.
 
         The other statuses are the bulk of a log (delivered) or its newest records (queued, attempting), so
         reading the log newest first and filtering finds them quickly. Every read also filters on the tenant
@@ -520,39 +578,62 @@ class DeliveryTable:
         expiry.
         """
         if where.event_id:
-            return _INDEXES["by_event"], where.event_id
-        if where.status and (partition := tenant_status(where.tenant_id, where.status)):
-            return _INDEXES["by_tenant_status"], partition
+            raise ValueError("an event's deliveries are read by find_of_event, with its fan-out")
+        if where.status and (owner := tenant_status(where.tenant_id, where.status)):
+            return _STATUS, owner
         if where.endpoint_id:
-            return _INDEXES["by_endpoint"], where.endpoint_id
-        return _INDEXES["by_tenant"], where.tenant_id
+            return _ENDPOINT, where.endpoint_id
+        return _TENANT, where.tenant_id
 
-    def _query(self, where: DeliveryFilter, now: datetime) -> dict[str, Any]:
-        """The index read for `where`, filtering on what the index projects; `_matches` checks the rest."""
-        index, partition = self._index(where)
-        key = Key(index.partition_key).eq(partition)
+    def _queries(self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None) -> list[dict[str, Any]]:
+        """The index read of each shard of `where`'s owner, newest first and filtered on what the index projects
+        (`_matches` checks the rest), from `after` (the (created_at, id) last returned) on. None if the range is
+        empty."""
+        index, owner = self._index(where)
         lower = _lower_inclusive(where.since) if where.since else None
         upper = _upper_inclusive(where.until) if where.until else None
-        if lower and upper:
-            key &= Key(index.sort_key).between(lower, upper)
-        elif lower:
-            key &= Key(index.sort_key).gte(lower)
-        elif upper:
-            key &= Key(index.sort_key).lte(upper)
+        if after is not None and (upper is None or after[0] < upper):
+            upper = after[0]  # and the entries at that very time are cut by id (`_merged`)
+        if lower and upper and lower > upper:
+            return []
         projected = {index.partition_key, index.sort_key, *index.include}
         condition = Attr("tenant_id").eq(where.tenant_id)
-        if where.endpoint_id and index.partition_key != "endpoint_id":
+        if where.endpoint_id and index is not _ENDPOINT:
             condition &= Attr("endpoint_id").eq(where.endpoint_id)
         if "expires_at" in projected:
             condition &= _not_expired(now)
         if where.ended_before and "completed_at" in projected:
             condition &= Attr("completed_at").lt(to_rfc3339(where.ended_before))
-        return {
-            "IndexName": index.name,
-            "KeyConditionExpression": key,
-            "FilterExpression": condition,
-            "ScanIndexForward": False,  # newest first
-        }
+        queries = []
+        for partition in shards(owner):
+            key = Key(index.partition_key).eq(partition)
+            if lower and upper:
+                key &= Key(index.sort_key).between(lower, upper)
+            elif lower:
+                key &= Key(index.sort_key).gte(lower)
+            elif upper:
+                key &= Key(index.sort_key).lte(upper)
+            queries.append(
+                {
+                    "IndexName": index.name,
+                    "KeyConditionExpression": key,
+                    "FilterExpression": condition,
+                    "ScanIndexForward": False,  # newest first
+                }
+            )
+        return queries
+
+    def _merged(
+        self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None, page: int
+    ) -> Iterator[dict[str, Any]]:
+        """Every index entry of `where` after `after`, newest first by (created_at, id), merged across the shards
+        (each read `page` entries at a time, and only as far as the merge needs)."""
+        shard_entries = [
+            _by_id_within_time(query_items(self.table, **q, Limit=page)) for q in self._queries(where, now, after)
+        ]
+        for entry in heapq.merge(*shard_entries, key=_entry_order, reverse=True):
+            if after is None or _entry_order(entry) < after:
+                yield entry
 
     def _matched(self, entries: Sequence[dict[str, Any]], where: DeliveryFilter, now: datetime) -> list[Delivery]:
         """The deliveries of a page of index entries that match `where`, in the page's order.
@@ -564,46 +645,94 @@ class DeliveryTable:
         return [delivery for delivery in found if _matches(delivery, where, now)]
 
     def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
-        index, _ = self._index(where)
-        # One more than asked for: finding it proves there is a next page without a wasted empty one.
-        kwargs = self._query(where, now) | {"Limit": limit + 1}
-        resume = self._start_key(where, start) if start else None
+        _, owner = self._index(where)
+        after = self._after(where, start) if start else None
+        # Each shard holds about 1/LOG_SHARDS of the newest entries; a page reads a little more than its share.
+        entries = self._merged(where, now, after, page=max(_MIN_SHARD_PAGE, 2 * (limit + 1) // schema.LOG_SHARDS))
         found: list[tuple[dict[str, Any], Delivery]] = []
+        last: dict[str, Any] | None = None
         for _ in range(MAX_PAGES_PER_READ):
-            if resume:
-                kwargs["ExclusiveStartKey"] = resume
-            page = self.table.query(**kwargs)
-            entries = {entry["id"]: entry for entry in page["Items"]}
-            for delivery in self._matched(page["Items"], where, now):
-                found.append((entries[delivery.id], delivery))
+            # One more than asked for: finding it proves there is a next page without a wasted empty one.
+            chunk = list(itertools.islice(entries, limit + 1))
+            by_id = {entry["id"]: entry for entry in chunk}
+            for delivery in self._matched(chunk, where, now):
+                found.append((by_id[delivery.id], delivery))
                 if len(found) > limit:
-                    # Resume right after the last item returned, not after the page DynamoDB read.
-                    last = found[limit - 1][0]
-                    key = {name: last[name] for name in ("id", index.partition_key, index.sort_key)}
-                    return DeliveryPage([d for _, d in found[:limit]], _position(key))
-            resume = page.get("LastEvaluatedKey")
-            if resume is None:
+                    # Resume right after the last item returned, not after the last entry read.
+                    return DeliveryPage([d for _, d in found[:limit]], _log_position(owner, found[limit - 1][0]))
+            if len(chunk) <= limit:
                 return DeliveryPage([d for _, d in found], None)
-        assert resume is not None  # MAX_PAGES_PER_READ >= 1: the loop ran, and returned when there was no key
-        return DeliveryPage([d for _, d in found], _position(resume))
+            last = chunk[-1]
+        assert last is not None  # MAX_PAGES_PER_READ >= 1: the loop ran, and returned when the entries ran out
+        return DeliveryPage([d for _, d in found], _log_position(owner, last))
 
-    def count(self, where: DeliveryFilter, now: datetime) -> int:
-        query = self._query(where, now) | {"Limit": _BATCH_GET_LIMIT}
-        return sum(len(self._matched(page["Items"], where, now)) for page in query_pages(self.table, **query))
+    def find_of_event(
+        self, where: DeliveryFilter, fan_out: Sequence[str], limit: int, start: Position | None, now: datetime
+    ) -> DeliveryPage:
+        """`where` (with an event) among the event's deliveries: its fan-out, read by key (`fan_out`: the ids
+        `domain.lifecycle.fan_out_id` derives for each of the tenant's endpoints; those never made are simply not
+        found), and its other deliveries, read from the sparse event_extras index. An event has a few deliveries
+        (one per subscribed endpoint, and its replays), so each page reads them all and sorts them: the position
+        is the last delivery returned, newest first by (created_at, id)."""
+        assert where.event_id
+        after = self._event_start(start) if start else None
+        extras = query_items(
+            self.table,
+            IndexName=_EXTRAS.name,
+            KeyConditionExpression=Key(_EXTRAS.partition_key).eq(where.event_id),
+            FilterExpression=Attr("tenant_id").eq(where.tenant_id),
+            ProjectionExpression="id",
+        )
+        ids = [*fan_out, *(str(entry["id"]) for entry in extras)]
+        items = deliveries_by_id(self.table, ids, consistent=False).values()
+        found = sorted(
+            (d for d in map(Delivery.model_validate, items) if _matches(d, where, now) and _in_range(d, where)),
+            key=_newest_first,
+            reverse=True,
+        )
+        if after is not None:
+            found = [d for d in found if _newest_first(d) < after]
+        if len(found) <= limit:
+            return DeliveryPage(found, None)
+        last = found[limit - 1]
+        return DeliveryPage(found[:limit], _position({"id": last.id, "created_at": to_rfc3339(last.created_at)}))
 
-    def _start_key(self, where: DeliveryFilter, start: Position) -> dict[str, str]:
-        """The index key `start` stands for, if it could have come from a read of `where` (else UnknownPosition)."""
-        index, partition = self._index(where)
+    def _event_start(self, start: Position) -> tuple[datetime, str]:
+        """The (created_at, id) `start` stands for, if an event read made it (else UnknownPosition)."""
         key = _start_key_of(start)
-        if set(key) != {"id", index.partition_key, index.sort_key} or not all(isinstance(v, str) for v in key.values()):
+        if set(key) != {"id", "created_at"} or not all(isinstance(v, str) for v in key.values()):
             raise UnknownPosition(start)
-        if key[index.partition_key] != partition or not key["id"].startswith("dlv_"):
+        if not key["id"].startswith("dlv_"):
             raise UnknownPosition(start)
         try:
-            from_rfc3339(key[index.sort_key])
+            return from_rfc3339(key["created_at"]), key["id"]
         except ValueError:
             raise UnknownPosition(start) from None
-        return key
+
+    def count(self, where: DeliveryFilter, now: datetime) -> int:
+        entries = self._merged(where, now, None, page=_BATCH_GET_LIMIT)
+        total = 0
+        while chunk := list(itertools.islice(entries, _BATCH_GET_LIMIT)):
+            total += len(self._matched(chunk, where, now))
+        return total
+
+    def _after(self, where: DeliveryFilter, start: Position) -> tuple[str, str]:
+        """The (created_at, id) `start` stands for, if a read of `where` could have made it (else UnknownPosition).
+
+        `{"in": owner, "created_at", "id"}`; a position from before the log was sharded names the owner under its
+        index's old partition attribute (`tenant_id`, `endpoint_id`, `tenant_status`), and resumes the same way."""
+        _, owner = self._index(where)
+        key = _start_key_of(start)
+        others = set(key) - {"id", "created_at"}
+        if len(others) != 1 or len(key) != 3 or not all(isinstance(v, str) for v in key.values()):
+            raise UnknownPosition(start)
+        if key[others.pop()] != owner or not key["id"].startswith("dlv_"):
+            raise UnknownPosition(start)
+        try:
+            from_rfc3339(key["created_at"])
+        except ValueError:
+            raise UnknownPosition(start) from None
+        return key["created_at"], key["id"]
 
     def put_new(self, delivery: Delivery) -> bool:
         return applied(
@@ -672,8 +801,12 @@ class RedriveTable:
 # --- The delivery log's helpers ---
 
 _INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
-# A read stops after this many index pages even if it found fewer than `limit` matches (a very selective
-# filter over a long range), returning a cursor that resumes after the last item it read.
+_TENANT, _STATUS, _ENDPOINT = _INDEXES["by_tenant"], _INDEXES["by_tenant_status"], _INDEXES["by_endpoint"]
+_EXTRAS = schema.EVENT_EXTRAS_INDEX
+_MIN_SHARD_PAGE = 10  # entries per shard read, at the least
+# A read stops after this many pages' worth of index entries (`limit` + 1 each, merged across the shards) even if
+# it found fewer than `limit` matches (a very selective filter over a long range), returning a cursor that
+# resumes after the last entry it read.
 MAX_PAGES_PER_READ = 10
 
 
@@ -687,6 +820,39 @@ def _matches(delivery: Delivery, where: DeliveryFilter, now: datetime) -> bool:
         and (delivery.expires_at is None or delivery.expires_at > epoch_seconds(now))
         and (where.ended_before is None or _ended_before(delivery, where.ended_before))
     )
+
+
+def _entry_order(entry: dict[str, Any]) -> tuple[str, str]:
+    """The log's order of an index entry, newest first: (created_at, id), descending (created_at is one format)."""
+    return str(entry["created_at"]), str(entry["id"])
+
+
+def _by_id_within_time(entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """One shard's entries in `_entry_order`, descending: the index orders them by created_at only, so each run of
+    entries created in the same millisecond is sorted by id."""
+    run: list[dict[str, Any]] = []
+    for entry in entries:
+        if run and entry["created_at"] != run[0]["created_at"]:
+            yield from sorted(run, key=_entry_order, reverse=True)
+            run = []
+        run.append(entry)
+    yield from sorted(run, key=_entry_order, reverse=True)
+
+
+def _log_position(owner: str, entry: dict[str, Any]) -> Position:
+    """The position right after `entry` in its owner's merged log."""
+    return _position({"in": owner, "created_at": str(entry["created_at"]), "id": str(entry["id"])})
+
+
+def _in_range(delivery: Delivery, where: DeliveryFilter) -> bool:
+    """`since` and `until` on a delivery read by key (an index read puts them in its key condition)."""
+    return (where.since is None or delivery.created_at >= where.since) and (
+        where.until is None or delivery.created_at < where.until
+    )
+
+
+def _newest_first(delivery: Delivery) -> tuple[datetime, str]:
+    return delivery.created_at, delivery.id
 
 
 def _ended_before(delivery: Delivery, moment: datetime) -> bool:

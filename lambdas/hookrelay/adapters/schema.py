@@ -58,23 +58,34 @@ EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="
 # the owner and the ids never change. `tenant_status` is sparse: set only while a delivery is in one of the
 # statuses a reader looks for among many delivered ones (`adapters.dynamodb.STATUS_INDEXED`), so the happy
 # path never writes that index, and its completion attributes are projected because they are set when a
-# delivery enters it.
+# delivery enters it. `event_extra` is sparse too: an event's fan-out deliveries have ids derived from the
+# event and their endpoints (`domain.lifecycle.fan_out_id`), so the log finds them from the event and the
+# tenant's endpoints with no index; only the event's other deliveries (replays) are indexed by event.
+#
+# The tenant-wide, per-status and per-endpoint indexes are sharded: a delivery's entry is under
+# `<owner>#<shard>`, the shard a stable hash of the delivery id (`adapters.dynamodb.shard_of`), so one large
+# tenant's (or endpoint's) writes spread over LOG_SHARDS partitions instead of one (whose 1,000 write units a
+# second, with a creation-time sort key that adaptive capacity cannot split writes across, would otherwise bound a
+# tenant's deliveries a second); a read queries every shard and merges them. Raising LOG_SHARDS needs no
+# migration (new entries spread wider, reads cover the old shards too); lowering it does.
+LOG_SHARDS = 4
 _LOG_ATTRIBUTES = ("tenant_id", "endpoint_id", "event_id")
+EVENT_EXTRAS_INDEX = IndexSpec("event_extras", "event_extra", "created_at", include=_LOG_ATTRIBUTES)
 DELIVERIES = TableSpec(
     "Deliveries",
     "DELIVERIES_TABLE",
     partition_key="id",
     ttl_attribute="expires_at",
     indexes=(
-        IndexSpec("by_tenant", "tenant_id", "created_at", include=_LOG_ATTRIBUTES),
+        IndexSpec("by_tenant", "tenant_shard", "created_at", include=_LOG_ATTRIBUTES),
         IndexSpec(
             "by_tenant_status",
             "tenant_status",
             "created_at",
             include=(*_LOG_ATTRIBUTES, "completed_at", "expires_at"),
         ),
-        IndexSpec("by_endpoint", "endpoint_id", "created_at", include=_LOG_ATTRIBUTES),
-        IndexSpec("by_event", "event_id", "created_at", include=_LOG_ATTRIBUTES),
+        IndexSpec("by_endpoint", "endpoint_shard", "created_at", include=_LOG_ATTRIBUTES),
+        EVENT_EXTRAS_INDEX,
     ),
 )
 # The attribute of a delivery record that marks it parked, naming the endpoint it waits behind.

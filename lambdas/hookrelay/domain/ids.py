@@ -19,17 +19,32 @@ def ulid(now_ms: int | None = None) -> str:
     return _encode(now_ms if now_ms is not None else time.time_ns() // 1_000_000, secrets.randbits(80))
 
 
+_DELIVERY = "dlv"
+_RANDOM_BITS = 80
+
+
 def derived_delivery_id(moment: datetime, *parts: str) -> str:
     """A delivery id timed at `moment` that is the same every time it is derived from `parts`.
 
     Creating a delivery under it twice creates it once: that is what makes a re-run harmless.
     """
-    return derived_id("dlv", moment, *parts)
+    return derived_id(_DELIVERY, moment, *parts)
+
+
+def is_derived_delivery_id(identifier: str, *parts: str) -> bool:
+    """Whether `identifier` is `derived_delivery_id(<some moment>, *parts)`: its random bits are the parts' digest."""
+    prefix, _, body = identifier.partition("_")
+    if prefix != _DELIVERY or len(body) != 26 or not set(body) <= set(_CROCKFORD):
+        return False
+    value = 0
+    for char in body:
+        value = value * 32 + _CROCKFORD.index(char)
+    return value & ((1 << _RANDOM_BITS) - 1) == _digest(parts, _RANDOM_BITS // 8)
 
 
 def derived_id(prefix: str, moment: datetime, *parts: str) -> str:
     """An id of any kind timed at `moment`, the same every time it is derived from `parts` (see above)."""
-    return f"{prefix}_" + _encode(int(moment.timestamp() * 1000), _digest(parts, 10))
+    return f"{prefix}_" + _encode(int(moment.timestamp() * 1000), _digest(parts, _RANDOM_BITS // 8))
 
 
 def keyed_id(prefix: str, *parts: str) -> str:
@@ -52,7 +67,7 @@ def event_id() -> str:
 
 
 def delivery_id() -> str:
-    return new_id("dlv")
+    return new_id(_DELIVERY)
 
 
 def endpoint_id() -> str:

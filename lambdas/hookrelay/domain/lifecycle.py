@@ -91,10 +91,20 @@ def queued_delivery(
     )
 
 
+_FAN_OUT = "fan-out"
+
+
 def fan_out_id(event: Event, endpoint: Endpoint) -> str:
     """The id of the event's (first) delivery to the endpoint: derived, so that re-running the fan-out of an
-    event (a producer's retry under its `Idempotency-Key`) finds the deliveries the first run wrote."""
-    return ids.derived_delivery_id(event.timestamp, "fan-out", event.id, endpoint.id)
+    event (a producer's retry under its `Idempotency-Key`) finds the deliveries the first run wrote, and so that
+    the delivery log finds an event's fan-out from the event and the tenant's endpoints, with no index."""
+    return ids.derived_delivery_id(event.timestamp, _FAN_OUT, event.id, endpoint.id)
+
+
+def is_fan_out(delivery: Delivery) -> bool:
+    """Whether the delivery is its event's fan-out to its endpoint (the one `fan_out_id` names), rather than a
+    replay or any other delivery of the event made later."""
+    return ids.is_derived_delivery_id(delivery.id, _FAN_OUT, delivery.event_id, delivery.endpoint_id)
 
 
 def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:

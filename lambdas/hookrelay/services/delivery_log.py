@@ -11,13 +11,14 @@ from datetime import datetime
 
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.errors import InvalidCursor, InvalidRequest, NotFound
-from hookrelay.domain.lifecycle import is_visible_to
+from hookrelay.domain.lifecycle import fan_out_id, is_visible_to
 from hookrelay.domain.models import Delivery, Endpoint, Event
 from hookrelay.domain.paging import Position
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DeliveryFilter,
     DeliveryLog,
+    DeliveryPage,
     EndpointRepository,
     EventRepository,
     UnknownPosition,
@@ -78,22 +79,30 @@ class DeliveryLogService:
             raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}")
         if where.since and where.until and where.since >= where.until:
             raise InvalidRequest("since must be before until")
-        self._check_owned(where)
+        event = self._check_owned(where)
         start = decode_cursor(where, cursor) if cursor else None
         try:
-            page = self.deliveries.find(where, limit, start, utcnow())
+            if event is not None:
+                page = self._find_of_event(where, event, limit, start)
+            else:
+                page = self.deliveries.find(where, limit, start, utcnow())
         except UnknownPosition:
             raise InvalidCursor(FOREIGN_CURSOR) from None
         next_cursor = encode_cursor(where, page.resume_after) if page.resume_after else None
         return LogPage(page.deliveries, next_cursor)
 
-    def _check_owned(self, where: DeliveryFilter) -> None:
+    def _find_of_event(self, where: DeliveryFilter, event: Event, limit: int, start: Position | None) -> DeliveryPage:
+        """The event's deliveries: its fan-out's ids derive from the event and each endpoint the tenant has had (a
+        deleted endpoint is kept, so its deliveries stay findable), so no index entry is written for them."""
+        fan_out = [fan_out_id(event, endpoint) for endpoint in self.endpoints.list_for_tenant(where.tenant_id)]
+        return self.deliveries.find_of_event(where, fan_out, limit, start, utcnow())
+
+    def _check_owned(self, where: DeliveryFilter) -> Event | None:
         """Filtering by another tenant's endpoint or event answers 404, as reading it does: otherwise the
-        index read would still hand back a cursor positioned on that tenant's records."""
+        index read would still hand back a cursor positioned on that tenant's records. The event filtered on."""
         if where.endpoint_id and self.endpoints.get(where.tenant_id, where.endpoint_id) is None:
             raise NotFound(f"no endpoint {where.endpoint_id!r}")
-        if where.event_id:
-            self.event(where.tenant_id, where.event_id)
+        return self.event(where.tenant_id, where.event_id) if where.event_id else None
 
     def get(self, tenant_id: str, delivery_id: str) -> Delivery:
         delivery = self.deliveries.get(delivery_id) if delivery_id.startswith("dlv_") else None

@@ -417,13 +417,20 @@ class DeliverySearch(Protocol):
     auto-disable notices need of the log."""
 
     def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
-        """Up to `limit` deliveries from `start` on; UnknownPosition if `start` did not come from `find(where, …)`."""
+        """Up to `limit` deliveries from `start` on; UnknownPosition if `start` did not come from `find(where, …)`.
+        Not for an event's deliveries (`where.event_id`): see `DeliveryLog.find_of_event`."""
 
 
 class DeliveryLog(DeliveryRepository, DeliverySearch, Protocol):
     """The deliveries, written and read by index."""
 
     def count(self, where: DeliveryFilter, now: datetime) -> int: ...
+
+    def find_of_event(
+        self, where: DeliveryFilter, fan_out: Sequence[str], limit: int, start: Position | None, now: datetime
+    ) -> DeliveryPage:
+        """As `find`, for `where.event_id`: `fan_out` are the ids of the event's fan-out deliveries (derived from the
+        event and each of the tenant's endpoints), which are found by key rather than by index."""
 
     def put_new(self, delivery: Delivery) -> bool:
         """Create the delivery unless one with its id exists (idempotent creation); True if created."""
