@@ -51,12 +51,18 @@ SECONDS_PER_MONTH = 30 * 24 * 3600
 # --- the operation profile: measured from the code -------------------------------------------------------
 
 
-def _scope(distinct: int, events: int, endpoints: int) -> str:
-    """What a partition key is per, from how many values the fan-out run wrote: one for all (the tenant, or its
+def _owner(partition: Any) -> str:
+    """A write-sharded key's owner: `owner#3` -> `owner` (the log indexes spread one owner over shards)."""
+    owner, _, shard = str(partition).rpartition("#")
+    return owner if owner and shard.isdigit() else str(partition)
+
+
+def _scope(owners: int, events: int, endpoints: int) -> str:
+    """What a partition key is per, from how many owners the fan-out run wrote: one for all (the tenant, or its
     producer key), one per endpoint, or one per event or delivery (spread over the table)."""
-    if distinct == 1:
+    if owners == 1:
         return "tenant"
-    if distinct == endpoints and events != endpoints:
+    if owners == endpoints and events != endpoints:
         return "endpoint"
     return "item"
 
@@ -109,6 +115,7 @@ def measure_profile(events: int = PROFILE_EVENTS) -> dict[str, Any]:
             "calls": {k: round(v, 4) for k, v in sorted(calls.items())},
             "write_units": {k: round(v, 4) for k, v in sorted(writes.items())},
             "partition_values": {k: len(v) for k, v in sorted(distinct.items())},
+            "partition_owners": {k: len({_owner(p) for p in v}) for k, v in sorted(distinct.items())},
             "executions": run.executions,
             "transitions": run.transitions,
             "usd_per_million": round(usd, 2),
@@ -118,10 +125,17 @@ def measure_profile(events: int = PROFILE_EVENTS) -> dict[str, Any]:
     profile["partition_scope"] = {where: "endpoint" for where in profile["scenarios"]["outage"]["partition_values"]}
     profile["partition_scope"].update(
         {
-            where: _scope(count, fanout["events"], fanout["endpoints"])
-            for where, count in fanout["partition_values"].items()
+            where: _scope(owners, fanout["events"], fanout["endpoints"])
+            for where, owners in fanout["partition_owners"].items()
         }
     )
+    # How many partitions one owner's writes spread over (write-sharded keys), as the outage run shows for its one
+    # tenant and endpoint.
+    outage = profile["scenarios"]["outage"]
+    profile["partition_shards"] = {
+        where: max(1, outage["partition_values"][where] // outage["partition_owners"][where])
+        for where in outage["partition_values"]
+    }
     return profile
 
 
@@ -267,7 +281,7 @@ def assess(w: Workload, profile: dict[str, Any] | None = None, quotas: dict[str,
     largest = w.largest_tenant_share * rate
     for where in sorted(writes):
         per = scope.get(where, "item")
-        units_per_event = writes[where] / rate if rate else 0.0
+        units_per_event = writes[where] / rate / profile["partition_shards"].get(where, 1) if rate else 0.0
         if per == "tenant":
             hot.append((where, "the largest tenant", units_per_event * largest))
         elif per == "endpoint":
