@@ -102,7 +102,7 @@ def serve(port: int) -> None:
     """The server process: moto's server until SIGTERM, or until the local stack that started it is gone."""
     from moto.server import ThreadedMotoServer
 
-    from local import moto_sqs, moto_transactions
+    from local import moto_sqs, moto_stepfunctions, moto_transactions
     from local.processes import exit_with_parent, leave_interrupts_to_the_parent
 
     exit_with_parent()
@@ -110,6 +110,7 @@ def serve(port: int) -> None:
     use_utc()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per AWS call is noise, not information
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
+    moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
     moto_sqs.install()  # long polls that wait instead of spinning, sends that do not count the queue
     serve_requests_faster()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -14,7 +14,7 @@ from hookrelay import wiring
 from hookrelay.adapters import aws
 from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from local import moto_transactions
+from local import moto_stepfunctions, moto_transactions
 from local.provision import provision
 
 FAKE_ENV = {
@@ -48,6 +48,7 @@ def moto_stack(
     *, retry_schedule: str = "default", execute_state_machine: bool = True, **extra: str
 ) -> Iterator[dict[str, Any]]:
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
+    moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
     with patched_env(FAKE_ENV), mock_aws(config={"stepfunctions": {"execute_state_machine": execute_state_machine}}):
         aws.reset()
         env = provision(retry_schedule=retry_schedule)

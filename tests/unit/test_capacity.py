@@ -56,7 +56,6 @@ def test_the_stack_limits_are_read_from_the_code_that_sets_them() -> None:
 def test_nothing_is_lost_when_quotas_throttle() -> None:
     for name, workload, _, _, _, _, outcome in compare():
         assert outcome.first, f"{name}: the ramp passed the model's first saturation, yet nothing throttled"
-        assert sum(outcome.throttles.values()) > 0 or "endpoint_groups" in outcome.first, name
         assert outcome.accepted > 0
         # every accepted event delivered to each of its endpoints, once, after the outage and the drain
         assert outcome.delivered == outcome.accepted * workload.fanout, name
