@@ -9,8 +9,10 @@ import pytest
 import yaml
 from openapi_spec_validator import validate
 
+from hookrelay.domain.event_types import MAX_DESCRIPTION
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
 from hookrelay.functions import ROUTES
+from hookrelay.services import event_types
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
@@ -91,3 +93,20 @@ def test_every_operation_documents_the_rate_limit(document: dict[str, Any]) -> N
     for path, item in document["paths"].items():
         for method, operation in ((m, o) for m, o in item.items() if m in METHODS):
             assert "429" in operation["responses"], (method, path)
+
+
+def test_the_event_type_catalogue_is_documented_with_the_servers_own_patterns_and_caps(
+    document: dict[str, Any],
+) -> None:
+    name = document["components"]["parameters"]["EventTypeName"]["schema"]
+    assert name["pattern"] == EVENT_TYPE_PATTERN.pattern
+    [limit] = [p for p in document["paths"]["/v1/event-types"]["get"]["parameters"] if p["name"] == "limit"]
+    assert (limit["schema"]["maximum"], limit["schema"]["default"]) == (
+        event_types.MAX_LIMIT,
+        event_types.DEFAULT_LIMIT,
+    )
+    body = document["components"]["schemas"]["RegisterEventType"]["properties"]
+    assert body["description"]["maxLength"] == MAX_DESCRIPTION
+    assert set(body) == {"description", "schema", "example", "deprecated"}
+    pointer = document["components"]["schemas"]["Problem"]["properties"]["errors"]["items"]["properties"]["pointer"]
+    assert pointer["type"] == "string"
