@@ -156,6 +156,19 @@ def test_invalid_json_schema_is_reported_with_a_pointer() -> None:
     assert schemas.schema_problems({"required": "id"})[0].pointer == "/required"
 
 
+def test_references_the_validator_would_confuse_are_refused() -> None:
+    """fastjsonschema names a reference's compiled function after its target, lowercased and with punctuation as
+    `_`: two such targets would share one function, and one property be checked against the other's schema."""
+    schema = {
+        "definitions": {"a-b": {"type": "string"}, "A_b": {"type": "integer"}},
+        "properties": {"x": {"$ref": "#/definitions/a-b"}, "y": {"$ref": "#/definitions/A_b"}},
+    }
+    [problem] = FastJsonSchemas().schema_problems(schema)
+    assert "#/definitions/a-b" in problem.detail and "#/definitions/A_b" in problem.detail
+    same_target = {"definitions": {"a b": {"type": "string"}}, "properties": {"x": {"$ref": "#/definitions/a%20b"}}}
+    assert FastJsonSchemas().schema_problems({**same_target, "items": {"$ref": "#/definitions/a b"}}) == []
+
+
 # --- The catalogue service ---
 
 

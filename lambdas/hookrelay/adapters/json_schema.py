@@ -13,9 +13,11 @@ producer's is matched), defaults off (it would write them into the event), and e
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote
 
 from hookrelay.domain.event_types import DRAFT_7, Violation, json_pointer
 
@@ -108,7 +110,7 @@ class FastJsonSchemas:
         """Why `schema` is not valid JSON Schema draft 7 (pointers into the schema), or nothing."""
         if self._meta is None:
             self._meta = self._compile(META_SCHEMA)
-        found = self._meta(schema)
+        found = self._meta(schema) or _colliding_references(schema)
         if found is not None:
             return [found]
         try:
@@ -144,6 +146,36 @@ class FastJsonSchemas:
             return None
 
         return check
+
+
+def _function_name(reference: str) -> str:
+    """The name fastjsonschema gives the function it compiles a reference's target into (its RefResolver's
+    `get_scope_name`, for a schema with no base URI)."""
+    name = "validate_" + unquote(reference).replace("~1", "_").replace("~0", "_").replace('"', "")
+    return re.sub(r"($[^a-zA-Z]|[^a-zA-Z0-9])", "_", name).lower().rstrip("_")
+
+
+def _colliding_references(schema: dict[str, Any]) -> Violation | None:
+    """Two references to different targets that fastjsonschema would compile into one function (`#/definitions/a-b`
+    and `#/definitions/A_b`): the second would silently validate against the first. Refused instead."""
+    targets: dict[str, str] = {}
+    pending: list[Any] = [schema]
+    while pending:  # iterative: an `enum` value may nest far deeper than the subschemas
+        node = pending.pop()
+        if isinstance(node, dict):
+            reference = node.get("$ref")
+            if isinstance(reference, str):
+                name, target = _function_name(reference), unquote(reference)
+                if targets.setdefault(name, target) != target:
+                    return Violation(
+                        "",
+                        f"the references {targets[name]!r} and {target!r} differ only in case or punctuation, which "
+                        "the validator cannot tell apart: rename one of their targets",
+                    )
+            pending.extend(node.values())
+        elif isinstance(node, list):
+            pending.extend(node)
+    return None
 
 
 def locate(document: Any, name: str) -> list[str | int]:
