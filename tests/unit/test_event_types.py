@@ -315,3 +315,25 @@ def test_a_compiled_schema_is_reused_while_its_text_is_unchanged() -> None:
         clock.now = minute * CATALOGUE_CACHE_SECONDS
         check.check("t", {"id": "o", "amount": 1})
     assert types.reads == 3 and len(compiled) == 1
+
+
+def test_a_crash_before_the_one_write_changes_nothing_and_a_retry_converges() -> None:
+    """A registration is one write (the read before it only keeps `created_at`): dying before it leaves the
+    catalogue as it was, and the admin's retry registers the type."""
+
+    class CrashingOnce(FakeEventTypes):
+        crashed = False
+
+        def put(self, event_type: Any) -> None:
+            if not self.crashed:
+                self.crashed = True
+                raise RuntimeError("the process died before its write")
+            super().put(event_type)
+
+    types = CrashingOnce()
+    service = EventTypeCatalogue(types, FastJsonSchemas())
+    with pytest.raises(RuntimeError):
+        service.register("order.created", description=None, schema=ORDER, example=None)
+    assert types.names() == []
+    registered, created = service.register("order.created", description=None, schema=ORDER, example=None)
+    assert created and types.names() == ["order.created"] and registered.data_schema == ORDER
