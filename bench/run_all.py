@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-SCRIPTS = ("delivery_overhead.py", "isolation.py", "local_throughput.py", "cost.py", "cold_start.py", "schema_validation.py", "bad_night.py")
+SCRIPTS = (
+    "delivery_overhead.py",
+    "isolation.py",
+    "local_throughput.py",
+    "cost.py",
+    "cold_start.py",
+    "schema_validation.py",
+    "bad_night.py",
+)
 LIMIT_SECONDS = 300  # each benchmark finishes well within this on a 2-core machine
 # ... but the bad night, which publishes 2,000 and then 4,000 events through the real handlers on moto, and the
 # local stack's throughput, 2,600 events end to end (about 2.5 minutes here; each phase gives up after 15).

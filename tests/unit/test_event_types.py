@@ -79,6 +79,16 @@ def test_a_loop_that_consumes_no_data_is_refused(schema: dict[str, Any]) -> None
     assert "without end" in violation.detail
 
 
+def test_a_reference_reused_into_an_exponential_number_of_checks_is_refused() -> None:
+    definitions: dict[str, Any] = {"d0": {"type": "null"}}
+    for n in range(1, 20):  # each level checks the next twice: 2**19 checks of one value, in 1.4 KiB of schema
+        definitions[f"d{n}"] = {"anyOf": [{"$ref": f"#/definitions/d{n - 1}"}, {"$ref": f"#/definitions/d{n - 1}"}]}
+    [violation] = schema_violations({"definitions": definitions, "$ref": "#/definitions/d19"})
+    assert "at most" in violation.detail
+    small = {"definitions": dict(list(definitions.items())[:5]), "$ref": "#/definitions/d4"}
+    assert schema_violations(small) == []
+
+
 def test_recursion_through_properties_is_bounded_by_the_data_and_accepted() -> None:
     tree = {"type": "object", "properties": {"children": {"type": "array", "items": {"$ref": "#"}}}}
     assert schema_violations(tree) == []
@@ -146,6 +156,13 @@ def test_a_document_that_cannot_be_checked_is_a_violation_not_a_crash(schema: di
             document = {"a": document}
     broken = FastJsonSchemas().compile(schema)(document)
     assert broken is not None and "could not be checked" in broken.detail
+
+
+def test_a_check_that_runs_too_long_is_stopped_and_refused() -> None:
+    slow = FastJsonSchemas(check_seconds=0.001).compile({"type": "array", "uniqueItems": True})
+    broken = slow([{"n": n} for n in range(100_000)])
+    assert broken is not None and "took over 0.001 s" in broken.detail
+    assert FastJsonSchemas().compile({"type": "array", "uniqueItems": True})([1, 2]) is None  # the timer was reset
 
 
 def test_invalid_json_schema_is_reported_with_a_pointer() -> None:

@@ -1,10 +1,13 @@
 """JSON Schema (draft 7) by `fastjsonschema`, imported on first use: ingest pays for it only once an event's type
 has a schema.
 
-Why fastjsonschema and not `jsonschema`, measured here (python -c, one process each, this machine): a typical
-order schema's first validation in a fresh process (import + compile + validate) 48 ms against 659 ms, then
-37 µs against 583 µs per event; it is pure Python (no compiled wheel in the asset). Its cost is compiling: about
-0.5 s for a schema at the 16 KiB cap (domain/event_types.MAX_SCHEMA_BYTES), once per schema per warm container.
+Why fastjsonschema and not `jsonschema`: `bench/schema_validation.py` runs both side by side in fresh
+interpreters. fastjsonschema imports several times faster and checks each event one to two orders of magnitude
+faster, and it is pure Python (no compiled wheel in the asset); its cost is compiling, which grows with the
+schema (several hundred ms at the 16 KiB cap, domain/event_types.MAX_SCHEMA_BYTES), once per schema per warm
+container, while jsonschema's import alone costs about as much as that. Its two faults met here are handled
+below: its failure names are ambiguous (`locate` reads them against the document), and it compiles two references
+whose targets differ only in case or punctuation into one function (such schemas are refused).
 
 It is run with formats off (`format` is an annotation, as in JSON Schema 2020-12: no regex of ours or of the
 producer's is matched), defaults off (it would write them into the event), and every remote reference refused
@@ -14,12 +17,16 @@ producer's is matched), defaults off (it would write them into the event), and e
 from __future__ import annotations
 
 import re
+import signal
 import sys
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote
 
-from hookrelay.domain.event_types import DRAFT_7, Violation, json_pointer
+from hookrelay.domain.event_types import CHECK_SECONDS, DRAFT_7, Violation, json_pointer
 
 Check = Callable[[Any], Violation | None]
 
@@ -100,11 +107,44 @@ def _refuse_remote(uri: str) -> Any:
 _NO_REMOTE = dict.fromkeys(("http", "https", "file", "ftp", "data", "urn", ""), _refuse_remote)
 
 
+class _TooSlow(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise `_TooSlow` in the block after `seconds`: SIGALRM, so only in the main thread (where Lambda runs a
+    handler); elsewhere (the local stack's server threads) no limit. A timer already set (pytest-timeout's) is
+    put back afterwards, less the time spent. The checks are pure: stopping one midway leaves nothing behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    remaining, interval = signal.getitimer(signal.ITIMER_REAL)
+    if remaining and remaining <= seconds:  # the timer already set fires first anyway
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise _TooSlow
+
+    started = time.monotonic()
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+        if remaining:
+            signal.setitimer(signal.ITIMER_REAL, max(remaining - (time.monotonic() - started), 0.001), interval)
+
+
 class FastJsonSchemas:
     """The `JsonSchemas` port on fastjsonschema."""
 
-    def __init__(self) -> None:
+    def __init__(self, check_seconds: float = CHECK_SECONDS) -> None:
         self._meta: Check | None = None
+        self.check_seconds = check_seconds
 
     def schema_problems(self, schema: dict[str, Any]) -> list[Violation]:
         """Why `schema` is not valid JSON Schema draft 7 (pointers into the schema), or nothing."""
@@ -134,7 +174,10 @@ class FastJsonSchemas:
 
         def check(document: Any) -> Violation | None:
             try:
-                validate(document)
+                with _time_limit(self.check_seconds):
+                    validate(document)
+            except _TooSlow:
+                return Violation("", f"the document took over {self.check_seconds:g} s to check against the schema")
             except fastjsonschema.JsonSchemaValueException as failure:
                 pointer = json_pointer(locate(document, (failure.name or "data")[len("data") :]))
                 where, message = failure.name or "data", failure.message or "is invalid"

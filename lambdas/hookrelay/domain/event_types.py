@@ -16,8 +16,11 @@ on data a producer sends. So a schema is accepted only if running it is bounded 
   (bounded) depth ends it.
 - **Caps**: the schema's size and nesting, so that compiling it (once per warm container) stays cheap.
 
-What remains costs time linear in the data's size, except `uniqueItems`, which the validator checks by hashing
-(linear too).
+- **No blow-up on one value**: a reference reused through `anyOf` (and the other in-place applicators) can make
+  a small schema check one value against exponentially many subschemas; at most `MAX_CHECKS_OF_ONE_VALUE`.
+
+What remains costs time about linear in the data's size (`uniqueItems` the validator checks by hashing). As a last
+guard for what this list did not foresee, ingest stops a check after `CHECK_SECONDS` (adapters/json_schema.py).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ MAX_SCHEMA_DEPTH = 32  # subschemas within subschemas
 MAX_EXAMPLE_BYTES = 16 * 1024
 MAX_DESCRIPTION = 1000
 MAX_EVENT_TYPES = 1000  # in the catalogue: the filter rule reads every name
+MAX_CHECKS_OF_ONE_VALUE = 1000  # subschemas one value is checked against, through in-place applicators
+CHECK_SECONDS = 0.5  # a check that takes longer (a schema's blow-up this file did not foresee) is refused
 # How long ingest keeps what it read of a type (per warm container): a change to the catalogue reaches every
 # ingest container within this bound.
 CATALOGUE_CACHE_SECONDS = 60
@@ -176,9 +181,40 @@ def _loop_violations(subschemas: Mapping[str, Any], at: str) -> list[Violation]:
             targets.append(target)
         edges[pointer] = targets
     looping = _on_a_cycle(edges)
-    if looping is None:
-        return []
-    return [Violation(at + looping, "this subschema applies itself to the same value again, without end")]
+    if looping is not None:
+        return [Violation(at + looping, "this subschema applies itself to the same value again, without end")]
+    heaviest, checks = _most_checks_of_one_value(edges)
+    if checks > MAX_CHECKS_OF_ONE_VALUE:
+        return [
+            Violation(
+                at + heaviest,
+                f"this subschema checks one value against {checks} subschemas (references reused through allOf, "
+                f"anyOf, oneOf…); at most {MAX_CHECKS_OF_ONE_VALUE}",
+            )
+        ]
+    return []
+
+
+def _most_checks_of_one_value(edges: Mapping[str, Sequence[str]]) -> tuple[str, int]:
+    """The subschema that checks one value against the most subschemas, counting each path through the in-place
+    graph (acyclic by now): `anyOf` of two references to a definition that is `anyOf` of two references to the
+    next… doubles at each step, though the schema itself stays small."""
+    checks: dict[str, int] = {}
+    for start in edges:
+        stack = [start]
+        while stack:  # iterative post-order: a long chain of references must not exhaust the stack
+            node = stack[-1]
+            pending = [child for child in edges.get(node, ()) if child not in checks]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            if node not in checks:
+                checks[node] = min(
+                    1 + sum(checks[child] for child in edges.get(node, ())), 10 * MAX_CHECKS_OF_ONE_VALUE
+                )
+    heaviest = max(checks, key=lambda node: checks[node], default="")
+    return heaviest, checks.get(heaviest, 0)
 
 
 def _reference_pointer(reference: str) -> str:
