@@ -29,7 +29,7 @@ from hookrelay.domain.event_types import (
     schema_violations,
     unregistered_filter,
 )
-from hookrelay.domain.matching import EVENT_TYPE_PATTERN
+from hookrelay.domain.matching import EVENT_TYPE_PATTERN, MAX_LENGTH
 from hookrelay.services.ports import EventTypeRepository, JsonSchemas, SchemaCheck
 
 DEFAULT_LIMIT = 50
@@ -140,7 +140,9 @@ class EventTypeCatalogue:
 
 def _valid_name(name: str) -> None:
     if not EVENT_TYPE_PATTERN.fullmatch(name):
-        raise InvalidRequest(f"an event type name is 1 to 128 of A-Z a-z 0-9 _ . : - (no wildcards), not {name!r}")
+        raise InvalidRequest(
+            f"an event type name is 1 to {MAX_LENGTH} of A-Z a-z 0-9 _ . : - (no wildcards), not {name!r}"
+        )
 
 
 def _under(prefix: str, violation: Violation) -> Violation:
