@@ -6,9 +6,9 @@ interpreters (figures in bench/README.md). For a typical order schema, a cold co
 29 ms against 264 ms (import included), each later event 13 µs against 384 µs; it is pure Python (no compiled
 wheel in the asset). Its cost is compiling, which grows with the schema (222 ms at the 16 KiB cap,
 domain/event_types.MAX_SCHEMA_BYTES, about jsonschema's import alone), once per schema per warm container.
-Its two faults met here are handled
-below: its failure names are ambiguous (`locate` reads them against the document), and it compiles two references
-whose targets differ only in case or punctuation into one function (such schemas are refused).
+Its two faults met here are handled below: its failure names are ambiguous (`locate` reads them against the
+document), and it compiles two references whose targets differ only in case or punctuation into one function
+(such schemas are refused).
 
 It is run with formats off (`format` is an annotation, as in JSON Schema 2020-12: no regex of ours or of the
 producer's is matched), defaults off (it would write them into the event), and every remote reference refused
