@@ -18,6 +18,7 @@ SCRIPTS = (
     "cost.py",
     "storage.py",
     "cold_start.py",
+    "schema_validation.py",
     "bad_night.py",
 )
 LIMIT_SECONDS = 300  # each benchmark finishes well within this on a 2-core machine

@@ -20,6 +20,7 @@ from hookrelay.services.auto_disable import (
     InvalidPolicy,
     policy_from_config,
 )
+from hookrelay.services.event_types import enforce_from_config
 
 RETRY_SCHEDULE_CONTEXT = "retry_schedule"
 AUTO_DISABLE_CONTEXT = "auto_disable_after_days"
@@ -133,3 +134,18 @@ def alarm_email(node: Node) -> str | None:
     if not isinstance(raw, str) or not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", raw):
         raise InvalidConfiguration(f"CDK context {ALARM_EMAIL_CONTEXT}={raw!r} is not an email address")
     return raw
+
+
+ENFORCE_EVENT_CATALOGUE_CONTEXT = "enforce_event_catalogue"
+
+
+def enforce_event_catalogue(node: Node) -> bool:
+    """`enforce_event_catalogue`: endpoint filters must match a registered event type (while any is); off by default."""
+    raw: Any = node.try_get_context(ENFORCE_EVENT_CATALOGUE_CONTEXT)
+    try:
+        return enforce_from_config(raw)
+    except ValueError as error:
+        raise InvalidConfiguration(
+            f"CDK context {ENFORCE_EVENT_CATALOGUE_CONTEXT}={raw!r} is not valid: {error}. "
+            "Give true or false, e.g. -c enforce_event_catalogue=true."
+        ) from error

@@ -12,7 +12,7 @@ from constructs import Construct
 
 from hookrelay.adapters import schema
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
-from hookrelay.functions import AUTHORIZER, DELIVERY
+from hookrelay.functions import API, AUTHORIZER, DELIVERY
 from scripts import build_lambda_asset
 from stacks import config
 from stacks.constructs.api import Api
@@ -38,6 +38,7 @@ class HookrelayStack(Stack):
         concurrency = config.concurrency(self.node)
         api_key_rate = config.api_key_rate(self.node)
         alarm_email = config.alarm_email(self.node)
+        enforce_event_catalogue = config.enforce_event_catalogue(self.node)
 
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")
@@ -66,6 +67,10 @@ class HookrelayStack(Stack):
         )
         if api_key_rate is not None:
             functions.function(AUTHORIZER.name).add_environment(schema.API_KEY_RATE_PER_SECOND, str(api_key_rate))
+        # Only the API function registers and changes endpoints' filters.
+        functions.function(API.name).add_environment(
+            schema.ENFORCE_EVENT_CATALOGUE, "true" if enforce_event_catalogue else "false"
+        )
         api = Api(self, "Api", functions=functions.functions)
         observability = Observability(
             self,

@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from hookrelay_client.client import UNCHANGED, HookrelayClient
 from hookrelay_client.errors import HookrelayError
-from hookrelay_client.models import Delivery, Endpoint, EndpointHealth, IssuedSigningKey, Redrive
+from hookrelay_client.models import Delivery, Endpoint, EndpointHealth, EventType, IssuedSigningKey, Redrive
 from hookrelay_client.render import ProgressBar, cell, fields, table
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -391,6 +391,58 @@ def revoke_api_key(client: HookrelayClient, args: argparse.Namespace) -> Result:
     return Result({"revoked": args.key_id}, f"revoked {args.key_id}")
 
 
+EVENT_TYPE_COLUMNS = ("NAME", "SCHEMA", "DEPRECATED", "DESCRIPTION", "UPDATED")
+
+
+def list_event_types(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    if args.all:
+        types, next_cursor = list(client.iter_event_types(limit=args.limit)), None
+    else:
+        page = client.list_event_types(limit=args.limit, cursor=args.cursor)
+        types, next_cursor = page.data, page.next_cursor
+    rows = [
+        (t.name, "yes" if t.data_schema else "-", "yes" if t.deprecated else "-", t.description, t.updated_at)
+        for t in types
+    ]
+    text = table(EVENT_TYPE_COLUMNS, rows) if rows else "no event types registered"
+    if next_cursor:
+        text += f"\n(more: --cursor {next_cursor}, or --all)"
+    return Result({"data": as_json(types), "next_cursor": next_cursor}, text)
+
+
+def describe_event_type(t: EventType) -> str:
+    summary = fields(
+        [("name", t.name), ("description", t.description), ("deprecated", t.deprecated), ("updated", t.updated_at)]
+    )
+    parts = [summary]
+    if t.data_schema is not None:
+        parts.append("schema:\n" + json.dumps(t.data_schema, indent=2))
+    if t.example is not None:
+        parts.append("example:\n" + json.dumps(t.example, indent=2))
+    return "\n\n".join(parts)
+
+
+def show_event_type(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    event_type = client.get_event_type(args.name)
+    return Result(event_type, describe_event_type(event_type))
+
+
+def put_event_type(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    event_type = client.put_event_type(
+        args.name,
+        description=args.description,
+        schema=args.schema,
+        example=args.example,
+        deprecated=args.deprecated,
+    )
+    return Result(event_type, describe_event_type(event_type))
+
+
+def delete_event_type(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    client.delete_event_type(args.name)
+    return Result({"deleted": args.name}, f"deleted event type {args.name}")
+
+
 # -- parser -----------------------------------------------------------------------------------------
 
 Command = Callable[[HookrelayClient, argparse.Namespace], Result]
@@ -514,6 +566,24 @@ def build_parser() -> argparse.ArgumentParser:
         dest="action", required=True, metavar="ACTION"
     )
     sub = command(tenants, "create", create_tenant, "create a tenant and its first key")
+    sub.add_argument("name")
+
+    catalogue = commands.add_parser("event-types", help="the event-type catalogue").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    sub = command(catalogue, "list", list_event_types, "registered event types, by name (any key)")
+    sub.add_argument("--limit", type=int, help="page size")
+    sub.add_argument("--cursor", help="the next_cursor of the previous page")
+    sub.add_argument("--all", action="store_true", help="follow next_cursor through every page")
+    sub = command(catalogue, "show", show_event_type, "one event type with its schema and example (any key)")
+    sub.add_argument("name")
+    sub = command(catalogue, "put", put_event_type, "register or replace an event type (admin key)")
+    sub.add_argument("name", help="the event type, e.g. order.created")
+    sub.add_argument("--description")
+    sub.add_argument("--schema", type=json_object, help="JSON Schema draft 7 of its data: JSON, @file.json, or -")
+    sub.add_argument("--example", type=json_object, help="an example data object: JSON, @file.json, or -")
+    sub.add_argument("--deprecated", action="store_true", help="mark it deprecated (still accepted and checked)")
+    sub = command(catalogue, "delete", delete_event_type, "remove an event type (admin key)")
     sub.add_argument("name")
 
     keys = commands.add_parser("api-keys", help="manage API keys (admin key)").add_subparsers(

@@ -22,6 +22,8 @@ from hookrelay_client.models import (
     EndpointHealth,
     EndpointTestSent,
     Event,
+    EventType,
+    EventTypePage,
     IssuedApiKey,
     PublishedEvent,
     Redrive,
@@ -138,6 +140,41 @@ class HookrelayClient:
 
     def revoke_api_key(self, key_id: str) -> None:
         self.request("DELETE", f"/v1/api-keys/{_segment(key_id)}")
+
+    # -- the event-type catalogue (admins write it, any key reads it) --------------------------------
+
+    def put_event_type(
+        self,
+        name: str,
+        *,
+        description: str | None = None,
+        schema: dict[str, Any] | None = None,
+        example: dict[str, Any] | None = None,
+        deprecated: bool = False,
+    ) -> EventType:
+        """Register or replace (the whole definition) an event type; admin keys."""
+        body = {"description": description, "schema": schema, "example": example, "deprecated": deprecated}
+        return EventType.model_validate(self.request("PUT", f"/v1/event-types/{_segment(name)}", body=body))
+
+    def list_event_types(self, *, limit: int | None = None, cursor: str | None = None) -> EventTypePage:
+        """One page of the catalogue, by name; pass `next_cursor` back as `cursor` for the next one."""
+        return self._get(EventTypePage, "/v1/event-types", limit=limit, cursor=cursor)
+
+    def iter_event_types(self, *, limit: int | None = None) -> Iterator[EventType]:
+        """Every registered event type, by name, page by page."""
+        cursor = None
+        while True:
+            page = self.list_event_types(limit=limit, cursor=cursor)
+            yield from page.data
+            if not page.next_cursor:
+                return
+            cursor = page.next_cursor
+
+    def get_event_type(self, name: str) -> EventType:
+        return self._get(EventType, f"/v1/event-types/{_segment(name)}")
+
+    def delete_event_type(self, name: str) -> None:
+        self.request("DELETE", f"/v1/event-types/{_segment(name)}")
 
     # -- tenants: endpoints ----------------------------------------------------------------------
 

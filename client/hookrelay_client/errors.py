@@ -53,9 +53,8 @@ class Problem:
         lines = [f"{self.status} {self.title}" + (f": {self.detail}" if self.detail else "")]
         for error in self.errors:
             where = error.get("field") or error.get("pointer") or ""
-            lines.append(
-                f"  - {where}: {error.get('message', error)}" if where else f"  - {error.get('message', error)}"
-            )
+            what = error.get("message") or error.get("detail") or error
+            lines.append(f"  - {where}: {what}" if where else f"  - {what}")
         if self.type != "about:blank":
             lines.append(f"  see {self.type}")
         return "\n".join(lines)

@@ -213,3 +213,20 @@ class EndpointTestSent(Model):
 
     event_id: str
     delivery_id: str
+
+
+class EventType(Model):
+    """A registered event type: what its events' `data` looks like (`schema`, JSON Schema draft 7) and an example."""
+
+    name: str
+    description: str | None = None
+    data_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    example: dict[str, Any] | None = None
+    deprecated: bool = False
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class EventTypePage(Model):
+    data: list[EventType]
+    next_cursor: str | None = None

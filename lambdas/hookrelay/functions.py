@@ -134,6 +134,7 @@ INGEST = Function(
             schema.EVENTS: TableAccess.WRITE,  # the event, and the per-ordering-key sequence counter
             schema.DELIVERIES: TableAccess.WRITE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency records
+            schema.EVENT_TYPES: TableAccess.READ,  # an event's data against its type's schema
         },
         sends_to=(schema.DELIVERY_QUEUE,),
     ),
@@ -163,10 +164,15 @@ API = Function(
             Route("POST", "/v1/deliveries/{delivery_id}/replay"),
             Route("GET", "/v1/events/{event_id}"),
             Route("GET", "/v1/redrives/{redrive_id}"),
+            Route("GET", "/v1/event-types"),
+            Route("PUT", "/v1/event-types/{name}"),
+            Route("GET", "/v1/event-types/{name}"),
+            Route("DELETE", "/v1/event-types/{name}"),
         )
     ),
     access=Access(
-        # Records are created and changed, never deleted (keys are revoked, endpoints soft-deleted).
+        # Records are created and changed, never deleted (keys are revoked, endpoints soft-deleted); only an event
+        # type is deleted, from the catalogue (nothing else refers to it).
         tables={
             schema.TENANTS: TableAccess.READ_REWRITE,
             schema.API_KEYS: TableAccess.READ_REWRITE,
@@ -176,6 +182,7 @@ API = Function(
             schema.REDRIVES: TableAccess.READ_REWRITE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency deletes a failed request's record
             schema.PARKING_LOT: TableAccess.READ,  # how many deliveries wait behind an open circuit
+            schema.EVENT_TYPES: TableAccess.READ_WRITE,  # the catalogue: admins register and delete types
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
     ),

@@ -17,7 +17,9 @@ from hookrelay.adapters.dynamodb import (
     RedriveTable,
     TenantTable,
 )
+from hookrelay.adapters.event_types import EventTypeTable
 from hookrelay.adapters.http_sender import RequestsSender
+from hookrelay.adapters.json_schema import FastJsonSchemas
 from hookrelay.adapters.rate_limits import DynamoRateCounters
 from hookrelay.adapters.redrive_sqs import SqsMessageSource, SqsRedriveJobs
 from hookrelay.adapters.sns import SnsEndpointNotices
@@ -33,6 +35,7 @@ from hookrelay.services.circuit import CircuitService
 from hookrelay.services.delivery import DeliveryService
 from hookrelay.services.delivery_log import DeliveryLogService
 from hookrelay.services.endpoints import EndpointService
+from hookrelay.services.event_types import EventDataCheck, EventTypeCatalogue, enforce_from_config
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.parking import Parking
 from hookrelay.services.rate_limit import RateLimiter
@@ -85,7 +88,20 @@ def endpoint_service() -> EndpointService:
         delivery_table(),
         _parking(),
         allow_private_destinations=allow_private_destinations(),
+        # Only where the deployment enforces it (the API function): the sweeper disables endpoints with this service
+        # and has no access to the catalogue.
+        catalogue=event_type_catalogue() if enforce_event_catalogue() else None,
     )
+
+
+@cache
+def event_type_catalogue() -> EventTypeCatalogue:
+    return EventTypeCatalogue(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas())
+
+
+def enforce_event_catalogue() -> bool:
+    """Endpoint filters must match a registered event type (CDK context `enforce_event_catalogue`; off by default)."""
+    return enforce_from_config(os.environ.get(schema.ENFORCE_EVENT_CATALOGUE))
 
 
 @cache
@@ -97,6 +113,7 @@ def ingest_service() -> IngestService:
         deliveries=delivery_table(),
         queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         schedule=retry_schedule(),
+        event_types=EventDataCheck(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas()),
     )
 
 
@@ -250,6 +267,7 @@ _FACTORIES = (
     rate_limiter,
     tenant_service,
     endpoint_service,
+    event_type_catalogue,
     ingest_service,
     delivery_service,
     circuit_service,

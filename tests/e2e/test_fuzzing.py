@@ -43,10 +43,11 @@ CHECKS = [
 ]
 ADMIN_PATHS = ("/v1/tenants", "/v1/api-keys")
 PRODUCER_PATHS = ("/v1/events",)
+CATALOGUE_PATH = "/v1/event-types"  # admins write it; any key reads it (fuzzed as a tenant)
 
 
 def _role(method: str, path: str) -> str:
-    if path.startswith(ADMIN_PATHS):
+    if path.startswith(ADMIN_PATHS) or (path.startswith(CATALOGUE_PATH) and method in ("PUT", "DELETE")):
         return "admin"
     if method == "POST" and path in PRODUCER_PATHS:
         return "producer"

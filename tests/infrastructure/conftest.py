@@ -2,7 +2,8 @@
 
 The app gets cdk.json's context, as `cdk synth` would, plus a custom retry schedule given the way the CLI
 passes one (`-c retry_schedule='[...]'`: a JSON string), so the schedule's path to the functions is tested
-on the same synth; and an `alarm_email`, which cdk.json leaves empty.
+on the same synth; an `alarm_email`, which cdk.json leaves empty; and the event catalogue enforced (off in
+cdk.json), as `-c enforce_event_catalogue=true` passes it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.synth import ALARM_EMAIL, CUSTOM_RETRY_SCHEDULE, Synthesized, cdk_json_context
+from tests.support.synth import (
+    ALARM_EMAIL,
+    CUSTOM_RETRY_SCHEDULE,
+    ENFORCED_EVENT_CATALOGUE,
+    Synthesized,
+    cdk_json_context,
+)
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +28,13 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesize
 
     outdir = tmp_path_factory.mktemp("cdk.out")
     app, stack = build_app(
-        {**cdk_json_context(), "retry_schedule": CUSTOM_RETRY_SCHEDULE, "alarm_email": ALARM_EMAIL}, outdir=str(outdir)
+        {
+            **cdk_json_context(),
+            "retry_schedule": CUSTOM_RETRY_SCHEDULE,
+            "alarm_email": ALARM_EMAIL,
+            "enforce_event_catalogue": ENFORCED_EVENT_CATALOGUE,
+        },
+        outdir=str(outdir),
     )
     try:
         app.synth()  # runs the cdk-nag AWS Solutions checks: unacknowledged findings fail here

@@ -105,6 +105,8 @@ def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthes
         expected |= {topic.env_var for topic in access.publishes}
         if function.name == "authorizer":  # its per-key rate limit (tests/infrastructure/test_operations.py)
             expected.add(schema.API_KEY_RATE_PER_SECOND)
+        if function.name == "api":  # the event catalogue's filter rule (tests/infrastructure/test_event_types.py)
+            expected.add(schema.ENFORCE_EVENT_CATALOGUE)
         assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, function.name
 
 

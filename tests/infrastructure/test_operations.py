@@ -26,6 +26,7 @@ PINNED_TABLE_IDS = {
     "Redrives": "StorageRedrives58AE031F",
     "RateLimits": "StorageRateLimitsE7433BBF",
     "ParkingLot": "StorageParkingLot027D8C8F",
+    "EventTypes": "StorageEventTypes37E4DCD5",  # new with the event catalogue: created empty on deploy
 }
 
 

@@ -34,6 +34,10 @@ def test_a_revoked_key_is_refused_at_once(platform: Platform) -> None:
         ("POST", "/v1/events", "admin"),
         ("GET", "/v1/endpoints", "producer"),
         ("POST", "/v1/endpoints", "admin"),
+        ("PUT", "/v1/event-types/order.created", "tenant"),
+        ("PUT", "/v1/event-types/order.created", "producer"),
+        ("DELETE", "/v1/event-types/order.created", "tenant"),
+        ("DELETE", "/v1/event-types/order.created", "producer"),
     ],
 )
 def test_roles_are_enforced_per_route(platform: Platform, method: str, path: str, role: str) -> None:
@@ -91,3 +95,13 @@ def test_endpoint_urls_are_validated(platform: Platform) -> None:
 def test_unknown_route_is_404(platform: Platform) -> None:
     response = platform.call("GET", "/v1/nothing-here", platform.admin_token)
     assert response.status == 404
+
+
+@pytest.mark.parametrize("role", ["admin", "producer", "tenant"])
+def test_every_role_reads_the_event_type_catalogue(platform: Platform, role: str) -> None:
+    assert platform.call("PUT", "/v1/event-types/order.created", platform.admin_token, {}).status == 201
+    _, tenant_token = platform.new_tenant()
+    token = {"producer": platform.new_key("producer"), "tenant": tenant_token, "admin": platform.admin_token}[role]
+    assert platform.call("GET", "/v1/event-types", token).status == 200
+    assert platform.call("GET", "/v1/event-types/order.created", token).status == 200
+    assert platform.call("GET", "/v1/event-types", None).status == 401

@@ -437,3 +437,82 @@ def test_cli_overlaps_accept_seconds_and_durations(text: str, expected: int) -> 
 def test_cli_overlaps_refuse_anything_else() -> None:
     with pytest.raises(argparse.ArgumentTypeError):
         seconds("an hour")
+
+
+# --- The event-type catalogue ---
+
+ORDER_SCHEMA = {"type": "object", "required": ["amount"], "properties": {"amount": {"type": "integer", "minimum": 0}}}
+
+
+def test_the_client_covers_the_event_type_catalogue(
+    platform: Platform, tenant: dict[str, Any], client_for: ClientFor
+) -> None:
+    admin = client_for(platform.admin_token)
+    registered = admin.put_event_type(
+        "order.created", description="An order", schema=ORDER_SCHEMA, example={"amount": 1}
+    )
+    assert (registered.name, registered.data_schema, registered.example) == (
+        "order.created",
+        ORDER_SCHEMA,
+        {"amount": 1},
+    )
+    for name in ("order.paid", "order.shipped"):
+        admin.put_event_type(name)
+    page = tenant["client"].list_event_types(limit=2)
+    assert [t.name for t in page.data] == ["order.created", "order.paid"] and page.next_cursor
+    assert [t.name for t in tenant["client"].iter_event_types(limit=2)] == [
+        "order.created",
+        "order.paid",
+        "order.shipped",
+    ]
+    assert tenant["client"].get_event_type("order.created").description == "An order"
+
+    with pytest.raises(HookrelayError) as refused:
+        tenant["producer"].publish_event(tenant["id"], "order.created", {"amount": -1})
+    assert refused.value.status == 422
+    assert refused.value.problem.errors == [{"pointer": "/data/amount", "detail": "must be bigger than or equal to 0"}]
+    assert "/data/amount: must be bigger than or equal to 0" in refused.value.problem.describe()
+
+    with pytest.raises(HookrelayError) as forbidden:
+        tenant["client"].put_event_type("order.created")
+    assert forbidden.value.status == 403
+    admin.delete_event_type("order.paid")
+    with pytest.raises(HookrelayError) as gone:
+        admin.get_event_type("order.paid")
+    assert gone.value.status == 404
+
+
+def test_the_cli_covers_the_event_type_catalogue(platform: Platform, tenant: dict[str, Any], cli, tmp_path) -> None:
+    schema_file = tmp_path / "order.json"
+    schema_file.write_text(json.dumps(ORDER_SCHEMA))
+    code, out, err = cli(
+        platform.admin_token,
+        "event-types",
+        "put",
+        "order.created",
+        "--description",
+        "An order",
+        "--schema",
+        f"@{schema_file}",
+        "--example",
+        '{"amount": 3}',
+    )
+    assert code == 0, err
+    assert "order.created" in out and '"minimum": 0' in out
+
+    code, out, _ = cli(token_of(tenant["client"]), "event-types", "list")
+    header, row = out.splitlines()
+    assert header.split()[:2] == ["NAME", "SCHEMA"] and row.split()[:2] == ["order.created", "yes"]
+    code, out, _ = cli(token_of(tenant["client"]), "event-types", "list", "--json", "--all")
+    assert [t["name"] for t in json.loads(out)["data"]] == ["order.created"]
+    code, out, _ = cli(token_of(tenant["client"]), "event-types", "show", "order.created")
+    assert code == 0 and '"amount": 3' in out
+
+    code, _, err = cli(
+        platform.admin_token, "event-types", "put", "bad.schema", "--schema", '{"properties": {"a": {"pattern": "x"}}}'
+    )
+    assert code == 1 and "422" in err and "/schema/properties/a/pattern" in err
+    code, out, _ = cli(platform.admin_token, "event-types", "delete", "order.created")
+    assert code == 0 and "deleted" in out
+    code, _, err = cli(token_of(tenant["client"]), "event-types", "show", "order.created")
+    assert code == 1 and err.startswith("error: 404 ")

@@ -66,3 +66,15 @@ def test_tenant_routes_refuse_admin_and_producer_keys(platform: Platform) -> Non
     producer = platform.new_key("producer")
     for token in (platform.admin_token, producer):
         assert platform.call("GET", "/v1/deliveries", token).status == 403
+
+
+def test_the_event_type_catalogue_is_the_platform_s_and_no_tenant_changes_it(platform: Platform) -> None:
+    """One catalogue for every tenant (it holds producers' data to schemas): tenants read it, only admins write."""
+    assert platform.call("PUT", "/v1/event-types/order.created", platform.admin_token, {}).status == 201
+    _, a_token = platform.new_tenant("a")
+    _, b_token = platform.new_tenant("b")
+    for token in (a_token, b_token):
+        assert [t["name"] for t in platform.call("GET", "/v1/event-types", token).json()["data"]] == ["order.created"]
+        assert platform.call("PUT", "/v1/event-types/order.created", token, {"deprecated": True}).status == 403
+        assert platform.call("DELETE", "/v1/event-types/order.created", token).status == 403
+    assert platform.call("GET", "/v1/event-types/order.created", a_token).json()["deprecated"] is False

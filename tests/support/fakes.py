@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339
+from hookrelay.domain.event_types import EventType
 from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice
 from hookrelay.domain.paging import Position
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
@@ -614,3 +615,29 @@ class NoDeliveries:
 
     def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
         return DeliveryPage([], None)
+
+
+@dataclass
+class FakeEventTypes:
+    """The catalogue in memory, by name; counts reads (ingest's cache is judged by them)."""
+
+    types: dict[str, EventType] = field(default_factory=dict)
+    reads: int = 0
+
+    def put(self, event_type: EventType) -> None:
+        self.types[event_type.name] = event_type
+
+    def get(self, name: str) -> EventType | None:
+        self.reads += 1
+        return self.types.get(name)
+
+    def delete(self, name: str) -> bool:
+        return self.types.pop(name, None) is not None
+
+    def page(self, limit: int, after: str | None) -> tuple[list[EventType], str | None]:
+        names = sorted(n for n in self.types if after is None or n > after)
+        found = [self.types[n] for n in names[:limit]]
+        return found, (found[-1].name if len(names) > limit else None)
+
+    def names(self) -> list[str]:
+        return sorted(self.types)

@@ -14,17 +14,26 @@ from dataclasses import dataclass
 from hookrelay.adapters import aws, schema
 from hookrelay.adapters.circuit import DynamoCircuits, DynamoParkingLot
 from hookrelay.adapters.dynamodb import ApiKeyTable, DeliveryTable, EndpointTable, EventTable
+from hookrelay.adapters.event_types import EventTypeTable
 from hookrelay.services.ports import (
     ApiKeyRepository,
     CircuitRepository,
     DeliveryRepository,
     EndpointRepository,
     EventRepository,
+    EventTypeRepository,
     FailingEndpoints,
     ParkingLot,
 )
 from tests.support.aws import moto_stack
-from tests.support.fakes import FakeCircuits, FakeDeliveries, FakeEndpoints, FakeEvents, FakeParkingLot
+from tests.support.fakes import (
+    FakeCircuits,
+    FakeDeliveries,
+    FakeEndpoints,
+    FakeEvents,
+    FakeEventTypes,
+    FakeParkingLot,
+)
 from tests.support.memory import MemoryApiKeys
 
 KINDS = ("fake", "dynamodb")
@@ -42,6 +51,7 @@ class Stores:
     parking: ParkingLot
     events: EventRepository
     api_keys: ApiKeyRepository
+    event_types: EventTypeRepository
 
 
 def fake_stores() -> Stores:
@@ -55,6 +65,7 @@ def fake_stores() -> Stores:
         parking=FakeParkingLot(deliveries),
         events=FakeEvents(),
         api_keys=MemoryApiKeys(),
+        event_types=FakeEventTypes(),
     )
 
 
@@ -75,6 +86,7 @@ def dynamodb_stores() -> Iterator[Stores]:
             parking=DynamoParkingLot(table(schema.DELIVERIES), table(schema.PARKING_LOT)),
             events=EventTable(table(schema.EVENTS)),
             api_keys=ApiKeyTable(table(schema.API_KEYS)),
+            event_types=EventTypeTable(table(schema.EVENT_TYPES)),
         )
 
 

@@ -10,9 +10,11 @@ import yaml
 from hookrelay_client.cli import KEY_TYPES
 from openapi_spec_validator import validate
 
+from hookrelay.domain.event_types import MAX_DESCRIPTION
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
 from hookrelay.domain.signing import PUBLIC_KEY_PREFIX, SECRET_PREFIX, KeyType
 from hookrelay.functions import ROUTES
+from hookrelay.services import event_types
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
@@ -107,3 +109,20 @@ def test_key_types_and_key_prefixes_are_the_servers_own(document: dict[str, Any]
     for path in ("/v1/endpoints", "/v1/endpoints/{endpoint_id}/rotate-secret"):
         request = document["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
         assert request["properties"]["key_type"]["$ref"] == "#/components/schemas/KeyType", path
+
+
+def test_the_event_type_catalogue_is_documented_with_the_servers_own_patterns_and_caps(
+    document: dict[str, Any],
+) -> None:
+    name = document["components"]["parameters"]["EventTypeName"]["schema"]
+    assert name["pattern"] == EVENT_TYPE_PATTERN.pattern
+    [limit] = [p for p in document["paths"]["/v1/event-types"]["get"]["parameters"] if p["name"] == "limit"]
+    assert (limit["schema"]["maximum"], limit["schema"]["default"]) == (
+        event_types.MAX_LIMIT,
+        event_types.DEFAULT_LIMIT,
+    )
+    body = document["components"]["schemas"]["RegisterEventType"]["properties"]
+    assert body["description"]["maxLength"] == MAX_DESCRIPTION
+    assert set(body) == {"description", "schema", "example", "deprecated"}
+    pointer = document["components"]["schemas"]["Problem"]["properties"]["errors"]["items"]["properties"]["pointer"]
+    assert pointer["type"] == "string"

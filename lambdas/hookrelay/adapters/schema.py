@@ -103,6 +103,9 @@ IDEMPOTENCY = TableSpec("Idempotency", "IDEMPOTENCY_TABLE", partition_key="id", 
 # Per-key request counters (domain/rate_limit.py): one item per key and second, expired by TTL.
 RATE_LIMITS = TableSpec("RateLimits", "RATE_LIMITS_TABLE", partition_key="id", ttl_attribute="expires_at")
 
+# The event-type catalogue (adapters/event_types.py): one partition, a type per name.
+EVENT_TYPES = TableSpec("EventTypes", "EVENT_TYPES_TABLE", partition_key="catalogue", sort_key="name")
+
 ALL_TABLES: tuple[TableSpec, ...] = (
     TENANTS,
     API_KEYS,
@@ -113,6 +116,7 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     IDEMPOTENCY,
     REDRIVES,
     RATE_LIMITS,
+    EVENT_TYPES,
 )
 
 # Other environment the functions read (each queue's and topic's variable is on its spec).
@@ -124,6 +128,8 @@ AUTO_DISABLE_AFTER_DAYS = "AUTO_DISABLE_AFTER_DAYS"
 API_KEY_RATE_PER_SECOND = "API_KEY_RATE_PER_SECOND"  # the authorizer's per-key limit; unset: none
 # The length of the endpoint-health policy's "day" in seconds: 86400 except in the local stack's --fast mode.
 ENDPOINT_HEALTH_DAY_SECONDS = "ENDPOINT_HEALTH_DAY_SECONDS"
+# "true": every endpoint filter must match a registered event type, while any is registered (services/event_types.py).
+ENFORCE_EVENT_CATALOGUE = "ENFORCE_EVENT_CATALOGUE"
 
 
 @dataclass(frozen=True)

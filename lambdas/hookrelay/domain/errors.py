@@ -40,3 +40,11 @@ class InvalidCursor(DomainError):
 class Gone(DomainError):
     status = 410
     title = "Gone"
+
+
+class InvalidDocument(InvalidRequest):
+    """422 naming where a document fails: `errors` of {pointer (RFC 6901, into the request body), detail}."""
+
+    def __init__(self, detail: str, errors: list[dict[str, str]]) -> None:
+        super().__init__(detail)
+        self.errors = errors

@@ -28,8 +28,10 @@ from hookrelay.handlers.schemas import (
     CreateEndpoint,
     CreateTenant,
     DeliveryListQuery,
+    EventTypeListQuery,
     RedriveRequest,
     RedriveStarted,
+    RegisterEventType,
     RotateSecret,
     StartRedrive,
     UpdateEndpoint,
@@ -37,6 +39,7 @@ from hookrelay.handlers.schemas import (
     delivery_summary,
     endpoint_health_view,
     endpoint_view,
+    event_type_view,
     event_view,
     redrive_view,
     rotated_secret_view,
@@ -218,6 +221,40 @@ def redrive_endpoint(endpoint_id: str) -> Response[str]:
 def get_redrive(redrive_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     return json_response(200, redrive_view(wiring.redrive_service().get(tenant_id, redrive_id)))
+
+
+# --- The event-type catalogue: admins write it, every principal reads it ---
+
+
+@app.get("/v1/event-types")
+def list_event_types() -> Response[str]:
+    principal(app)
+    query = EventTypeListQuery.model_validate(app.current_event.query_string_parameters or {})
+    page = wiring.event_type_catalogue().page(limit=query.limit, cursor=query.cursor)
+    return json_response(200, {"data": [event_type_view(t) for t in page.types], "next_cursor": page.next_cursor})
+
+
+@app.put("/v1/event-types/<name>")
+def register_event_type(name: str) -> Response[str]:
+    require(app, admin=True)
+    body = parse_body(app, RegisterEventType)
+    event_type, created = wiring.event_type_catalogue().register(
+        name, description=body.description, schema=body.data_schema, example=body.example, deprecated=body.deprecated
+    )
+    return json_response(201 if created else 200, event_type_view(event_type))
+
+
+@app.get("/v1/event-types/<name>")
+def get_event_type(name: str) -> Response[str]:
+    principal(app)
+    return json_response(200, event_type_view(wiring.event_type_catalogue().get(name)))
+
+
+@app.delete("/v1/event-types/<name>")
+def delete_event_type(name: str) -> Response[str]:
+    require(app, admin=True)
+    wiring.event_type_catalogue().delete(name)
+    return Response(status_code=204)
 
 
 @logger.inject_lambda_context

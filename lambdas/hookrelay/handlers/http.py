@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from pydantic import BaseModel, ValidationError
 
 from hookrelay.domain.api_keys import Principal
-from hookrelay.domain.errors import DomainError, Forbidden
+from hookrelay.domain.errors import DomainError, Forbidden, InvalidDocument
 from hookrelay.domain.rate_limit import RATE_LIMITED
 
 MAX_BODY_BYTES = 256 * 1024
@@ -161,7 +161,8 @@ def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
 
     def _domain(error: DomainError) -> Response[str]:
         kind = type(error).__name__.lower()
-        return problem_response(error.status, error.title, error.detail, kind, instance())
+        extra: dict[str, Any] = {"errors": error.errors} if isinstance(error, InvalidDocument) else {}
+        return problem_response(error.status, error.title, error.detail, kind, instance(), **extra)
 
     def _invalid(error: ValidationError) -> Response[str]:
         errors = [

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
+from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
@@ -17,6 +18,8 @@ from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.delivery_log import DEFAULT_LIMIT, MAX_LIMIT
 from hookrelay.services.endpoints import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVERLAP, RotatedSecret
+from hookrelay.services.event_types import DEFAULT_LIMIT as EVENT_TYPES_DEFAULT_LIMIT
+from hookrelay.services.event_types import MAX_LIMIT as EVENT_TYPES_MAX_LIMIT
 from hookrelay.services.ports import DeliveryFilter
 
 
@@ -318,4 +321,34 @@ def redrive_view(redrive: Redrive) -> dict[str, Any]:
         "error": redrive.error,
         "created_at": _time(redrive.created_at),
         "completed_at": _time(redrive.completed_at),
+    }
+
+
+# --- The event-type catalogue ---
+
+
+class RegisterEventType(Strict):
+    """PUT /v1/event-types/{name}: the type's whole definition (a PUT replaces it)."""
+
+    description: str | None = Field(default=None, max_length=MAX_DESCRIPTION)
+    # `schema` on the wire; pydantic's BaseModel has a `schema` attribute of its own.
+    data_schema: dict[str, Any] | None = Field(default=None, alias="schema")
+    example: dict[str, Any] | None = None
+    deprecated: bool = False
+
+
+class EventTypeListQuery(Strict):
+    limit: int = Field(default=EVENT_TYPES_DEFAULT_LIMIT, ge=1, le=EVENT_TYPES_MAX_LIMIT)
+    cursor: str | None = Field(default=None, min_length=1, max_length=512)
+
+
+def event_type_view(event_type: EventType) -> dict[str, Any]:
+    return {
+        "name": event_type.name,
+        "description": event_type.description,
+        "schema": event_type.data_schema,
+        "example": event_type.example,
+        "deprecated": event_type.deprecated,
+        "created_at": _time(event_type.created_at),
+        "updated_at": _time(event_type.updated_at),
     }

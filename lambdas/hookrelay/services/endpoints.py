@@ -16,6 +16,7 @@ from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summariz
 from hookrelay.domain.matching import validate_filters
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.domain.signing import KeyType, generate_key
+from hookrelay.services.event_types import EventTypeCatalogue
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import DeliveryFilter, DeliverySearch, EndpointRepository
 
@@ -71,6 +72,7 @@ class EndpointService:
     parking: Parking  # read for health: what waits behind an open circuit
     allow_private_destinations: bool = False
     default_max_in_flight: int = 4
+    catalogue: EventTypeCatalogue | None = None  # filters held to the registered types, when the deployment says so
 
     def create(
         self,
@@ -87,7 +89,7 @@ class EndpointService:
             id=ids.endpoint_id(),
             tenant_id=tenant_id,
             url=validate_endpoint_url(url, allow_private=self.allow_private_destinations),
-            event_types=validate_filters(event_types),
+            event_types=self._registered(validate_filters(event_types)),
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
             max_in_flight=max_in_flight or self.default_max_in_flight,
@@ -96,6 +98,11 @@ class EndpointService:
         )
         self.endpoints.put(endpoint)
         return endpoint
+
+    def _registered(self, filters: builtins.list[str]) -> builtins.list[str]:
+        if self.catalogue is not None:
+            self.catalogue.check_filters(filters)
+        return filters
 
     def get(self, tenant_id: str, endpoint_id: str) -> Endpoint:
         """The endpoint, deleted ones included (shown as `deleted`); another tenant's is not found."""
@@ -126,7 +133,7 @@ class EndpointService:
         if isinstance(url, str):
             validate_endpoint_url(url, allow_private=self.allow_private_destinations)
         if isinstance(event_types, builtins.list):
-            validate_filters(event_types)
+            self._registered(validate_filters(event_types))
 
         def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
             _not_deleted(endpoint)

@@ -28,6 +28,7 @@ from hookrelay.domain.matching import type_matches
 from hookrelay.domain.models import Delivery, EndpointState
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.event_types import EventDataCheck
 from hookrelay.services.ports import (
     DeliveryLog,
     DeliveryQueue,
@@ -54,6 +55,7 @@ class IngestService:
     deliveries: DeliveryLog
     queue: DeliveryQueue
     schedule: RetrySchedule
+    event_types: EventDataCheck | None = None  # data held to its type's registered schema (the catalogue)
 
     def publish(
         self,
@@ -68,6 +70,8 @@ class IngestService:
         event's id is derived from it, so that a retry after a crash converges on the event the first run stored."""
         if self.tenants.get(tenant_id) is None:
             raise InvalidRequest(f"unknown tenant {tenant_id!r}")
+        if self.event_types is not None:
+            self.event_types.check(event_type, data)
         now = utcnow()
         sequence = self.events.next_sequence(tenant_id, ordering_key) if ordering_key is not None else None
         event = new_event(

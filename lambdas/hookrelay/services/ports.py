@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -10,6 +10,7 @@ from typing import Protocol
 
 from hookrelay.domain.circuit import Via
 from hookrelay.domain.classification import FailureKind, Outcome
+from hookrelay.domain.event_types import EventType, Violation
 from hookrelay.domain.lifecycle import first_attempt_number
 from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, FailureNotice, Tenant
 from hookrelay.domain.paging import Position
@@ -498,3 +499,30 @@ def first_attempt_message(delivery: Delivery) -> DeliveryMessage:
         deduplication_id=delivery.id,
         endpoint_id=delivery.endpoint_id,  # the circuit is read before any claim, without reading the delivery
     )
+
+
+# --- The event-type catalogue ---
+
+
+class EventTypeRepository(Protocol):
+    def put(self, event_type: EventType) -> None: ...
+    def get(self, name: str) -> EventType | None: ...
+    def delete(self, name: str) -> bool:
+        """Remove it; False if there was none."""
+
+    def page(self, limit: int, after: str | None) -> tuple[list[EventType], str | None]:
+        """Up to `limit` types by name, after the name `after`; and the last name returned if there may be more."""
+
+    def names(self) -> list[str]:
+        """Every registered name (the catalogue is capped: domain/event_types.MAX_EVENT_TYPES)."""
+
+
+# A compiled schema: where a document breaks it (a pointer into the document), or None.
+SchemaCheck = Callable[[object], Violation | None]
+
+
+class JsonSchemas(Protocol):
+    def schema_problems(self, schema: dict[str, object]) -> list[Violation]:
+        """Why the schema is not valid JSON Schema (pointers into the schema); empty when it is."""
+
+    def compile(self, schema: dict[str, object]) -> SchemaCheck: ...
