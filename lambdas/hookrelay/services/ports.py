@@ -472,6 +472,7 @@ class QueuedMessage:
     body: str
     sent_at_ms: int
     delivery: DeliveryMessage | None = None  # set when the message is a well-formed delivery message
+    job: RedriveJob | None = None  # set when the message is a well-formed redrive job (the jobs' dead letters)
 
 
 class MessageSource(Protocol):
