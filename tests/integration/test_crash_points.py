@@ -99,9 +99,9 @@ def run_queue(world: World, spec: schema.QueueSpec, function: str, *, limit: int
         except Crash:
             visible_again(world, url, message)
             raise
-        except Exception:  # the invocation failed (a throttle past the retries): SQS hands the message out again
-            visible_again(world, url, message)
-            continue
+        except Exception:  # the invocation failed (a throttle past the retries): the message comes back after its
+            world.scratch.setdefault("in_flight", []).append((url, message))  # visibility timeout (`time_passes`)
+            return handled
         if answer.get("batchItemFailures"):
             world.sqs.change_message_visibility(
                 QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
@@ -118,6 +118,8 @@ def visible_again(world: World, url: str, message: dict[str, Any]) -> None:
 def time_passes(world: World) -> None:
     """Minutes pass: claims go stale, the reconciler's grace is over, in-progress idempotency records expire."""
     world.sim.advance(world.sim.now + LATER)
+    for url, message in world.scratch.pop("in_flight", []):
+        visible_again(world, url, message)
     table = boto3.resource("dynamodb").Table(world.platform.env[schema.IDEMPOTENCY.env_var])
     for item in table.scan()["Items"]:
         if item.get("status") == "INPROGRESS":  # as the crashed invocation's timeout would have made it
@@ -228,6 +230,9 @@ class Path:
     act: Callable[[World], None]
     recover: Callable[[World], None]
     check: Callable[[World], str]
+    # Crash at each call site once, not at each call: a path that repeats its steps (the drain's releases, the
+    # failures that open a circuit) would crash at the same code over again.
+    each_site_once: bool = False
 
 
 def fresh_tenant(world: World, reply: Reply | None = None) -> None:
@@ -620,7 +625,7 @@ PATHS = (
     Path("dead letter", frozenset({"delivery"}), with_a_last_attempt_due, delivery_act, api_recover, delivery_check),
     Path("sweeper notice", frozenset({"sweeper"}), with_a_failing_endpoint, sweep_act, sweep_recover, sweep_check),
     Path("surfacing", frozenset({"reconciler"}), with_dead_letters_waiting, surface_act, api_recover, surface_check),
-    Path("retry hand-over", DELIVERY, with_a_failure_to_come, retry_act, api_recover, all_delivered_check),
+    Path("retry hand-over", DELIVERY, with_a_failure_to_come, retry_act, api_recover, all_delivered_check, True),
     Path(
         "circuit opening",
         DELIVERY,
@@ -628,10 +633,19 @@ PATHS = (
         opening_act,
         circuit_recover,
         all_delivered_check,
+        True,
     ),
-    Path("parking", DELIVERY, with_an_open_circuit_and_a_new_event, opening_act, circuit_recover, all_delivered_check),
-    Path("probe", DELIVERY, with_a_probe_due, probe_act, circuit_recover, all_delivered_check),
-    Path("drain", DELIVERY, with_a_drain_due, drain_act, circuit_recover, all_delivered_check),
+    Path(
+        "parking",
+        DELIVERY,
+        with_an_open_circuit_and_a_new_event,
+        opening_act,
+        circuit_recover,
+        all_delivered_check,
+        True,
+    ),
+    Path("probe", DELIVERY, with_a_probe_due, probe_act, circuit_recover, all_delivered_check, True),
+    Path("drain", DELIVERY, with_a_drain_due, drain_act, circuit_recover, all_delivered_check, True),
 )
 
 
@@ -671,11 +685,14 @@ def test_every_crash_point_ends_delivered_dead_or_cancelled(world: World, path: 
     path.act(world)
     world.hook.disarm()
     calls = list(world.hook.calls)
+    sites = list(zip(calls, world.hook.sites, strict=True))
     path.recover(world)
     MATRIX.append(Row(path.name, "-", path.check(world)))
     assert calls, f"{path.name} made no AWS call"
 
     for number, label in enumerate(calls):
+        if path.each_site_once and sites[number] in sites[:number]:
+            continue
         path.setup(world)
         world.hook.arm(path.functions, number)
         try:

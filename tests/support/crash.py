@@ -20,6 +20,7 @@ run (tests/integration/conftest.py).
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ class CrashInjector:
     mode: str = "crash"  # or "throttle"
     throttle_tries: int = FOREVER  # how many of the call's HTTP tries are throttled
     calls: list[str] = field(default_factory=list)  # "function: Service.Operation" of each call seen
+    sites: list[str] = field(default_factory=list)  # the code that made each call (its innermost hookrelay frame)
     crashed: str | None = None  # where it struck (a crash, or the throttled call)
     throttling: str | None = None  # the service whose call is being throttled now, and for how many more tries
     tries_left: int = 0
@@ -92,6 +94,7 @@ class CrashInjector:
         label = f"{function}: {service}.{model.name}{_target(params)}"
         number = len(self.calls)
         self.calls.append(label)
+        self.sites.append(_site())
         self.throttling, self.tries_left = None, 0  # calls are made one at a time: this one is the current one
         if self.crash_at == number and self.crashed is None:
             self.crashed = label
@@ -115,12 +118,25 @@ class CrashInjector:
     def arm(
         self, functions: frozenset[str], crash_at: int | None, *, mode: str = "crash", tries: int = FOREVER
     ) -> None:
-        self.functions, self.crash_at, self.calls, self.crashed = functions, crash_at, [], None
+        self.functions, self.crash_at, self.calls, self.crashed, self.sites = functions, crash_at, [], None, []
         self.mode, self.throttle_tries, self.throttling, self.tries_left = mode, tries, None, 0
         self.throttled_tries, self.backoffs = 0, []
 
     def disarm(self) -> None:
         self.functions, self.crash_at, self.throttling, self.tries_left = frozenset(), None, None, 0
+
+
+def _site() -> str:
+    """Where in hookrelay (or Powertools' idempotency) the call was made: every such frame's `function:line`, so
+    that one adapter helper called from two places is two sites, and a step repeated for each item is one."""
+    frames = []
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith(("hookrelay.", "aws_lambda_powertools.utilities.idempotency")):
+            frames.append(f"{name}.{frame.f_code.co_name}:{frame.f_lineno}")
+        frame = frame.f_back  # type: ignore[assignment]
+    return " < ".join(frames)
 
 
 def _target(params: dict[str, Any]) -> str:

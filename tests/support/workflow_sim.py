@@ -127,18 +127,20 @@ class WorkflowSim:
 
     def refresh(self) -> None:
         """Pick up executions the functions started; forget those they stopped."""
-        listed = self.sfn.list_executions(stateMachineArn=self.state_machine_arn)["executions"]
-        for summary in listed:
-            name, status = summary["name"], summary["status"]
-            known = self.executions.get(name)
-            if known is None and status == "RUNNING":
+        pages = self.sfn.get_paginator("list_executions").paginate(
+            stateMachineArn=self.state_machine_arn, statusFilter="RUNNING"
+        )
+        running = {summary["name"]: summary for page in pages for summary in page["executions"]}
+        for name, summary in running.items():
+            if name not in self.executions:
                 document = json.loads(self.sfn.describe_execution(executionArn=summary["executionArn"])["input"])
                 kind = "circuit" if document.get("workflow") == "circuit" else "retry"
                 self.executions[name] = Execution(
                     name, summary["executionArn"], kind, document["circuit"] if kind == "circuit" else document
                 )
-            elif known is not None and known.ended is None and status != "RUNNING":
-                known.ended = f"stopped ({status.lower()})"
+        for execution in self.active():
+            if execution.name not in running:
+                execution.ended = "stopped"
 
     def active(self) -> list[Execution]:
         return [e for e in self.executions.values() if e.ended is None]
