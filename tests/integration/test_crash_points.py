@@ -12,7 +12,15 @@ invocation's in-progress record has expired, the scheduled sweeper and reconcile
   that died before recording it is published again, under the same `notice_id`;
 - nothing is left `queued`, `attempting` or `running`, and the dead-letter and poison queues are empty.
 
-Time never passes for real: the delivery service's clock and the reconciler's are moved on instead.
+Time never passes for real: the services' clocks read a virtual one that is moved on instead, and the retry state
+machine (retry executions, the circuit's probe workflow) is stepped by hand in that time
+(`tests/support/workflow_sim.py`): its waits end when due, an unanswered task times out and is re-sent, then reported
+lost. The paths of the retry workflow and of the circuit (the failure that opens it, parking behind it, its probe,
+its ordered drain) crash once at each call site (a step repeated per delivery is crashed in its first).
+
+Then the same again with throttles: at the first call of each kind, AWS answers every try with its throttling
+error, past botocore's retries (adapters/aws.py), so the code meets the error itself; same invariant. A message
+whose invocation failed comes back after its visibility timeout (when time passes), as SQS hands it out again.
 """
 
 from __future__ import annotations
