@@ -262,9 +262,11 @@ RECONCILER = Function(
             schema.TENANTS: TableAccess.READ,  # the walk over tenants
             schema.DELIVERIES: TableAccess.READ_UPDATE,  # recent deliveries (by_tenant); the dead mark and reason
             schema.EVENTS: TableAccess.READ_UPDATE,  # a surfaced delivery's event is kept for the redrive window
+            schema.REDRIVES: TableAccess.READ_UPDATE,  # a redrive whose job failed repeatedly ends failed
         },
-        sends_to=(schema.DELIVERY_QUEUE,),  # first messages never sent
-        drains=(schema.DEAD_LETTER_QUEUE, schema.POISON_QUEUE),
+        # First messages never sent; a redrive's next page, when only the hand-over between two pages failed.
+        sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),
+        drains=(schema.DEAD_LETTER_QUEUE, schema.POISON_QUEUE, schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE),
     ),
 )
 

@@ -233,6 +233,9 @@ def reconciler() -> Reconciler:
         dead_letter_queue=SqsMessageSource(sqs, os.environ[schema.DEAD_LETTER_QUEUE.env_var], wait_seconds=0),
         poison_queue=SqsMessageSource(sqs, os.environ[schema.POISON_QUEUE.env_var], wait_seconds=0),
         dead_letters=_dead_letters(functions.RECONCILER.name),
+        redrives=RedriveTable(_table(schema.REDRIVES)),
+        redrive_jobs=redrive_jobs(),
+        failed_jobs=SqsMessageSource(sqs, os.environ[schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE.env_var], wait_seconds=0),
     )
 
 

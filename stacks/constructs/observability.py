@@ -78,7 +78,7 @@ class Observability(Construct):
                     schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE.logical_name
                 ].metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum"),
                 threshold=0,
-                description="A redrive job failed repeatedly: its redrive stays 'running' until it is looked at.",
+                description="A redrive job failed repeatedly (a bug): the reconciler ends its redrive failed.",
             ),
             self._alarm(
                 "FailingSpellBookkeeping",

@@ -181,6 +181,18 @@ def test_a_claim_that_does_not_fit_the_parked_delivery_is_refused(
     assert parked_ids(stores) == ["dlv_1"] and parked_count(stores) == 1
 
 
+def test_a_probes_claim_keeps_the_lot_entry_until_the_attempt_is_settled(stores: Stores) -> None:
+    """So that a probe whose worker dies before recording finds the delivery again, the oldest in the lot."""
+    open_circuit(stores)
+    park(stores, a_delivery())
+    claimed = stores.parking.claim("dlv_1", TENANT, "ep_1", 1, at(10), keep_entry=True)
+    assert claimed is not None and claimed.status is DeliveryStatus.ATTEMPTING and claimed.parked_at is None
+    [entry] = stores.parking.parked("ep_1", 10)
+    assert entry.id == "dlv_1"
+    stores.parking.forget("dlv_1", entry.event_order, "ep_1")
+    assert parked_ids(stores) == [] and parked_count(stores) == 0
+
+
 def test_a_delivery_that_is_not_parked_is_not_claimed_by_the_drain(stores: Stores) -> None:
     open_circuit(stores)
     stores.deliveries.put_many([a_delivery()])

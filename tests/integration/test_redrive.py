@@ -12,7 +12,9 @@ from hookrelay.adapters.redrive_sqs import job_body
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import DeliveryFilter, RedriveJob
-from local.sqs_source import poll_once
+from local.lambda_runtime import invoke
+from local.schedule import scheduled_event
+from local.sqs_source import invoke_batch, poll_once, queue_arn_of, receive
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
 from tests.support.records import Seeded, make, store
@@ -178,3 +180,86 @@ def test_bad_redrive_requests(platform: Platform, consumer: ScriptedConsumer) ->
         assert response.status == status, (body, response.body)
     assert platform.call("POST", "/v1/endpoints/ep_nope/redrive", token, {"since": since}).status == 404
     assert platform.call("GET", "/v1/redrives/rdr_nope", token).status == 404
+
+
+def test_a_redrive_whose_job_keeps_failing_is_failed_by_the_reconciler(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page that fails every time moves to the jobs' dead-letter queue after `max_receive_count` receives; the
+    reconciler's next run ends the redrive `failed` with why, so `redrives show --follow` ends."""
+    token, broken, _, _ = lay_out_an_outage(platform, consumer)
+    window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
+    started = redrive(platform, token, broken, **window).json()
+
+    def broken_page(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug in the page")
+
+    monkeypatch.setattr(wiring.redrive_service(), "run_page", broken_page)
+    url = platform.env[schema.REDRIVE_JOBS_QUEUE.env_var]
+    for _ in range(schema.REDRIVE_JOBS_QUEUE.max_receive_count or 0):
+        _fail_once(platform, url)
+    assert poll_once(platform.sqs, url, function="redrive") == 0  # moved to the jobs' dead-letter queue
+    assert platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()["state"] == "running"
+
+    invoke("reconciler", scheduled_event("hookrelay-reconciler"))
+
+    failed = platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()
+    assert failed["state"] == "failed" and failed["completed_at"] is not None
+    assert "page 0" in failed["error"]
+    dead_jobs = platform.env[schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE.env_var]
+    assert platform.sqs.receive_message(QueueUrl=dead_jobs).get("Messages", []) == []  # handled and deleted
+    invoke("reconciler", scheduled_event("hookrelay-reconciler"))  # nothing left: a no-op
+    assert platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json() == failed
+
+
+def test_a_stale_copy_of_an_old_page_in_the_dead_letter_queue_leaves_a_running_redrive_alone(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    token, broken, _, _ = lay_out_an_outage(platform, consumer)
+    window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
+    wiring.redrive_service().page_size = PAGE_SIZE
+    started = redrive(platform, token, broken, **window).json()
+    url = platform.env[schema.REDRIVE_JOBS_QUEUE.env_var]
+    for _ in range(2):  # pages 0 and 1 done; page 2's job waits in the queue
+        assert poll_once(platform.sqs, url, function="redrive") == 1
+    platform.sqs.send_message(
+        QueueUrl=platform.env[schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE.env_var],
+        MessageBody=job_body(RedriveJob("redrive", started["redrive_id"], page=0)),
+    )
+
+    invoke("reconciler", scheduled_event("hookrelay-reconciler"))
+
+    assert platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()["state"] == "running"
+    run_redrive_jobs(platform)
+    assert platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()["state"] == "completed"
+
+
+def test_a_page_that_failed_handing_over_to_the_next_is_carried_on_by_the_reconciler(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """Page 1 recorded, then its job kept failing before the next page's job was enqueued: the redrive goes on."""
+    token, broken, inside, _ = lay_out_an_outage(platform, consumer)
+    window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
+    wiring.redrive_service().page_size = PAGE_SIZE
+    started = redrive(platform, token, broken, **window).json()
+    url = platform.env[schema.REDRIVE_JOBS_QUEUE.env_var]
+    for _ in range(2):
+        assert poll_once(platform.sqs, url, function="redrive") == 1
+    platform.sqs.purge_queue(QueueUrl=url)  # page 2's job never sent
+    platform.sqs.send_message(
+        QueueUrl=platform.env[schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE.env_var],
+        MessageBody=job_body(RedriveJob("redrive", started["redrive_id"], page=1)),
+    )
+
+    invoke("reconciler", scheduled_event("hookrelay-reconciler"))
+    run_redrive_jobs(platform)
+
+    done = platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()
+    assert (done["state"], done["replayed"]) == ("completed", len(inside))
+
+
+def _fail_once(platform: Platform, url: str) -> None:
+    """One receive of the job, whose invocation fails; its visibility timeout then passes."""
+    [message] = receive(platform.sqs, url, batch_size=1, wait_seconds=0)
+    assert invoke_batch(platform.sqs, url, queue_arn_of(platform.sqs, url), [message], "redrive") == 1
+    platform.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)

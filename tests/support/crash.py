@@ -1,4 +1,5 @@
-"""Crash injection: the process dies at one AWS call, as a Lambda invocation dies (a timeout, an out-of-memory).
+"""Crash and throttle injection: the process dies at one AWS call, as a Lambda invocation dies (a timeout, an
+out-of-memory); or AWS throttles one call, on every try botocore makes (past the retry budget of adapters/aws.py).
 
 `CrashInjector` sits on boto3's default session (every adapter's client comes from it) and sees each AWS call a
 function makes inside an invocation (`local.lambda_runtime.RUNNING`). Armed at call number n of the named
@@ -6,18 +7,29 @@ functions, it raises `Crash` there, before the call reaches AWS. `Crash` is a Ba
 handler, no Powertools utility and no `except Exception` in the code under test can catch it and tidy up (Powertools
 idempotency deletes its in-progress record on an Exception; a dead process deletes nothing).
 
-The matrix of crash points and their outcomes is collected here and printed at the end of the run
-(tests/integration/conftest.py).
+Armed to throttle (`mode="throttle"`), it lets call n through to botocore, and moto answers each of its HTTP tries
+with the service's throttling error (DynamoDB ProvisionedThroughputExceededException, Step Functions
+ThrottlingException, SQS RequestThrottled, SNS Throttling) instead of carrying it out: botocore's retries see real
+throttling answers, back off (the computed delays are recorded, not slept) and give up with the ClientError the
+adapter then raises, as an Exception the code under test may handle.
+
+The matrix of crash points and throttle cases, and their outcomes, is collected here and printed at the end of the
+run (tests/integration/conftest.py).
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+from botocore.awsrequest import AWSResponse
+from botocore.retries import standard
+from moto.core.botocore_stubber import BotocoreStubber, MockRawResponse
 
 from hookrelay import wiring
 from local.lambda_runtime import RUNNING
@@ -27,29 +39,104 @@ class Crash(BaseException):
     """The process died here."""
 
 
+# Each service's throttling answer, as AWS gives it (status, headers, body).
+THROTTLED: dict[str, tuple[int, dict[str, str], str]] = {
+    "DynamoDB": (
+        400,
+        {"content-type": "application/x-amz-json-1.0"},
+        json.dumps(
+            {
+                "__type": "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+                "message": "The level of configured provisioned throughput for the table was exceeded.",
+            }
+        ),
+    ),
+    "SFN": (
+        400,
+        {"content-type": "application/x-amz-json-1.0"},
+        json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}),
+    ),
+    "SQS": (
+        400,
+        {"content-type": "application/x-amz-json-1.0", "x-amzn-query-error": "RequestThrottled;Sender"},
+        json.dumps({"__type": "com.amazonaws.sqs#RequestThrottled", "message": "Rate exceeded"}),
+    ),
+    "SNS": (
+        400,
+        {"content-type": "text/xml"},
+        "<ErrorResponse><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message></Error>"
+        "<RequestId>throttled</RequestId></ErrorResponse>",
+    ),
+}
+FOREVER = 10_000  # tries to throttle: past any retry budget
+
+
 @dataclass
 class CrashInjector:
     functions: frozenset[str] = frozenset()
-    crash_at: int | None = None  # the call number (from 0) to die at, among the functions' calls
+    crash_at: int | None = None  # the call number (from 0) to die (or be throttled) at, among the functions' calls
+    mode: str = "crash"  # or "throttle"
+    throttle_tries: int = FOREVER  # how many of the call's HTTP tries are throttled
     calls: list[str] = field(default_factory=list)  # "function: Service.Operation" of each call seen
-    crashed: str | None = None
+    sites: list[str] = field(default_factory=list)  # the code that made each call (its innermost hookrelay frame)
+    crashed: str | None = None  # where it struck (a crash, or the throttled call)
+    throttling: str | None = None  # the service whose call is being throttled now, and for how many more tries
+    tries_left: int = 0
+    throttled_send: str = ""  # the botocore event of its HTTP tries
+    throttled_tries: int = 0  # HTTP tries answered with a throttling error
+    backoffs: list[float] = field(default_factory=list)  # the delays botocore computed before retrying
 
     def __call__(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         function = RUNNING.get()
         if function is None or function not in self.functions:
             return
-        label = f"{function}: {model.service_model.service_id}.{model.name}{_target(params)}"
+        service = model.service_model.service_id
+        label = f"{function}: {service}.{model.name}{_target(params)}"
         number = len(self.calls)
         self.calls.append(label)
+        self.sites.append(_site())
+        self.throttling, self.tries_left = None, 0  # calls are made one at a time: this one is the current one
         if self.crash_at == number and self.crashed is None:
             self.crashed = label
+            if self.mode == "throttle":
+                self.throttling, self.tries_left = service, self.throttle_tries
+                self.throttled_send = f"before-send.{model.service_model.service_id.hyphenize()}.{model.name}"
+                return
             raise Crash(label)
 
-    def arm(self, functions: frozenset[str], crash_at: int | None) -> None:
-        self.functions, self.crash_at, self.calls, self.crashed = functions, crash_at, [], None
+    def throttled(self, event_name: str, request_url: str) -> AWSResponse | None:
+        """moto's answer to this HTTP try, if it is to be throttled (a try of the throttled call itself)."""
+        if self.throttling is None or self.tries_left <= 0 or RUNNING.get() not in self.functions:
+            return None
+        if event_name != self.throttled_send:
+            return None
+        self.tries_left -= 1
+        self.throttled_tries += 1
+        status, headers, body = THROTTLED[self.throttling]
+        return AWSResponse(request_url, status, headers, MockRawResponse(body))  # type: ignore[arg-type]
+
+    def arm(
+        self, functions: frozenset[str], crash_at: int | None, *, mode: str = "crash", tries: int = FOREVER
+    ) -> None:
+        self.functions, self.crash_at, self.calls, self.crashed, self.sites = functions, crash_at, [], None, []
+        self.mode, self.throttle_tries, self.throttling, self.tries_left = mode, tries, None, 0
+        self.throttled_tries, self.backoffs = 0, []
 
     def disarm(self) -> None:
-        self.functions, self.crash_at = frozenset(), None
+        self.functions, self.crash_at, self.throttling, self.tries_left = frozenset(), None, None, 0
+
+
+def _site() -> str:
+    """Where in hookrelay (or Powertools' idempotency) the call was made: every such frame's `function:line`, so
+    that one adapter helper called from two places is two sites, and a step repeated for each item is one."""
+    frames = []
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith(("hookrelay.", "aws_lambda_powertools.utilities.idempotency")):
+            frames.append(f"{name}.{frame.f_code.co_name}:{frame.f_lineno}")
+        frame = frame.f_back  # type: ignore[assignment]
+    return " < ".join(frames)
 
 
 def _target(params: dict[str, Any]) -> str:
@@ -67,23 +154,39 @@ def _target(params: dict[str, Any]) -> str:
 
 @contextmanager
 def injector() -> Iterator[CrashInjector]:
-    """Installed on the default session for the block; services are rebuilt so their clients carry it."""
+    """Installed on the default session for the block; services are rebuilt so their clients carry it. moto's
+    answer goes through it (a throttled try is never carried out), and botocore's backoff is recorded, not slept."""
     hook = CrashInjector()
     session = boto3._get_default_session()
     session.events.register("before-parameter-build", hook)
+    moto_answer = BotocoreStubber.__call__
+    backoff = standard.ExponentialBackoff.delay_amount
+
+    def answer(stubber: BotocoreStubber, event_name: str, request: Any, **kwargs: Any) -> AWSResponse | None:
+        return hook.throttled(event_name, request.url) or moto_answer(stubber, event_name, request, **kwargs)
+
+    def recorded_backoff(self: standard.ExponentialBackoff, context: Any) -> float:
+        hook.backoffs.append(backoff(self, context))
+        return 0.0
+
+    BotocoreStubber.__call__ = answer  # type: ignore[method-assign]
+    standard.ExponentialBackoff.delay_amount = recorded_backoff  # type: ignore[method-assign]
     wiring.reset()
     try:
         yield hook
     finally:
         session.events.unregister("before-parameter-build", hook)
+        BotocoreStubber.__call__ = moto_answer  # type: ignore[method-assign]
+        standard.ExponentialBackoff.delay_amount = backoff  # type: ignore[method-assign]
         wiring.reset()
 
 
 @dataclass(frozen=True)
 class Row:
     path: str
-    point: str  # where it died ("-" for the run with no crash)
+    point: str  # where it died or was throttled ("-" for the run with neither)
     outcome: str
+    kind: str = "crash"  # or "throttle"
 
 
 MATRIX: list[Row] = []
@@ -93,7 +196,9 @@ def matrix_lines() -> list[str]:
     if not MATRIX:
         return []
     width = max(len(f"{row.path}  {row.point}") for row in MATRIX)
-    crashes = [row for row in MATRIX if row.point != "-"]
-    lines = [f"crash-point matrix: {len(crashes)} crash points on {len({r.path for r in MATRIX})} paths"]
+    crashes = [row for row in MATRIX if row.point != "-" and row.kind == "crash"]
+    throttles = [row for row in MATRIX if row.point != "-" and row.kind == "throttle"]
+    paths = len({r.path for r in MATRIX})
+    lines = [f"crash-point matrix: {len(crashes)} crash points and {len(throttles)} throttle cases on {paths} paths"]
     lines += [f"  {f'{row.path}  {row.point}':<{width}}  ->  {row.outcome}" for row in MATRIX]
     return lines

@@ -558,7 +558,14 @@ class FakeParkingLot:
             del self.parked_by[delivery_id]
 
     def claim(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, now: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        endpoint_id: str,
+        attempt_number: int,
+        now: datetime,
+        *,
+        keep_entry: bool = False,
     ) -> Delivery | None:
         current = self.deliveries.get(delivery_id)
         if (
@@ -570,7 +577,8 @@ class FakeParkingLot:
         ):
             self._drop_if_stale(delivery_id, endpoint_id)
             return None
-        return self._unpark(
+        entry = self.parked_by.get(delivery_id)
+        claimed = self._unpark(
             current,
             status=DeliveryStatus.ATTEMPTING,
             attempt_count=attempt_number,
@@ -578,6 +586,13 @@ class FakeParkingLot:
             updated_at=now,
             first_attempt_at=current.first_attempt_at or now,
         )
+        if keep_entry and entry is not None:
+            self.parked_by[delivery_id] = entry
+        return claimed
+
+    def forget(self, delivery_id: str, event_order: str, endpoint_id: str) -> None:
+        if self.parked_by.get(delivery_id) == endpoint_id:
+            del self.parked_by[delivery_id]
 
     def end(
         self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int

@@ -41,6 +41,8 @@ HANDLER_EXCEPTIONS: dict[tuple[str, str, str | None], str] = {
     ("hookrelay.handlers.delivery", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",
     ("hookrelay.handlers.delivery", "hookrelay.adapters.telemetry", "attempts_metric"): "the metric's one name",
     ("hookrelay.handlers.ingest", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",
+    ("hookrelay.handlers.http", "hookrelay.adapters.aws", "throttled"): "an AWS quota past the retries answers 503",
+    ("hookrelay.handlers.http", "hookrelay.adapters.aws", "THROTTLED_RETRY_AFTER_SECONDS"): "its Retry-After",
     ("hookrelay.handlers.redrive", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",
     ("hookrelay.handlers.sweeper", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",
     ("hookrelay.handlers.reconciler", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",

@@ -12,8 +12,39 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
+from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=3, read_timeout=10)
+# Every AWS call (DynamoDB, SQS, SNS, Step Functions) retries the same way, this one definition: botocore's
+# "standard" mode retries throttling errors (ProvisionedThroughputExceededException, ThrottlingException,
+# RequestThrottled, Throttling), 5xx answers and connection errors, up to MAX_ATTEMPTS tries in all, each after an
+# exponential backoff with full jitter (so that throttled invocations do not retry in step), within a client-side
+# retry quota (so that an outage is not made worse by retries): at most 1 + 2 + 4 + 8 = 15 s of backing off, inside
+# the API's 29 s and every function's timeout. Past that the call raises, the invocation fails,
+# and what invoked it tries again: the queue redelivers the message (a batch item failure), the schedule runs again,
+# the API answers 503 with Retry-After and the producer retries under its Idempotency-Key. Not "adaptive": its
+# client-side rate limiter would hold a Lambda's single invocation back, with nothing shared to learn from.
+MAX_ATTEMPTS = 5  # tries in all, the first included (botocore's `max_attempts` would count retries only)
+_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS}, connect_timeout=3, read_timeout=10)
+
+
+# How long a caller is asked to wait after a throttle outlasted the retries (the API's Retry-After): the retries'
+# own backoff has spent about this long already.
+THROTTLED_RETRY_AFTER_SECONDS = 2
+_THROTTLE = ThrottledRetryableChecker()
+
+
+def throttled(error: BaseException | None) -> bool:
+    """An AWS call refused for a quota (the codes botocore's retries treat as throttling), after its retries; or an
+    error raised while handling one (Powertools' idempotency failing to release its record, throttled too)."""
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, ClientError):
+            context = RetryContext(attempt_number=MAX_ATTEMPTS, parsed_response=error.response)
+            if _THROTTLE.is_retryable(context):
+                return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 @cache

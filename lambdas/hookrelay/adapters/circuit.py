@@ -329,7 +329,14 @@ class DynamoParkingLot:
         return sum(int(page["Count"]) for page in pages)
 
     def claim(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, now: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        endpoint_id: str,
+        attempt_number: int,
+        now: datetime,
+        *,
+        keep_entry: bool = False,
     ) -> Delivery | None:
         claimable, claimable_values = claimable_condition()
         result = conditional_write(
@@ -349,8 +356,12 @@ class DynamoParkingLot:
         if result is None:
             self._drop_if_stale(delivery_id, endpoint_id)
             return None
-        self._drop_entry(endpoint_id, result["Attributes"])
+        if not keep_entry:
+            self._drop_entry(endpoint_id, result["Attributes"])
         return Delivery.model_validate(result["Attributes"])
+
+    def forget(self, delivery_id: str, event_order: str, endpoint_id: str) -> None:
+        self._drop_entry(endpoint_id, {"id": delivery_id, "event_order": event_order})
 
     def end(
         self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int

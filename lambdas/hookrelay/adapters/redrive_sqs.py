@@ -67,16 +67,24 @@ class SqsMessageSource:
     def _message(message: dict[str, Any]) -> QueuedMessage:
         attributes = message.get("Attributes", {})
         group_id = attributes.get("MessageGroupId")
-        delivery = None
-        if group_id is not None:  # FIFO: the poison queue holds delivery messages as they were sent
-            try:
+        delivery, job = None, None
+        try:
+            if group_id is not None:  # FIFO: the poison queue holds delivery messages as they were sent
                 delivery = parse_message(message["Body"], group_id, attributes.get("MessageDeduplicationId", ""))
-            except (ValueError, KeyError, TypeError):
-                delivery = None
+            else:  # the redrive jobs' dead letters hold jobs as they were sent (the other queues: not jobs)
+                job = _job_or_none(message["Body"])
+        except (ValueError, KeyError, TypeError):
+            pass
         return QueuedMessage(
             message_id=message["MessageId"],
             receipt_handle=message["ReceiptHandle"],
             body=message["Body"],
             sent_at_ms=int(attributes.get("SentTimestamp", "0")),
             delivery=delivery,
+            job=job,
         )
+
+
+def _job_or_none(body: str) -> RedriveJob | None:
+    data = json.loads(body)
+    return parse_job(body) if isinstance(data, dict) and "kind" in data else None

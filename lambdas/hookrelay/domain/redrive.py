@@ -10,6 +10,7 @@ from hookrelay.domain.paging import Position
 from hookrelay.domain.status import DeliveryStatus
 
 REDRIVABLE_STATUSES = frozenset({DeliveryStatus.DEAD, DeliveryStatus.CANCELLED})
+REDRIVE_JOB = "redrive"  # the kind of a redrive jobs queue message carrying one page of a redrive
 
 
 class RedriveState(StrEnum):
@@ -37,3 +38,26 @@ class Redrive(Record):
     completed_at: datetime | None = None
     error: str | None = None
     expires_at: int
+
+
+class FailedPage(StrEnum):
+    """What becomes of a redrive whose job for a page failed repeatedly (moved to the jobs' dead-letter queue)."""
+
+    FAIL = "fail"  # its current page failed: it ends failed (what was replayed stays replayed)
+    RESUME = "resume"  # the page before failed after being recorded, handing over: its current page is sent again
+    NOTHING = "nothing"  # an older page's copy, or the redrive ended: another job carries it, or none needs to
+
+
+def on_failed_page(redrive: Redrive | None, page: int) -> FailedPage:
+    """A failed page never leaves its redrive `running` with nothing carrying it. Resuming is bounded: the resumed
+    page's job, failing too, comes back as the current page and fails the redrive."""
+    if redrive is None or redrive.state is not RedriveState.RUNNING:
+        return FailedPage.NOTHING
+    if page == redrive.page:
+        return FailedPage.FAIL
+    return FailedPage.RESUME if page == redrive.page - 1 else FailedPage.NOTHING
+
+
+def failed_page_error(page: int) -> str:
+    """The `error` of a redrive ended by a failed page."""
+    return f"page {page} of the redrive failed repeatedly; redrive the rest again once the fault is fixed"

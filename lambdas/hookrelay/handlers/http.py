@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from pydantic import BaseModel, ValidationError
 
+from hookrelay.adapters.aws import THROTTLED_RETRY_AFTER_SECONDS, throttled
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.errors import DomainError, Forbidden, InvalidDocument
 from hookrelay.domain.rate_limit import RATE_LIMITED
@@ -178,6 +179,16 @@ def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
         return problem_response(404, "Not found", "no such route", "not-found", instance())
 
     def _unexpected(error: Exception) -> Response[str]:
+        if throttled(error):  # an AWS quota, still refusing after the retries: the caller tries again shortly
+            logger.warning("throttled past the retries", extra={"error": str(error)})
+            return problem_response(
+                503,
+                "Service busy",
+                "a capacity limit was reached; retry shortly (with the same Idempotency-Key, if any)",
+                "busy",
+                instance(),
+                {"retry-after": str(THROTTLED_RETRY_AFTER_SECONDS)},
+            )
         logger.exception("unhandled error")
         return problem_response(500, "Internal error", "something went wrong on our side", "internal", instance())
 

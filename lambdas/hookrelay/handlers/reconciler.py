@@ -37,6 +37,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "surfaced": [f"{delivery_id}:{reason.value}" for delivery_id, reason in report.surfaced[:20]],
         "deleted": report.deleted,
         "kept": report.kept[:20],
+        "redrives": report.redrives[:20],
     }
     logger.info("reconciled", extra=summary)
     return {"examined": report.examined, "resent": len(report.resent), "surfaced": len(report.surfaced)}

@@ -117,7 +117,11 @@ class CircuitService:
                 endpoint_id=endpoint.id,
                 via=Via.PROBE,
             )
+            # The claim keeps the delivery's lot entry until the attempt is settled: a crash in between leaves it
+            # the oldest in the lot, so the command, sent again, probes it again (taking the stale claim over).
             report = self.attempts.attempt(message)
+            if report.sent and not report.parked:
+                self.parking.lot.forget(oldest.id, oldest.event_order, endpoint.id)
             if report.outcome is Outcome.RETRY:
                 due = circuit.next_probe_after_failure(
                     self.schedule,

@@ -123,8 +123,23 @@ class DeliveryService:
             return self.deliveries.claim(
                 message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
             )
-        # The drain's and the probe's: the delivery is parked, and leaves the lot.
-        return self.parking.lot.claim(message.delivery_id, message.tenant_id, message.endpoint_id, message.attempt, now)
+        # The drain's and the probe's: the delivery is parked, and leaves the lot (the probe's keeps its entry).
+        claimed = self.parking.lot.claim(
+            message.delivery_id,
+            message.tenant_id,
+            message.endpoint_id,
+            message.attempt,
+            now,
+            keep_entry=message.via is Via.PROBE,
+        )
+        if claimed is not None:
+            return claimed
+        # Not parked any more. If a drain or probe worker died after claiming it and before recording the attempt,
+        # it is `attempting` with nothing else to carry it: this message (come back after its visibility timeout,
+        # or the probe's command sent again) takes the stale claim over, as a queue message's claim does.
+        return self.deliveries.claim(
+            message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
+        )
 
     def _park_message(self, message: DeliveryMessage, endpoint: Endpoint, now: datetime) -> AttemptReport | None:
         """Park the delivery instead of attempting it; None if the circuit closed meanwhile (attempt it then)."""
@@ -429,6 +444,10 @@ class DeliveryService:
             # Only a message for the latest attempt may resume the workflow: whoever made a later one handed over.
             if status is not DeliveryStatus.ATTEMPTING:
                 self._answer(message.reply_to, status, ticket, may_resume=latest)
-        elif ticket is not None and latest:
+        elif ticket is not None and latest and message.via is Via.QUEUE:
             self.workflow.start(ticket)
+        elif ticket is not None and latest:
+            # A drain's or probe's attempt recorded by a worker that died before parking it again: a fresh execution
+            # (the delivery's first may have run already, and its name is taken) wakes it, to be parked or made.
+            self.workflow.resume(ticket)
         return AttemptReport(message.delivery_id, status, message.attempt, sent=False)

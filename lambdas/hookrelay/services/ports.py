@@ -236,10 +236,21 @@ class ParkingLot(ParkedCount, Protocol):
         """The endpoint's parked deliveries, oldest event first."""
 
     def claim(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int, now: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        endpoint_id: str,
+        attempt_number: int,
+        now: datetime,
+        *,
+        keep_entry: bool = False,
     ) -> Delivery | None:
-        """Claim a parked delivery for the drain or the probe, taking it out of the lot; None if it is not parked
-        behind that endpoint waiting for attempt `attempt_number` (another message took it first)."""
+        """Claim a parked delivery for the drain or the probe, taking it out of the lot (its mark; its entry too
+        unless `keep_entry`: the probe's stays until its attempt is settled, see services/circuit.py); None if it is
+        not parked behind that endpoint waiting for attempt `attempt_number` (another message took it first)."""
+
+    def forget(self, delivery_id: str, event_order: str, endpoint_id: str) -> None:
+        """Drop the delivery's lot entry, kept by a probe's claim, once its attempt is settled (not parked again)."""
 
     def end(
         self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
@@ -480,6 +491,7 @@ class QueuedMessage:
     body: str
     sent_at_ms: int
     delivery: DeliveryMessage | None = None  # set when the message is a well-formed delivery message
+    job: RedriveJob | None = None  # set when the message is a well-formed redrive job (the jobs' dead letters)
 
 
 class MessageSource(Protocol):

@@ -15,6 +15,10 @@ writes) or leaves something this sweep finds. What it repairs, and why nothing e
   once (a metric per reason), and its message deleted. The queues are empty in steady state, so their age alarms
   mean "surfacing is broken". A message is deleted only after its delivery's record says so: a crash before the
   delete surfaces it again (a no-op: the record and the count are conditional on not being recorded yet).
+- **Redrive jobs that failed repeatedly** (moved to the redrive jobs' dead-letter queue): nothing else would ever
+  end their redrive, which `redrives show --follow` waits on: it ends `failed` (or its next page is enqueued again,
+  when only the hand-over between two pages failed: `domain.redrive.on_failed_page`). Deleted after, as above;
+  again is harmless (`fail` is conditional on `running`, a second job for a page is a no-op).
 
 If the process dies anywhere in a run, the next run (five minutes later) does the same work again; each step is
 idempotent. A run missed for longer than the lookback (the function failing: its errors alarm) is caught up by
@@ -31,6 +35,7 @@ from datetime import datetime, timedelta
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.lifecycle import awaits_first_message, retention_expiry
 from hookrelay.domain.models import Delivery
+from hookrelay.domain.redrive import REDRIVE_JOB, FailedPage, failed_page_error, on_failed_page
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.ports import (
     DeadLetters,
@@ -40,6 +45,9 @@ from hookrelay.services.ports import (
     EventRepository,
     MessageSource,
     QueuedMessage,
+    RedriveJob,
+    RedriveJobs,
+    RedriveRepository,
     TenantDirectory,
     first_attempt_message,
 )
@@ -60,6 +68,7 @@ class ReconcileReport:
     resent: list[str] = field(default_factory=list)  # deliveries whose first message was sent (again)
     surfaced: list[tuple[str, DeadReason]] = field(default_factory=list)  # dead letters recorded as dead deliveries
     deleted: int = 0  # queue messages handled and deleted
+    redrives: list[str] = field(default_factory=list)  # what was done about each failed redrive job
     kept: list[str] = field(default_factory=list)  # messages left for the next run, and why
 
 
@@ -72,6 +81,9 @@ class Reconciler:
     dead_letter_queue: MessageSource
     poison_queue: MessageSource
     dead_letters: DeadLetters
+    redrives: RedriveRepository
+    redrive_jobs: RedriveJobs
+    failed_jobs: MessageSource  # the redrive jobs' dead-letter queue
     clock: Callable[[], datetime] = field(default=utcnow)
     lookback: timedelta = RECONCILE_LOOKBACK
 
@@ -102,7 +114,12 @@ class Reconciler:
     # --- Dead letters and poison messages ---
 
     def surface(self, report: ReconcileReport) -> None:
-        for source, handle in ((self.dead_letter_queue, self._dead_letter), (self.poison_queue, self._poison)):
+        sources = (
+            (self.dead_letter_queue, self._dead_letter),
+            (self.poison_queue, self._poison),
+            (self.failed_jobs, self._failed_job),
+        )
+        for source, handle in sources:
             handled = 0
             while handled < SURFACE_BUDGET and (batch := source.receive(SURFACE_BUDGET - handled)):
                 for message in batch:
@@ -132,6 +149,21 @@ class Reconciler:
         if message.delivery is None:
             return None
         return self._surface(message.delivery.delivery_id, DeadReason.POISON, report)
+
+    def _failed_job(self, message: QueuedMessage, report: ReconcileReport) -> str | None:
+        """A redrive job that failed repeatedly: its redrive ends (or goes on), never left `running`."""
+        if message.job is None:
+            return None  # not a job: nothing to act on
+        job = message.job
+        if job.kind != REDRIVE_JOB or not job.redrive_id:
+            return None
+        action = on_failed_page(self.redrives.get(job.redrive_id), job.page)
+        if action is FailedPage.FAIL:
+            self.redrives.fail(job.redrive_id, failed_page_error(job.page), self.clock())
+        elif action is FailedPage.RESUME:
+            self.redrive_jobs.enqueue(RedriveJob(REDRIVE_JOB, job.redrive_id, page=job.page + 1))
+        report.redrives.append(f"{job.redrive_id} page {job.page}: {action.value}")
+        return None
 
     def _surface(self, delivery_id: str, reason: DeadReason, report: ReconcileReport) -> str | None:
         """The delivery recorded dead for `reason` (if it has not ended otherwise); None when the message may go."""

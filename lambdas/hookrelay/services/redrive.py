@@ -17,7 +17,7 @@ from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.errors import Conflict, Gone, InvalidRequest, NotFound
 from hookrelay.domain.lifecycle import ensure_deliverable, retention_expiry
 from hookrelay.domain.models import Delivery
-from hookrelay.domain.redrive import REDRIVABLE_STATUSES, Redrive, RedriveState
+from hookrelay.domain.redrive import REDRIVABLE_STATUSES, REDRIVE_JOB, Redrive, RedriveState
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import (
     DeliveryFilter,
@@ -32,7 +32,6 @@ from hookrelay.services.ports import (
 from hookrelay.services.replay import ReplayService
 
 PAGE_SIZE = 100  # replays per job message: comfortably inside the redrive function's timeout
-REDRIVE_JOB = "redrive"
 DEAD_LETTERS_JOB = "dead_letters"  # an operator drain's job before the reconciler surfaced dead letters: ignored
 
 
