@@ -36,7 +36,7 @@ from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.parking import Parking
 from hookrelay.services.rate_limit import RateLimiter
-from hookrelay.services.reconcile import Reconciler
+from hookrelay.services.reconcile import RECONCILE_GRACE, Reconciler
 from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
 from hookrelay.services.replay import ReplayService
 from hookrelay.services.tenants import TenantService
@@ -97,6 +97,7 @@ def ingest_service() -> IngestService:
         deliveries=delivery_table(),
         queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         schedule=retry_schedule(),
+        writer_window=RECONCILE_GRACE,
     )
 
 

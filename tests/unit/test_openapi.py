@@ -11,6 +11,7 @@ from openapi_spec_validator import validate
 
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
 from hookrelay.functions import ROUTES
+from hookrelay.handlers.schemas import MAX_BATCH_EVENTS
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
 METHODS = {"get", "put", "post", "delete", "patch", "head", "options", "trace"}
@@ -91,3 +92,11 @@ def test_every_operation_documents_the_rate_limit(document: dict[str, Any]) -> N
     for path, item in document["paths"].items():
         for method, operation in ((m, o) for m, o in item.items() if m in METHODS):
             assert "429" in operation["responses"], (method, path)
+
+
+def test_a_batch_documents_the_servers_item_pattern_and_cap(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    assert schemas["PublishBatchItem"]["properties"]["type"]["pattern"] == EVENT_TYPE_PATTERN.pattern
+    assert schemas["PublishBatch"]["properties"]["events"]["maxItems"] == MAX_BATCH_EVENTS
+    item_fields = set(schemas["PublishBatchItem"]["properties"])
+    assert item_fields == set(schemas["PublishEvent"]["properties"]) - {"tenant_id"} | {"idempotency_key"}
