@@ -166,6 +166,14 @@ def test_only_a_request_that_is_no_batch_is_refused_whole(setup, body: Any, stat
     assert platform.pump() == 0
 
 
+def test_an_idempotency_key_header_is_refused_not_ignored(setup) -> None:
+    platform, tenant_id, _, producer = setup
+    body = {"tenant_id": tenant_id, "events": events(1)}
+    refused = problem(platform.call("POST", BATCH, producer, body, {"idempotency-key": "whole-batch"}), 400)
+    assert "idempotency_key" in refused["detail"]
+    assert platform.pump() == 0
+
+
 def test_a_full_batch_of_100_is_accepted(setup) -> None:
     platform, tenant_id, _, producer = setup
     answer = publish(platform, producer, tenant_id, events(MAX_BATCH_EVENTS))

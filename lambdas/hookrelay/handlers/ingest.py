@@ -19,6 +19,7 @@ from hookrelay.functions import INGEST
 from hookrelay.handlers import tracing
 from hookrelay.handlers.http import (
     MAX_BODY_BYTES,
+    ProblemError,
     compact_size,
     install_problem_handlers,
     json_response,
@@ -82,6 +83,9 @@ def post_batch() -> Response[str]:
     whole request is refused (400, 413, 422) only when it is no batch at all: bad JSON, over 1 MiB, no events or
     more than 100, an unknown tenant."""
     who = require(app, producer=True)
+    if "idempotency-key" in app.current_event.headers:  # refused rather than ignored: it would promise too much
+        detail = "a batch takes no Idempotency-Key header: give each event its own idempotency_key"
+        raise ProblemError(400, "Invalid Idempotency-Key", detail, "idempotency-key")
     batch = parse_body(app, PublishBatch, max_bytes=MAX_BATCH_BYTES)
     results: list[dict[str, Any]] = [{} for _ in batch.events]
     valid: list[tuple[int, BatchItem]] = []
