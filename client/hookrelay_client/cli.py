@@ -79,12 +79,18 @@ def seconds(text: str) -> int:
     return int(timedelta(**{UNITS[relative[2]]: int(relative[1])}).total_seconds())
 
 
+def _argument_text(text: str) -> str:
+    """The text itself, a file's (`@file`), or standard input's (`-`)."""
+    if text == "-":
+        return sys.stdin.read()
+    if text.startswith("@"):
+        return Path(text[1:]).read_text()
+    return text
+
+
 def json_object(text: str) -> dict[str, Any]:
     """Inline JSON, `@file.json`, or `-` for standard input; must be an object."""
-    if text == "-":
-        text = sys.stdin.read()
-    elif text.startswith("@"):
-        text = Path(text[1:]).read_text()
+    text = _argument_text(text)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
@@ -96,10 +102,7 @@ def json_object(text: str) -> dict[str, Any]:
 
 def json_events(text: str) -> list[dict[str, Any]]:
     """Events for send-batch: a JSON array of objects or JSON Lines (one object a line), inline, `@file`, or `-`."""
-    if text == "-":
-        text = sys.stdin.read()
-    elif text.startswith("@"):
-        text = Path(text[1:]).read_text()
+    text = _argument_text(text)
     try:
         document = json.loads(text)
         events = document if isinstance(document, list) else [document]
