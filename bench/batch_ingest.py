@@ -136,7 +136,10 @@ def main(argv: list[str] | None = None) -> int:
     print(machine())
     names = list(WAYS)
     rows = []
-    for metric in dict.fromkeys(m for way in figures.values() for m in way):
+    metrics = list(dict.fromkeys(m for way in figures.values() for m in way))
+    # The counts as measured, then each DynamoDB write operation's calls, then the price.
+    ordered = sorted(metrics, key=lambda m: (m.startswith("ingest side"), m.startswith("  ")))
+    for metric in ordered:
         row: list[object] = [metric]
         for name in names:
             value = figures[name].get(metric, 0.0)
