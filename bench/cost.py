@@ -189,6 +189,23 @@ class Driver:
             run.api_units += max(1, math.ceil(len(json.dumps(body).encode()) / API_PAYLOAD_UNIT))
         self.call("POST", "/v1/events", self.producer, body)
 
+    def publish_batch(
+        self, run: Run | None, tenant_id: str, datas: list[dict[str, Any]], key_prefix: str | None = None
+    ) -> None:
+        """One POST /v1/events/batch of these events (up to 100); each keyed `<key_prefix>-<n>` if a prefix is given
+        (a prefix used once per batch: a key reused with other data is refused)."""
+        events = [
+            {"type": "order.updated", "data": data} | ({"idempotency_key": f"{key_prefix}-{n}"} if key_prefix else {})
+            for n, data in enumerate(datas)
+        ]
+        body = {"tenant_id": tenant_id, "events": events}
+        if run is not None:
+            run.api_requests += 1
+            run.api_units += max(1, math.ceil(len(json.dumps(body).encode()) / API_PAYLOAD_UNIT))
+        answer = self.call("POST", "/v1/events/batch", self.producer, body)
+        if answer["refused"]:
+            raise RuntimeError(f"POST /v1/events/batch refused events: {answer['results']}")
+
     def drain(self) -> None:
         """Feed the delivery function until the queue is empty and no retry workflow is running."""
         deadline = time.monotonic() + DRAIN_LIMIT_SECONDS

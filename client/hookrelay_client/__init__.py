@@ -4,6 +4,8 @@ from hookrelay_client.client import UNCHANGED, HookrelayClient, __version__
 from hookrelay_client.errors import HookrelayError, Problem
 from hookrelay_client.models import (
     Attempt,
+    BatchEventResult,
+    BatchPublished,
     CreatedEndpoint,
     CreatedTenant,
     Delivery,
@@ -31,6 +33,8 @@ from hookrelay_client.models import (
 __all__ = [
     "UNCHANGED",
     "Attempt",
+    "BatchEventResult",
+    "BatchPublished",
     "CreatedEndpoint",
     "CreatedTenant",
     "Delivery",

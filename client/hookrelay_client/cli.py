@@ -22,9 +22,17 @@ from typing import Any, TextIO
 import requests
 from pydantic import BaseModel
 
-from hookrelay_client.client import UNCHANGED, HookrelayClient
+from hookrelay_client.client import MAX_BATCH_EVENTS, UNCHANGED, HookrelayClient
 from hookrelay_client.errors import HookrelayError
-from hookrelay_client.models import Delivery, Endpoint, EndpointHealth, EventType, IssuedSigningKey, Redrive
+from hookrelay_client.models import (
+    BatchEventResult,
+    Delivery,
+    Endpoint,
+    EndpointHealth,
+    EventType,
+    IssuedSigningKey,
+    Redrive,
+)
 from hookrelay_client.render import ProgressBar, cell, fields, table
 
 EXIT_OK, EXIT_API_ERROR, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -79,12 +87,18 @@ def seconds(text: str) -> int:
     return int(timedelta(**{UNITS[relative[2]]: int(relative[1])}).total_seconds())
 
 
+def _argument_text(text: str) -> str:
+    """The text itself, a file's (`@file`), or standard input's (`-`)."""
+    if text == "-":
+        return sys.stdin.read()
+    if text.startswith("@"):
+        return Path(text[1:]).read_text()
+    return text
+
+
 def json_object(text: str) -> dict[str, Any]:
     """Inline JSON, `@file.json`, or `-` for standard input; must be an object."""
-    if text == "-":
-        text = sys.stdin.read()
-    elif text.startswith("@"):
-        text = Path(text[1:]).read_text()
+    text = _argument_text(text)
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
@@ -92,6 +106,22 @@ def json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("--data must be a JSON object")
     return value
+
+
+def json_events(text: str) -> list[dict[str, Any]]:
+    """Events for send-batch: a JSON array of objects or JSON Lines (one object a line), inline, `@file`, or `-`."""
+    text = _argument_text(text)
+    try:
+        document = json.loads(text)
+        events = document if isinstance(document, list) else [document]
+    except json.JSONDecodeError:
+        try:
+            events = [json.loads(line) for line in text.splitlines() if line.strip()]
+        except json.JSONDecodeError as error:
+            raise argparse.ArgumentTypeError(f"--events is neither a JSON array nor JSON Lines: {error.msg}") from None
+    if not events or not all(isinstance(event, dict) for event in events):
+        raise argparse.ArgumentTypeError("--events must hold at least one event, each a JSON object")
+    return events
 
 
 # -- commands ---------------------------------------------------------------------------------------
@@ -105,6 +135,28 @@ def send(client: HookrelayClient, args: argparse.Namespace) -> Result:
     count = len(accepted.delivery_ids)
     text = f"accepted {accepted.event_id}: {count} deliver{'y' if count == 1 else 'ies'}{sequence}"
     return Result(accepted, "\n".join([text, *(f"  {delivery_id}" for delivery_id in accepted.delivery_ids)]))
+
+
+def send_batch(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    """Publish the events in requests of up to 100; one line per event, in order. Exit 1 if any was refused."""
+    results: list[BatchEventResult] = []
+    for start in range(0, len(args.events), MAX_BATCH_EVENTS):
+        results += client.publish_events(args.tenant_id, args.events[start : start + MAX_BATCH_EVENTS]).results
+    refused = sum(not result.accepted for result in results)
+    requests_made = -(-len(args.events) // MAX_BATCH_EVENTS)
+    lines = [f"{position}  {describe_batch_result(result)}" for position, result in enumerate(results)]
+    lines.append(f"{len(results) - refused} accepted, {refused} refused, in {requests_made} request(s)")
+    return Result(results, "\n".join(lines), EXIT_API_ERROR if refused else EXIT_OK)
+
+
+def describe_batch_result(result: BatchEventResult) -> str:
+    if not result.accepted:
+        fields = "".join(f"\n     - {e.get('field', '')}: {e.get('message', e)}" for e in result.errors)
+        return f"refused {result.status} {result.title}: {result.detail}{fields}"
+    count = len(result.delivery_ids)
+    sequence = f", sequence {result.sequence}" if result.sequence is not None else ""
+    again = " (published before under its idempotency key)" if result.duplicate else ""
+    return f"accepted {result.event_id}: {count} deliver{'y' if count == 1 else 'ies'}{sequence}{again}"
 
 
 DELIVERY_COLUMNS = ("ID", "STATUS", "ATTEMPTS", "LAST", "EVENT", "TYPE", "ENDPOINT", "CREATED", "NEXT ATTEMPT")
@@ -483,6 +535,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--data", type=json_object, required=True, help="JSON object, @file.json, or - for stdin")
     sub.add_argument("--ordering-key", help="events with one key get a strictly increasing sequence")
     sub.add_argument("--idempotency-key", help="retrying with the same key publishes once")
+
+    sub = command(commands, "send-batch", send_batch, "publish many events, up to 100 a request (producer key)")
+    sub.add_argument("--tenant-id", required=True)
+    sub.add_argument(
+        "--events",
+        type=json_events,
+        required=True,
+        help='JSON array or JSON Lines of {"type", "data", "ordering_key"?, "idempotency_key"?}; @file, or - for stdin',
+    )
 
     deliveries = commands.add_parser("deliveries", help="list and inspect deliveries").add_subparsers(
         dest="action", required=True, metavar="ACTION"

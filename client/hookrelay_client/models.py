@@ -31,6 +31,32 @@ class PublishedEvent(Model):
     sequence: int | None = None
 
 
+class BatchEventResult(Model):
+    """One event's fate in a batch: `status` 202 with its ids, or the RFC 9457 problem that refused it alone."""
+
+    status: int
+    event_id: str | None = None
+    delivery_ids: list[str] = Field(default_factory=list)
+    sequence: int | None = None
+    duplicate: bool = False  # its idempotency key had published it before: the same event, nothing new
+    type: str | None = None  # the problem's, when refused
+    title: str | None = None
+    detail: str | None = None
+    errors: list[dict[str, Any]] = Field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == 202
+
+
+class BatchPublished(Model):
+    """The answer to a batch: one result per event, in the order the events were given."""
+
+    accepted: int
+    refused: int
+    results: list[BatchEventResult]
+
+
 class SecretLifetime(Model):
     """When an active signing secret was made and when it stops signing (None: until the next rotation).
 

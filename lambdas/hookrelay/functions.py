@@ -126,7 +126,7 @@ AUTHORIZER = Function(
 INGEST = Function(
     "ingest",
     "hookrelay.handlers.ingest.handler",
-    trigger=ApiRoutes((Route("POST", "/v1/events"),)),
+    trigger=ApiRoutes((Route("POST", "/v1/events"), Route("POST", "/v1/events/batch"))),
     access=Access(
         tables={
             schema.TENANTS: TableAccess.READ,

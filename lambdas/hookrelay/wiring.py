@@ -39,7 +39,7 @@ from hookrelay.services.event_types import EventDataCheck, EventTypeCatalogue, e
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.parking import Parking
 from hookrelay.services.rate_limit import RateLimiter
-from hookrelay.services.reconcile import Reconciler
+from hookrelay.services.reconcile import RECONCILE_GRACE, Reconciler
 from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
 from hookrelay.services.replay import ReplayService
 from hookrelay.services.tenants import TenantService
@@ -113,6 +113,7 @@ def ingest_service() -> IngestService:
         deliveries=delivery_table(),
         queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         schedule=retry_schedule(),
+        writer_window=RECONCILE_GRACE,
         event_types=EventDataCheck(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas()),
     )
 

@@ -46,3 +46,12 @@ def test_extend_expiry_lengthens_an_event_and_never_shortens_it(stores: Stores) 
 def test_extend_expiry_of_an_unknown_event_creates_nothing(stores: Stores) -> None:
     stores.events.extend_expiry("evt_missing", 10**10)
     assert stores.events.get("evt_missing") is None
+
+
+def test_put_many_stores_new_events_and_next_sequence_draws_several_numbers_at_once(stores: Stores) -> None:
+    batch = [an_event(f"evt_{n}") for n in range(30)]  # past one BatchWriteItem's 25 items
+    stores.events.put_many(batch)
+    assert [stores.events.get(f"evt_{n}") for n in range(30)] == batch
+    assert stores.events.next_sequence(TENANT, "order-1", 3) == 3  # 1, 2 and 3 drawn
+    assert stores.events.next_sequence(TENANT, "order-1") == 4
+    assert stores.events.next_sequence(TENANT, "order-1", 10) == 14

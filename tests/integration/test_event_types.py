@@ -169,3 +169,22 @@ def test_not_enforced_any_filter_is_accepted(platform: Platform) -> None:
     register(platform, "order.created")
     _, tenant = platform.new_tenant()
     assert endpoint(platform, tenant, ["invoice.*"]).status == 201
+
+
+def test_a_batch_refuses_only_the_events_that_break_their_schema_naming_each_pointer(platform: Platform) -> None:
+    register(platform, "order.created")
+    tenant_id, tenant = platform.new_tenant()
+    platform.new_endpoint(tenant, "http://127.0.0.1:9/orders", ["order.*"])
+    producer = platform.new_key("producer")
+    events = [
+        {"type": "order.created", "data": {"id": "o-1", "amount": 5}},
+        {"type": "order.created", "data": {"id": "o-2", "amount": -5}},
+        {"type": "order.shipped", "data": {"anything": ["goes"]}},
+    ]
+    answer = platform.call("POST", "/v1/events/batch", producer, {"tenant_id": tenant_id, "events": events})
+    assert answer.status == 200
+    results = answer.json()["results"]
+    assert [r["status"] for r in results] == [202, 422, 202]
+    assert results[1]["errors"] == [{"pointer": "/events/1/data/amount", "detail": "must be bigger than or equal to 0"}]
+    stored = platform.call("GET", "/v1/deliveries", tenant).json()["data"]
+    assert sorted(d["event_id"] for d in stored) == sorted([results[0]["event_id"], results[2]["event_id"]])

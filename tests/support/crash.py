@@ -74,7 +74,8 @@ FOREVER = 10_000  # tries to throttle: past any retry budget
 @dataclass
 class CrashInjector:
     functions: frozenset[str] = frozenset()
-    crash_at: int | None = None  # the call number (from 0) to die (or be throttled) at, among the functions' calls
+    # the call number (from 0) to die (or be throttled) at, among the functions' calls; or the first call so labelled
+    crash_at: int | str | None = None
     mode: str = "crash"  # or "throttle"
     throttle_tries: int = FOREVER  # how many of the call's HTTP tries are throttled
     calls: list[str] = field(default_factory=list)  # "function: Service.Operation" of each call seen
@@ -96,7 +97,7 @@ class CrashInjector:
         self.calls.append(label)
         self.sites.append(_site())
         self.throttling, self.tries_left = None, 0  # calls are made one at a time: this one is the current one
-        if self.crash_at == number and self.crashed is None:
+        if self.crash_at in (number, label) and self.crashed is None:
             self.crashed = label
             if self.mode == "throttle":
                 self.throttling, self.tries_left = service, self.throttle_tries
@@ -116,7 +117,7 @@ class CrashInjector:
         return AWSResponse(request_url, status, headers, MockRawResponse(body))  # type: ignore[arg-type]
 
     def arm(
-        self, functions: frozenset[str], crash_at: int | None, *, mode: str = "crash", tries: int = FOREVER
+        self, functions: frozenset[str], crash_at: int | str | None, *, mode: str = "crash", tries: int = FOREVER
     ) -> None:
         self.functions, self.crash_at, self.calls, self.crashed, self.sites = functions, crash_at, [], None, []
         self.mode, self.throttle_tries, self.throttling, self.tries_left = mode, tries, None, 0

@@ -237,9 +237,12 @@ class FakeEvents:
     def get(self, event_id: str) -> Event | None:
         return self.items.get(event_id)
 
-    def next_sequence(self, tenant_id: str, ordering_key: str) -> int:
+    def put_many(self, events: Sequence[Event]) -> None:
+        self.items.update((event.id, event) for event in events)
+
+    def next_sequence(self, tenant_id: str, ordering_key: str, count: int = 1) -> int:
         key = (tenant_id, ordering_key)
-        self.sequences[key] = self.sequences.get(key, 0) + 1
+        self.sequences[key] = self.sequences.get(key, 0) + count
         return self.sequences[key]
 
     def extend_expiry(self, event_id: str, expires_at: int) -> None:

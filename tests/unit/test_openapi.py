@@ -14,6 +14,7 @@ from hookrelay.domain.event_types import MAX_DESCRIPTION
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
 from hookrelay.domain.signing import PUBLIC_KEY_PREFIX, SECRET_PREFIX, KeyType
 from hookrelay.functions import ROUTES
+from hookrelay.handlers.schemas import MAX_BATCH_EVENTS
 from hookrelay.services import event_types
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
@@ -126,3 +127,11 @@ def test_the_event_type_catalogue_is_documented_with_the_servers_own_patterns_an
     assert set(body) == {"description", "schema", "example", "deprecated"}
     pointer = document["components"]["schemas"]["Problem"]["properties"]["errors"]["items"]["properties"]["pointer"]
     assert pointer["type"] == "string"
+
+
+def test_a_batch_documents_the_servers_item_pattern_and_cap(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    assert schemas["PublishBatchItem"]["properties"]["type"]["pattern"] == EVENT_TYPE_PATTERN.pattern
+    assert schemas["PublishBatch"]["properties"]["events"]["maxItems"] == MAX_BATCH_EVENTS
+    item_fields = set(schemas["PublishBatchItem"]["properties"])
+    assert item_fields == set(schemas["PublishEvent"]["properties"]) - {"tenant_id"} | {"idempotency_key"}

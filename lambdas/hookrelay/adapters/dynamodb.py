@@ -281,18 +281,23 @@ class EventTable:
     def put(self, event: Event) -> bool:
         return applied(self.table.put_item, Item=event_item(event), ConditionExpression="attribute_not_exists(id)")
 
+    def put_many(self, events: Sequence[Event]) -> None:
+        with self.table.batch_writer() as batch:
+            for event in events:
+                batch.put_item(Item=to_item(event))
+
     def get(self, event_id: str) -> Event | None:
         if event_id.startswith(_SEQUENCE_SPACE):
             return None
         return event_of(self.table.get_item(Key={"id": event_id}).get("Item"))
 
-    def next_sequence(self, tenant_id: str, ordering_key: str) -> int:
-        """An atomic counter per (tenant, ordering key): strictly increasing, never reused."""
+    def next_sequence(self, tenant_id: str, ordering_key: str, count: int = 1) -> int:
+        """An atomic counter per (tenant, ordering key): strictly increasing, never reused; one write draws `count`."""
         result = self.table.update_item(
             Key={"id": f"{_SEQUENCE_SPACE}{tenant_id}#{ordering_key}"},
-            UpdateExpression="ADD #v :one",
+            UpdateExpression="ADD #v :count",
             ExpressionAttributeNames={"#v": "value"},
-            ExpressionAttributeValues={":one": 1},
+            ExpressionAttributeValues={":count": count},
             ReturnValues="UPDATED_NEW",
         )
         return int(result["Attributes"]["value"])

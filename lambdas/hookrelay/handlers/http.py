@@ -43,10 +43,28 @@ def problem_response(
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> Response[str]:
-    body = {"type": PROBLEM_BASE + kind, "title": title, "status": status, "detail": detail, **extra}
+    body = problem_document(status, title, detail, kind, **extra)
     if instance:
         body["instance"] = instance
     return Response(status_code=status, content_type=PROBLEM_JSON, body=json.dumps(body), headers=headers)
+
+
+def problem_document(status: int, title: str, detail: str, kind: str, **extra: Any) -> dict[str, Any]:
+    """An RFC 9457 problem document: a response's body, or one item's result in a batch's answer."""
+    return {"type": PROBLEM_BASE + kind, "title": title, "status": status, "detail": detail, **extra}
+
+
+def problem_extra(error: DomainError) -> dict[str, Any]:
+    """What a domain error's problem document carries beyond its title and detail: where a document fails."""
+    return {"errors": error.errors} if isinstance(error, InvalidDocument) else {}
+
+
+def validation_errors(error: ValidationError) -> list[dict[str, str]]:
+    """What failed validation, field by field (dotted paths), without echoing the input."""
+    return [
+        {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
+        for e in error.errors(include_url=False, include_input=False)
+    ]
 
 
 def json_response(status: int, body: Any) -> Response[str]:
@@ -83,11 +101,11 @@ def require_tenant(app: APIGatewayHttpResolver) -> str:
     return tenant_id
 
 
-def parse_body(app: APIGatewayHttpResolver, model: type[M]) -> M:
+def parse_body(app: APIGatewayHttpResolver, model: type[M], max_bytes: int = MAX_BODY_BYTES) -> M:
     raw = _raw_body(app)
-    if len(raw) > MAX_BODY_BYTES:
-        raise _too_large(f"the body must be at most {MAX_BODY_BYTES} bytes")
-    return model.model_validate(_strict_json(raw))
+    if len(raw) > max_bytes:
+        raise _too_large(f"the body must be at most {max_bytes} bytes")
+    return model.model_validate(_strict_json(raw, max_bytes))
 
 
 def has_body(app: APIGatewayHttpResolver) -> bool:
@@ -101,7 +119,12 @@ def _raw_body(app: APIGatewayHttpResolver) -> bytes:
     return base64.b64decode(body) if event.is_base64_encoded else body.encode()
 
 
-def _strict_json(raw: bytes) -> Any:
+def compact_size(document: Any) -> int:
+    """The bytes of a parsed document written out compactly, as the event envelope writes `data`."""
+    return len(json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _strict_json(raw: bytes, max_bytes: int) -> Any:
     """JSON that any consumer can read back once we have written it out again.
 
     UTF-8 text, finite numbers, and no unpaired surrogate escapes. The document written out compactly
@@ -122,11 +145,11 @@ def _strict_json(raw: bytes) -> Any:
     except RecursionError:
         raise _malformed("the body is nested too deeply") from None
     try:
-        written = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode()
+        written = compact_size(document)
     except UnicodeEncodeError:
         raise _malformed("the body escapes an unpaired UTF-16 surrogate, which is no Unicode text") from None
-    if len(written) > MAX_BODY_BYTES:
-        raise _too_large(f"the body, with its numbers written out as doubles, must be at most {MAX_BODY_BYTES} bytes")
+    if written > max_bytes:
+        raise _too_large(f"the body, with its numbers written out as doubles, must be at most {max_bytes} bytes")
     return document
 
 
@@ -162,16 +185,16 @@ def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
 
     def _domain(error: DomainError) -> Response[str]:
         kind = type(error).__name__.lower()
-        extra: dict[str, Any] = {"errors": error.errors} if isinstance(error, InvalidDocument) else {}
-        return problem_response(error.status, error.title, error.detail, kind, instance(), **extra)
+        return problem_response(error.status, error.title, error.detail, kind, instance(), **problem_extra(error))
 
     def _invalid(error: ValidationError) -> Response[str]:
-        errors = [
-            {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]}
-            for e in error.errors(include_url=False, include_input=False)
-        ]
         return problem_response(
-            422, "Invalid request", "the request failed validation", "validation", instance(), errors=errors
+            422,
+            "Invalid request",
+            "the request failed validation",
+            "validation",
+            instance(),
+            errors=validation_errors(error),
         )
 
     @app.not_found

@@ -1,4 +1,5 @@
-"""POST /v1/events: producers publish; every accepted event is delivered, dead-lettered or visibly cancelled."""
+"""POST /v1/events and /v1/events/batch: producers publish; every accepted event is delivered, dead-lettered or
+visibly cancelled."""
 
 from __future__ import annotations
 
@@ -8,15 +9,36 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import ValidationError
 
 from hookrelay import wiring
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.domain.api_keys import Principal
+from hookrelay.domain.errors import DomainError
 from hookrelay.functions import INGEST
 from hookrelay.handlers import tracing
-from hookrelay.handlers.http import install_problem_handlers, json_response, parse_body, require
+from hookrelay.handlers.http import (
+    MAX_BODY_BYTES,
+    ProblemError,
+    compact_size,
+    install_problem_handlers,
+    json_response,
+    parse_body,
+    problem_document,
+    problem_extra,
+    require,
+    validation_errors,
+)
 from hookrelay.handlers.idempotency import IdempotentCommand, register_lambda_context
-from hookrelay.handlers.schemas import PublishEvent
-from hookrelay.services.ingest import Accepted
+from hookrelay.handlers.schemas import MAX_BATCH_BYTES, PublishBatch, PublishBatchItem, PublishEvent
+from hookrelay.services.ingest import (
+    Accepted,
+    BatchAccepted,
+    BatchItem,
+    IdempotencyKeyInFlight,
+    IdempotencyKeyReused,
+    ItemOutcome,
+)
 
 logger = Logger(service=INGEST.name)
 tracer = tracing.tracer(INGEST.name)
@@ -46,6 +68,73 @@ def post_event() -> Response[str]:
     metrics.add_metric(name="EventsAccepted", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="DeliveriesCreated", unit=MetricUnit.Count, value=len(accepted.delivery_ids))
     return json_response(202, accepted.model_dump())
+
+
+# The problem types of a refused batch item that the single route names the same way (handlers/idempotency.py).
+ITEM_PROBLEM_KINDS: dict[type[DomainError], str] = {
+    IdempotencyKeyReused: "idempotency-mismatch",
+    IdempotencyKeyInFlight: "idempotency-in-flight",
+}
+
+
+@app.post("/v1/events/batch")
+@tracer.capture_method(capture_response=False)
+def post_batch() -> Response[str]:
+    """200 with one result per event, in order: 202 and the event's ids, or the problem that refused it. The
+    whole request is refused (400, 413, 422) only when it is no batch at all: bad JSON, over 1 MiB, no events or
+    more than 100, an unknown tenant."""
+    who = require(app, producer=True)
+    if "idempotency-key" in app.current_event.headers:  # refused rather than ignored: it would promise too much
+        detail = "a batch takes no Idempotency-Key header: give each event its own idempotency_key"
+        raise ProblemError(400, "Invalid Idempotency-Key", detail, "idempotency-key")
+    batch = parse_body(app, PublishBatch, max_bytes=MAX_BATCH_BYTES)
+    results: list[dict[str, Any]] = [{} for _ in batch.events]
+    valid: list[tuple[int, BatchItem]] = []
+    keys: set[str] = set()
+    for position, raw in enumerate(batch.events):
+        item = batch_item(who, position, raw, keys)
+        if isinstance(item, BatchItem):
+            valid.append((position, item))
+        else:
+            results[position] = item
+    outcomes = wiring.ingest_service().publish_batch(tenant_id=batch.tenant_id, items=[item for _, item in valid])
+    for (position, _), outcome in zip(valid, outcomes, strict=True):
+        results[position] = item_result(outcome)
+    accepted = [outcome for outcome in outcomes if isinstance(outcome, BatchAccepted)]
+    metrics.add_metric(name="EventsAccepted", unit=MetricUnit.Count, value=len(accepted))
+    metrics.add_metric(name="BatchItemsRefused", unit=MetricUnit.Count, value=len(results) - len(accepted))
+    metrics.add_metric(
+        name="DeliveriesCreated", unit=MetricUnit.Count, value=sum(len(a.delivery_ids) for a in accepted)
+    )
+    return json_response(200, {"accepted": len(accepted), "refused": len(results) - len(accepted), "results": results})
+
+
+def batch_item(who: Principal, position: int, raw: Any, keys: set[str]) -> BatchItem | dict[str, Any]:
+    """The item, validated on its own; or the problem document that refuses it in its place."""
+    if compact_size(raw) > MAX_BODY_BYTES:
+        return problem_document(
+            413, "Payload too large", f"each event must be at most {MAX_BODY_BYTES} bytes", "too-large"
+        )
+    try:
+        item = PublishBatchItem.model_validate(raw)
+    except ValidationError as error:
+        errors = [e | {"field": f"events.{position}.{e['field']}".rstrip(".")} for e in validation_errors(error)]
+        return problem_document(422, "Invalid request", "the event failed validation", "validation", errors=errors)
+    key = None
+    if item.idempotency_key is not None:
+        if item.idempotency_key in keys:
+            detail = "an earlier event of this batch has the same idempotency key"
+            return problem_document(422, "Idempotency-Key reused", detail, "idempotency-mismatch")
+        keys.add(item.idempotency_key)
+        key = f"{who.key_id}:{item.idempotency_key}"  # scoped to the caller, as the single route's keys are
+    return BatchItem(event_type=item.type, data=item.data, ordering_key=item.ordering_key, key=key)
+
+
+def item_result(outcome: ItemOutcome) -> dict[str, Any]:
+    if isinstance(outcome, BatchAccepted):
+        return {"status": 202, **outcome.model_dump()}
+    kind = ITEM_PROBLEM_KINDS.get(type(outcome), type(outcome).__name__.lower())
+    return problem_document(outcome.status, outcome.title, outcome.detail, kind, **problem_extra(outcome))
 
 
 @logger.inject_lambda_context

@@ -11,21 +11,38 @@ their messages. If the process dies between two of them, the producer got no 202
   finds them, creates the missing ones, and enqueues those that never started (a duplicate message is
   harmless: FIFO deduplicates on the delivery id, and the claim admits one attempt). Without a retry, the
   reconciler (`services/reconcile.py`) finds them within minutes and enqueues them.
+
+A batch (`publish_batch`, POST /v1/events/batch) makes the same three writes for all its items at once, each in as
+few calls as DynamoDB and SQS allow: the events (a batch write for those without an idempotency key, whose ids are
+new; a conditional put each for those with one, since the condition is what finds a retry), then every fresh
+event's deliveries in one batch write, then every message in `SendMessageBatch` calls of ten, in batch order. If
+the process dies between them, the producer got no answer for any item, and:
+
+- events stored and no deliveries: an item with a key, retried, finds its event (same key, same event id) and,
+  once the invocation that stored it must be over (`writer_window`), fans it out; until then it answers 409 for
+  that item (the writer may still be alive: it alone batch-writes the deliveries, unconditionally). An item
+  without a key was never accepted and nothing waits on it; its retry is a new event.
+- deliveries stored and no messages: the reconciler enqueues them within minutes, and a keyed item's retry finds
+  every delivery written and enqueues those never started (FIFO deduplicates on the delivery id).
+
+Other items of the batch are not held up by one refused item: each gets its own result, in order.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
 
 from hookrelay.domain import ids
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.errors import InvalidRequest
+from hookrelay.domain.errors import Conflict, DomainError, InvalidDocument, InvalidRequest
 from hookrelay.domain.lifecycle import awaits_first_message, new_delivery, new_event
 from hookrelay.domain.matching import type_matches
-from hookrelay.domain.models import Delivery, EndpointState
+from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.event_types import EventDataCheck
@@ -47,6 +64,50 @@ class Accepted(BaseModel):
     sequence: int | None = None
 
 
+class BatchAccepted(Accepted):
+    """One accepted item of a batch; `duplicate` when its idempotency key had published it already."""
+
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One event of a batch, validated at the edge."""
+
+    event_type: str
+    data: dict[str, Any]
+    ordering_key: str | None = None
+    key: str | None = None  # its idempotency key, scoped to the caller: the event's id is derived from it
+
+
+class IdempotencyKeyReused(InvalidRequest):
+    title = "Idempotency-Key reused"
+
+
+class IdempotencyKeyInFlight(Conflict):
+    title = "Request in progress"
+
+
+ItemOutcome = BatchAccepted | DomainError
+
+# The items of a batch are stamped this far apart, in batch order: event time (the order the parking lot drains
+# in) then orders them as the batch did, as it orders single events as they came.
+BATCH_ITEM_SPACING = timedelta(milliseconds=1)
+# Batch items' keys derive their events' ids in a space of their own (no body in it: a key reused with another
+# body is found and refused by comparing the stored event).
+_BATCH_KEY_SPACE = "batch"
+
+
+@dataclass
+class _Planned:
+    """An item's event, with the deliveries answered for it and those of them to send now."""
+
+    event: Event
+    deliveries: list[Delivery]
+    unsent: list[Delivery]
+    duplicate: bool
+
+
 @dataclass
 class IngestService:
     tenants: TenantRepository
@@ -55,7 +116,11 @@ class IngestService:
     deliveries: DeliveryLog
     queue: DeliveryQueue
     schedule: RetrySchedule
+    # How long the invocation that stored an event may still be writing its deliveries: the reconciler's grace,
+    # which leaves the same writes alone for as long (wiring passes `services.reconcile.RECONCILE_GRACE`).
+    writer_window: timedelta
     event_types: EventDataCheck | None = None  # data held to its type's registered schema (the catalogue)
+    clock: Callable[[], datetime] = field(default=utcnow)
 
     def publish(
         self,
@@ -90,15 +155,109 @@ class IngestService:
             if stored is None or stored.tenant_id != tenant_id:
                 raise LookupError(f"event {event.id} was stored and is not readable")
             event = stored
-        deliveries = [
-            new_delivery(event, endpoint, now)
-            for endpoint in self.endpoints.list_for_tenant(tenant_id)
-            if endpoint.state is not EndpointState.DELETED and type_matches(event_type, endpoint.event_types)
-        ]
+        deliveries = _fan_out(event, _deliverable(self.endpoints.list_for_tenant(tenant_id)), now)
         if deliveries:
             unsent = self._record(deliveries) if fresh else self._record_again(deliveries)
             self.queue.enqueue([first_attempt_message(d) for d in unsent])
         return Accepted(event_id=event.id, delivery_ids=[d.id for d in deliveries], sequence=event.sequence)
+
+    def publish_batch(self, *, tenant_id: str, items: Sequence[BatchItem]) -> list[ItemOutcome]:
+        """Each item's outcome, in order: accepted (perhaps a duplicate of its key's earlier event) or refused.
+
+        One read of the tenant and one of its endpoints for the whole batch; one sequence write per ordering key;
+        the writes batched as the module's docstring says."""
+        if self.tenants.get(tenant_id) is None:
+            raise InvalidRequest(f"unknown tenant {tenant_id!r}")
+        refused = self._refused_by_catalogue(items)
+        if refused:  # those items answer their problem in place; the others go on as a batch of their own
+            kept = [item for position, item in enumerate(items) if position not in refused]
+            answers = iter(self.publish_batch(tenant_id=tenant_id, items=kept) if kept else [])
+            return [refused[position] if position in refused else next(answers) for position in range(len(items))]
+        now = self.clock()
+        endpoints = _deliverable(self.endpoints.list_for_tenant(tenant_id))
+        events = self._new_events(tenant_id, items, now)
+        self.events.put_many([event for event, item in zip(events, items, strict=True) if item.key is None])
+        outcomes: list[_Planned | DomainError] = []
+        for event, item in zip(events, items, strict=True):
+            if item.key is None or self.events.put(event):
+                deliveries = _fan_out(event, endpoints, now)
+                unsent = [d for d in deliveries if d.status is DeliveryStatus.QUEUED]
+                outcomes.append(_Planned(event, deliveries, unsent, duplicate=False))
+            else:
+                outcomes.append(self._published_before(tenant_id, item, event.id, endpoints, now))
+        planned = [outcome for outcome in outcomes if isinstance(outcome, _Planned)]
+        self.deliveries.put_many([d for p in planned if not p.duplicate for d in p.deliveries])
+        self.queue.enqueue([first_attempt_message(d) for p in planned for d in p.unsent])
+        return [_answer(outcome) for outcome in outcomes]
+
+    def _refused_by_catalogue(self, items: Sequence[BatchItem]) -> dict[int, DomainError]:
+        """Items whose data fails their type's registered schema, by position (pointers into the batch body)."""
+        refused: dict[int, DomainError] = {}
+        if self.event_types is None:
+            return refused
+        for position, item in enumerate(items):
+            try:
+                self.event_types.check(item.event_type, item.data)
+            except InvalidDocument as problem:
+                errors = [{**e, "pointer": f"/events/{position}{e['pointer']}"} for e in problem.errors]
+                refused[position] = InvalidDocument(str(problem), errors)
+        return refused
+
+    def _new_events(self, tenant_id: str, items: Sequence[BatchItem], now: datetime) -> list[Event]:
+        sequences = self._draw_sequences(tenant_id, items)
+        return [
+            new_event(
+                tenant_id=tenant_id,
+                event_type=item.event_type,
+                data=item.data,
+                now=now + position * BATCH_ITEM_SPACING,
+                horizon_seconds=self.schedule.horizon,
+                ordering_key=item.ordering_key,
+                sequence=sequence,
+                event_id=ids.keyed_id("evt", _BATCH_KEY_SPACE, item.key) if item.key else None,
+            )
+            for position, (item, sequence) in enumerate(zip(items, sequences, strict=True))
+        ]
+
+    def _draw_sequences(self, tenant_id: str, items: Sequence[BatchItem]) -> list[int | None]:
+        """One counter write per ordering key, drawing as many numbers as the batch has items under it, handed
+        out in batch order."""
+        counts: dict[str, int] = {}
+        for item in items:
+            if item.ordering_key is not None:
+                counts[item.ordering_key] = counts.get(item.ordering_key, 0) + 1
+        following = {key: self.events.next_sequence(tenant_id, key, count) - count + 1 for key, count in counts.items()}
+        sequences: list[int | None] = []
+        for item in items:
+            if item.ordering_key is None:
+                sequences.append(None)
+            else:
+                sequences.append(following[item.ordering_key])
+                following[item.ordering_key] += 1
+        return sequences
+
+    def _published_before(
+        self, tenant_id: str, item: BatchItem, event_id: str, endpoints: list[Endpoint], now: datetime
+    ) -> _Planned | DomainError:
+        """An item whose key stored its event before: the same item converges on it; another is refused.
+
+        The invocation that stored it may still be running (a concurrent retry) for up to `writer_window`: it
+        batch-writes the deliveries unconditionally, so this one writes none until then, only sends what is
+        written, and answers 409 if some are not written yet. After that, the writer is over: what it left
+        undone is finished here, each missing delivery created only if still missing."""
+        stored = self.events.get(event_id)
+        if stored is None:
+            raise LookupError(f"event {event_id} was stored and is not readable")
+        if not _same_event(stored, tenant_id, item):
+            return IdempotencyKeyReused("this idempotency key published a different event")
+        deliveries = _fan_out(stored, endpoints, now)
+        if stored.timestamp + self.writer_window <= now:
+            return _Planned(stored, deliveries, self._record_again(deliveries), duplicate=True)
+        written = [self.deliveries.get(d.id) for d in deliveries]
+        if any(d is None for d in written):
+            return IdempotencyKeyInFlight("a request with this idempotency key is still publishing it; retry shortly")
+        unsent = [d for d in written if d is not None and awaits_first_message(d)]
+        return _Planned(stored, deliveries, unsent, duplicate=True)
 
     def _record(self, deliveries: list[Delivery]) -> list[Delivery]:
         """A new event's deliveries (none can exist yet: their ids derive from the event's), written in batches."""
@@ -116,3 +275,32 @@ class IngestService:
             if existing is not None and awaits_first_message(existing):
                 unsent.append(existing)
         return unsent
+
+
+def _deliverable(endpoints: list[Endpoint]) -> list[Endpoint]:
+    """The endpoints new events fan out to (a disabled one's deliveries are recorded `cancelled`)."""
+    return [endpoint for endpoint in endpoints if endpoint.state is not EndpointState.DELETED]
+
+
+def _fan_out(event: Event, endpoints: list[Endpoint], now: datetime) -> list[Delivery]:
+    return [new_delivery(event, e, now) for e in endpoints if type_matches(event.type, e.event_types)]
+
+
+def _same_event(stored: Event, tenant_id: str, item: BatchItem) -> bool:
+    return (
+        stored.tenant_id == tenant_id
+        and stored.type == item.event_type
+        and stored.ordering_key == item.ordering_key
+        and stored.data == item.data
+    )
+
+
+def _answer(outcome: _Planned | DomainError) -> ItemOutcome:
+    if isinstance(outcome, DomainError):
+        return outcome
+    return BatchAccepted(
+        event_id=outcome.event.id,
+        delivery_ids=[d.id for d in outcome.deliveries],
+        sequence=outcome.event.sequence,
+        duplicate=outcome.duplicate,
+    )

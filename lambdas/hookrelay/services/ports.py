@@ -142,8 +142,15 @@ class EventRepository(Protocol):
     def put(self, event: Event) -> bool:
         """Store the event unless one with its id exists (a retry of the request that stored it); True if stored."""
 
+    def put_many(self, events: Sequence[Event]) -> None:
+        """Store events whose ids are new (drawn at random, never derived from a request), in batches: nothing to
+        check, so nothing conditional."""
+
     def get(self, event_id: str) -> Event | None: ...
-    def next_sequence(self, tenant_id: str, ordering_key: str) -> int: ...
+    def next_sequence(self, tenant_id: str, ordering_key: str, count: int = 1) -> int:
+        """Draw `count` numbers of the (tenant, ordering key) sequence at once; the last of them (the first is
+        `last - count + 1`)."""
+
     def extend_expiry(self, event_id: str, expires_at: int) -> None: ...
 
 
