@@ -54,9 +54,10 @@ def publish(platform: Platform, producer: str, tenant_id: str, key: str | None =
 
 
 def arm_at(hook: CrashInjector, function: str, calls: list[str], wanted: str, tries: int) -> None:
-    """Throttle the first call of `function` whose label names `wanted` (a clean run listed the calls)."""
-    [number] = [n for n, label in enumerate(calls) if wanted in label][:1]
-    hook.arm(frozenset({function}), number, mode="throttle", tries=tries)
+    """Throttle the first call of `function` whose label names `wanted` (a clean run listed the calls). By label,
+    not by number: a warm container makes fewer calls than the clean run did (the catalogue's cached reads)."""
+    [label] = [label for label in calls if wanted in label][:1]
+    hook.arm(frozenset({function}), label, mode="throttle", tries=tries)
 
 
 def calls_of(hook: CrashInjector, function: str, run: Any) -> list[str]:
