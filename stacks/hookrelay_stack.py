@@ -12,7 +12,7 @@ from constructs import Construct
 
 from hookrelay.adapters import schema
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
-from hookrelay.functions import AUTHORIZER, DELIVERY
+from hookrelay.functions import DELIVERY, ROUTES
 from scripts import build_lambda_asset
 from stacks import config
 from stacks.constructs.api import Api
@@ -38,6 +38,7 @@ class HookrelayStack(Stack):
         concurrency = config.concurrency(self.node)
         api_key_rate = config.api_key_rate(self.node)
         alarm_email = config.alarm_email(self.node)
+        telemetry = config.telemetry(self.node)
 
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")
@@ -47,6 +48,7 @@ class HookrelayStack(Stack):
             "RetryWorkflow",
             delivery_queue=queues.queue(schema.DELIVERY_QUEUE),
             dead_letter_queue=queues.queue(schema.DEAD_LETTER_QUEUE),
+            telemetry=telemetry,
         )
         functions = Functions(
             self,
@@ -63,9 +65,11 @@ class HookrelayStack(Stack):
             },
             reserved_concurrency=concurrency.reserved,
             event_source_max_concurrency={DELIVERY.name: concurrency.delivery_max_concurrency},
+            xray_tracing=telemetry.xray_tracing,
         )
-        if api_key_rate is not None:
-            functions.function(AUTHORIZER.name).add_environment(schema.API_KEY_RATE_PER_SECOND, str(api_key_rate))
+        if api_key_rate is not None:  # counted by the functions that serve the API's routes (handlers/http.py)
+            for served in {function.name for function in ROUTES.values()}:
+                functions.function(served).add_environment(schema.API_KEY_RATE_PER_SECOND, str(api_key_rate))
         api = Api(self, "Api", functions=functions.functions)
         observability = Observability(
             self,

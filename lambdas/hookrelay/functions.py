@@ -119,8 +119,9 @@ AUTHORIZER = Function(
     "authorizer",
     "hookrelay.handlers.authorizer.handler",
     trigger=Authorizer(),
-    # The keys, and each key's request counter (a conditional UpdateItem per request: the per-key rate limit).
-    access=Access(tables={schema.API_KEYS: TableAccess.READ, schema.RATE_LIMITS: TableAccess.READ_UPDATE}),
+    # The keys only: its answers are cached (stacks/constructs/api.py), so the per-key rate limit is counted by the
+    # API functions, which see every request.
+    access=Access(tables={schema.API_KEYS: TableAccess.READ}),
 )
 
 INGEST = Function(
@@ -134,6 +135,7 @@ INGEST = Function(
             schema.EVENTS: TableAccess.WRITE,  # the event, and the per-ordering-key sequence counter
             schema.DELIVERIES: TableAccess.WRITE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency records
+            schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
         },
         sends_to=(schema.DELIVERY_QUEUE,),
     ),
@@ -176,6 +178,7 @@ API = Function(
             schema.REDRIVES: TableAccess.READ_REWRITE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency deletes a failed request's record
             schema.PARKING_LOT: TableAccess.READ,  # how many deliveries wait behind an open circuit
+            schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
     ),

@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from hookrelay import wiring
 from hookrelay.adapters.sqs import parse_queue_message
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric
+from hookrelay.domain.status import DeliveryStatus
 from hookrelay.functions import DELIVERY
 from hookrelay.handlers import tracing
 from hookrelay.services.ports import CircuitCommand
@@ -40,18 +41,21 @@ def deliver(record: SQSRecord) -> None:
         )
         return
     report = wiring.delivery_service().attempt(message)
-    logger.info(
-        "attempt",
-        extra={
-            "delivery_id": report.delivery_id,
-            "attempt": report.attempt,
-            "status": report.status,
-            "sent": report.sent,
-            "parked": report.parked,
-        },
-    )
+    fields = {
+        "delivery_id": report.delivery_id,
+        "attempt": report.attempt,
+        "status": report.status,
+        "sent": report.sent,
+        "parked": report.parked,
+    }
     if report.sent and report.status is not None:  # sent: an attempt was made, so the delivery exists
         metrics.add_metric(name=attempts_metric(report.status), unit=MetricUnit.Count, value=1)
+    if report.sent and report.status is DeliveryStatus.DELIVERED:
+        # Delivered: one log line, the metrics record, which carries the attempt (searchable in Logs Insights).
+        for name, value in fields.items():
+            metrics.add_metadata(key=name, value=value)
+        return
+    logger.info("attempt", extra=fields)
 
 
 @logger.inject_lambda_context
