@@ -10,9 +10,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
@@ -21,6 +18,7 @@ from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.functions import DELIVERY
 from hookrelay.handlers import tracing
+from hookrelay.handlers.sqs_batch import PartialBatchResponse, SqsMessage, process_batch
 from hookrelay.services.ports import CircuitCommand
 
 logger = Logger(service=DELIVERY.name)
@@ -28,11 +26,8 @@ tracer = tracing.tracer(DELIVERY.name)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=DELIVERY.name)
 
 
-def deliver(record: SQSRecord) -> None:
-    attributes = record.attributes
-    message = parse_queue_message(
-        record.body, attributes.message_group_id or "", attributes.message_deduplication_id or ""
-    )
+def deliver(record: SqsMessage) -> None:
+    message = parse_queue_message(record.body, record.message_group_id, record.message_deduplication_id)
     if isinstance(message, CircuitCommand):
         following = wiring.circuit_service().handle(message)
         logger.info(
@@ -61,9 +56,7 @@ def deliver(record: SQSRecord) -> None:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    # The FIFO processor returns a failed message and every later one of the batch, keeping the queue's order.
-    # The event source hands over one message at a time (functions.DELIVERY's batch size), so there is no
-    # "later one" and `skip_group_on_error` would change nothing: it is left out. A larger batch needs it back.
-    processor = SqsFifoPartialProcessor()
-    return process_partial_response(event, deliver, processor, context)
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchResponse:
+    # FIFO: a failed message and every later one of the batch are returned, keeping the queue's order. The event
+    # source hands over one message at a time (functions.DELIVERY's batch size), so there is no "later one".
+    return process_batch(event, deliver, logger, fifo=True)

@@ -15,7 +15,7 @@ from hookrelay.functions import INGEST
 from hookrelay.handlers import tracing
 from hookrelay.handlers.http import install_problem_handlers, json_response, parse_body, require
 from hookrelay.handlers.idempotency import IdempotentCommand, register_lambda_context
-from hookrelay.handlers.schemas import PublishEvent
+from hookrelay.handlers.publish_schemas import PublishEvent
 from hookrelay.services.ingest import Accepted
 
 logger = Logger(service=INGEST.name)

@@ -5,29 +5,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_validator
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
-from hookrelay.domain.matching import EVENT_TYPE_PATTERN, MAX_FILTERS, filter_problem
+from hookrelay.domain.matching import MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.handlers.publish_schemas import Strict  # the publish bodies live apart: ingest loads only them
 from hookrelay.services.delivery_log import DEFAULT_LIMIT, MAX_LIMIT
 from hookrelay.services.endpoints import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVERLAP, RotatedSecret
 from hookrelay.services.ports import DeliveryFilter
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class PublishEvent(Strict):
-    tenant_id: str = Field(min_length=1, max_length=64)
-    type: str = Field(pattern=EVENT_TYPE_PATTERN.pattern)
-    data: dict[str, Any]
-    ordering_key: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class CreateTenant(Strict):
