@@ -446,6 +446,14 @@ class Line:
     price: Price
 
 
+FULL_VCPU_MB = 1769  # Lambda gives a function one vCPU at 1,769 MB, a proportional share below
+
+
+def cpu_slowdown(function: str) -> float:
+    """How much longer CPU-bound work (an import) takes in the function than on one of this machine's cores."""
+    return max(1.0, FULL_VCPU_MB / BY_NAME[function].memory_mb)
+
+
 def access_log_bytes() -> int:
     """One API Gateway access-log line (stacks/constructs/api.py's fields) with typical values, as ingested."""
     typical = {
@@ -481,7 +489,7 @@ def bill(run: Run, settings: Settings) -> tuple[list[Line], list[ApiCall]]:
     requests = sum(share(f) * n for f, n in per_function.items())
     gb_s = sum(share(i.function) * math.ceil(i.seconds * 1000) / 1000 * gb(i.function) for i in invocations)
     init_gb_s = sum(
-        share(f) * n * settings.cold_start_fraction * settings.init_seconds.get(f, 0.0) * gb(f)
+        share(f) * n * settings.cold_start_fraction * settings.init_seconds.get(f, 0.0) * cpu_slowdown(f) * gb(f)
         for f, n in per_function.items()
     )
     function_log_bytes = sum(
@@ -500,6 +508,8 @@ def bill(run: Run, settings: Settings) -> tuple[list[Line], list[ApiCall]]:
     stored = sum(run.stored_bytes.values())
     sqs = [c for c in billed if c.service == "sqs"]
     dynamodb = [c for c in billed if c.service == "dynamodb"]
+    wru = sum(share(c.origin) * c.write_units for c in dynamodb)
+    rru = sum(share(c.origin) * c.read_units for c in dynamodb)
     counted = ", ".join(f"{f} {share(f) * n:.3g}" for f, n in sorted(per_function.items()))
     level, _, _ = deployed_telemetry()
     lines = [
@@ -519,8 +529,8 @@ def bill(run: Run, settings: Settings) -> tuple[list[Line], list[ApiCall]]:
             sum(c.sqs_chunks for c in sqs if not c.fifo),
             PRICES["sqs_standard"],
         ),
-        Line("DynamoDB", "write request units", sum(c.write_units for c in dynamodb), PRICES["dynamodb_wru"]),
-        Line("DynamoDB", "read request units", sum(c.read_units for c in dynamodb), PRICES["dynamodb_rru"]),
+        Line("DynamoDB", "write request units", wru, PRICES["dynamodb_wru"]),
+        Line("DynamoDB", "read request units (the authorizer's: its cache's misses)", rru, PRICES["dynamodb_rru"]),
         Line(
             "DynamoDB",
             "storage, GB-month (items + index entries, 30 days)",
@@ -751,9 +761,13 @@ def print_assumptions(settings: Settings, args: argparse.Namespace) -> None:
         f"- Functions: arm64, {memory} (lambdas/hookrelay/functions.py); GB-s from the invocations' measured"
         " durations on this machine (moto in process answers the AWS calls: its time stands in for AWS's latency).\n"
         f"- Billed INIT: {settings.cold_start_fraction:.0%} of invocations are cold starts (--cold-starts), each"
-        " billing its handler's import time measured here: "
-        + ", ".join(f"{name} {1000 * t:.0f} ms" for name, t in settings.init_seconds.items())
-        + ".\n"
+        " billing its handler's import time measured here, scaled to the function's CPU share (one vCPU at"
+        f" {FULL_VCPU_MB} MB): "
+        + ", ".join(
+            f"{name} {1000 * t:.0f} ms here, {1000 * t * cpu_slowdown(name):.0f} ms billed"
+            for name, t in settings.init_seconds.items()
+        )
+        + ". Warm durations are not scaled: they are mostly moto answering, standing in for AWS's latency.\n"
         f"- Authorizer: its decision cached {settings.authorizer_ttl_seconds} s (Api.AUTHORIZER_CACHE_TTL);"
         f" {settings.events_per_month:,.0f} events a month from {settings.producer_keys} producer key(s), evenly"
         " spread (--events-per-month, --producer-keys): "

@@ -26,6 +26,10 @@ from hookrelay.adapters import schema
 # Every function's unless its entry says otherwise.
 DEFAULT_TIMEOUT_SECONDS = 10
 MEMORY_MB = 512
+# The functions on every event's path mostly wait (on DynamoDB, SQS, the endpoint): their own code takes a few ms
+# of CPU per event (bench/delivery_overhead.py), so half the memory (and CPU share) halves their GB-s at the price
+# of a slower cold start (import time scales with CPU); bench/cost.py prices both.
+LIGHT_MEMORY_MB = 256
 
 
 class TableAccess(Enum):
@@ -119,6 +123,7 @@ AUTHORIZER = Function(
     "authorizer",
     "hookrelay.handlers.authorizer.handler",
     trigger=Authorizer(),
+    memory_mb=LIGHT_MEMORY_MB,
     # The keys only: its answers are cached (stacks/constructs/api.py), so the per-key rate limit is counted by the
     # API functions, which see every request.
     access=Access(tables={schema.API_KEYS: TableAccess.READ}),
@@ -128,6 +133,7 @@ INGEST = Function(
     "ingest",
     "hookrelay.handlers.ingest.handler",
     trigger=ApiRoutes((Route("POST", "/v1/events"),)),
+    memory_mb=LIGHT_MEMORY_MB,
     access=Access(
         tables={
             schema.TENANTS: TableAccess.READ,
@@ -192,6 +198,7 @@ DELIVERY = Function(
     # locked for up to the attempt timeout. FIFO concurrency scales with message groups instead.
     trigger=QueueTrigger(schema.DELIVERY_QUEUE, batch_size=1),
     timeout_seconds=schema.DELIVERY_FUNCTION_TIMEOUT_SECONDS,
+    memory_mb=LIGHT_MEMORY_MB,
     access=Access(
         tables={
             schema.ENDPOINTS: TableAccess.READ_UPDATE,  # the failing spell and the circuit (conditional updates)
