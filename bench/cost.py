@@ -145,6 +145,14 @@ class Settings:
     producer_keys: int
     cold_start_fraction: float
     init_seconds: dict[str, float]
+    memory_mb: dict[str, int]  # by function
+
+    def gb(self, function: str) -> float:
+        return self.memory_mb[function] / 1024
+
+    def cpu_slowdown(self, function: str) -> float:
+        """How much longer CPU-bound work (an import) takes in the function than on one of this machine's cores."""
+        return max(1.0, FULL_VCPU_MB / self.memory_mb[function])
 
     def authorizer_miss_fraction(self, events_per_request: int) -> float:
         """Requests that reach the authorizer: a key's cached answer lasts the TTL from its miss, so a key sending r
@@ -449,11 +457,6 @@ class Line:
 FULL_VCPU_MB = 1769  # Lambda gives a function one vCPU at 1,769 MB, a proportional share below
 
 
-def cpu_slowdown(function: str) -> float:
-    """How much longer CPU-bound work (an import) takes in the function than on one of this machine's cores."""
-    return max(1.0, FULL_VCPU_MB / BY_NAME[function].memory_mb)
-
-
 def access_log_bytes() -> int:
     """One API Gateway access-log line (stacks/constructs/api.py's fields) with typical values, as ingested."""
     typical = {
@@ -482,8 +485,8 @@ def bill(run: Run, settings: Settings) -> tuple[list[Line], list[ApiCall]]:
     def share(function: str) -> float:  # the authorizer's invocations API Gateway makes (its cache's misses)
         return miss if function == AUTHORIZER.name else 1.0
 
-    def gb(function: str) -> float:
-        return BY_NAME[function].memory_mb / 1024
+    gb = settings.gb
+    cpu_slowdown = settings.cpu_slowdown
 
     per_function = Counter(i.function for i in invocations)
     requests = sum(share(f) * n for f, n in per_function.items())
@@ -719,6 +722,7 @@ SCENARIOS = {
 }
 TARGETS = {"happy": 6.00, "batched": 4.00, "fanout": 25.00, "outage": 20.00}  # issue 12 (and issue 9's outage)
 WRU_TARGET = 6  # per event, on the happy path
+SUMMARY = "issue 12:"  # bench/run_all.py repeats these lines at the end of `make bench`
 
 
 def batch_route_served() -> bool:
@@ -737,8 +741,24 @@ def init_seconds(runs: int) -> dict[str, float]:
     return found
 
 
+BEFORE_MEMORY_MB = 512  # every function's, before issue 12
+
+
 def settings_from(args: argparse.Namespace) -> Settings:
     level, execution_data, xray = deployed_telemetry()
+    if args.as_before:  # the deployment settings issue 12 started from (the code is this checkout's)
+        return Settings(
+            authorizer_ttl_seconds=0,
+            system_log_level="INFO",
+            workflow_log_level="ALL",
+            workflow_execution_data=True,
+            xray=True,
+            events_per_month=args.events_per_month,
+            producer_keys=args.producer_keys,
+            cold_start_fraction=args.cold_starts,
+            init_seconds=init_seconds(3),
+            memory_mb={name: BEFORE_MEMORY_MB for name in BY_NAME},
+        )
     return Settings(
         authorizer_ttl_seconds=int(Api.AUTHORIZER_CACHE_TTL.to_seconds()),
         system_log_level=Functions.SYSTEM_LOG_LEVEL.value,
@@ -749,11 +769,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         producer_keys=args.producer_keys,
         cold_start_fraction=args.cold_starts,
         init_seconds=init_seconds(3),
+        memory_mb={name: function.memory_mb for name, function in BY_NAME.items()},
     )
 
 
 def print_assumptions(settings: Settings, args: argparse.Namespace) -> None:
-    memory = ", ".join(f"{f.name} {f.memory_mb} MB" for f in (AUTHORIZER, INGEST, DELIVERY))
+    memory = ", ".join(f"{f.name} {settings.memory_mb[f.name]} MB" for f in (AUTHORIZER, INGEST, DELIVERY))
     xray_monthly = 2 * settings.events_per_month
     print(
         "\nAssumptions (each a line item below; change them with the options):\n"
@@ -764,7 +785,7 @@ def print_assumptions(settings: Settings, args: argparse.Namespace) -> None:
         " billing its handler's import time measured here, scaled to the function's CPU share (one vCPU at"
         f" {FULL_VCPU_MB} MB): "
         + ", ".join(
-            f"{name} {1000 * t:.0f} ms here, {1000 * t * cpu_slowdown(name):.0f} ms billed"
+            f"{name} {1000 * t:.0f} ms here, {1000 * t * settings.cpu_slowdown(name):.0f} ms billed"
             for name, t in settings.init_seconds.items()
         )
         + ". Warm durations are not scaled: they are mostly moto answering, standing in for AWS's latency.\n"
@@ -801,6 +822,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--producer-keys", type=int, default=1, help="keys the month's events come from")
     parser.add_argument("--cold-starts", type=float, default=0.01, help="fraction of invocations that are cold")
     parser.add_argument("--xray", action="store_true", help="price X-Ray sampled (the default rule) in")
+    parser.add_argument(
+        "--as-before",
+        action="store_true",
+        help="the deployment settings before issue 12: authorizer uncached, START/END/REPORT lines, execution logs"
+        " at ALL with execution data, X-Ray on (default sampling), 512 MB everywhere (on this checkout's code)",
+    )
     args = parser.parse_args(argv)
     # As deployed (cdk.json's api_key_rate_per_second): the API functions count each key's requests.
     os.environ[schema.API_KEY_RATE_PER_SECOND] = str(DEFAULT_PER_KEY_PER_SECOND)
@@ -837,12 +864,17 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
     print(table(["scenario", "per million events", "target", "", "DynamoDB WRU per event"], rows, align="lrrlr"))
+    print()
+    for name, (total, _) in totals.items():
+        verdict = "met" if total <= TARGETS[name] else "NOT met"
+        print(
+            f"{SUMMARY} cost, {name}: {money(total)} per million events, all in (target ≤ {money(TARGETS[name])}:"
+            f" {verdict})"
+        )
     if "happy" in totals:
         wru = totals["happy"][1]
-        print(
-            f"\nDynamoDB write units per event, happy path: {wru:.1f} (target ≤ {WRU_TARGET}:"
-            f" {'met' if wru <= WRU_TARGET else 'NOT met'})."
-        )
+        verdict = "met" if wru <= WRU_TARGET else "NOT met"
+        print(f"{SUMMARY} DynamoDB write units per event, happy path: {wru:.1f} (target ≤ {WRU_TARGET}: {verdict})")
     print("\nPrices used:")
     for key, price in PRICES.items():
         print(f"- {key}: {usd(price.usd)} per {price.per:,.0f} {price.unit} ({price.source})")

@@ -197,6 +197,10 @@ def report_pairs(results: list[Round]) -> None:
         f" botocore's client side of its {CALLS_PER_DELIVERY} AWS calls:"
         f" {1000 * median([r.calls - r.moto for r in results]):.2f} ms."
     )
+    print(
+        f"\nissue 12: worker ratio (paired, one message queued): {less_moto:.2f} with moto's answers subtracted,"
+        f" {less_calls:.2f} with the AWS calls subtracted whole (target ≤ {RATIO_TARGET})"
+    )
 
 
 def quartiles(values: list[float]) -> list[str]:
