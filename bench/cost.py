@@ -404,7 +404,7 @@ def order(payload_bytes: int, number: int) -> dict[str, Any]:
     return {"order_id": f"ord_{number:08d}", "status": "paid", "note": "x" * max(0, payload_bytes - 60)}
 
 
-def run_scenario(scenario: Scenario, payload_bytes: int) -> Run:
+def run_scenario(scenario: Scenario, payload_bytes: int, settings: Settings | None = None) -> Run:
     meter = Meter()
     run = Run(scenario, meter)
     healthy = ScriptedConsumer(default=Reply(200))
@@ -414,6 +414,9 @@ def run_scenario(scenario: Scenario, payload_bytes: int) -> Run:
         with meter.installed(), moto_stack(retry_schedule=scenario.retry_schedule) as env:
             # ATTEMPT_TIMEOUT_SECONDS stays moto_stack's 2 s: no attempt here comes near a timeout.
             driver = Driver(env, meter)
+            if settings is not None:  # the execution log's level priced (deployed, or --as-before)
+                driver.workflow_level = settings.workflow_log_level
+                driver.workflow_execution_data = settings.workflow_execution_data
             # A warm Lambda environment: clients made, code paths run once, before anything is counted.
             warm_tenant = driver.tenant_with_endpoints([healthy.url])
             for number in range(WARM_UP_EVENTS):  # every route the scenario uses, once
@@ -514,7 +517,7 @@ def bill(run: Run, settings: Settings) -> tuple[list[Line], list[ApiCall]]:
     wru = sum(share(c.origin) * c.write_units for c in dynamodb)
     rru = sum(share(c.origin) * c.read_units for c in dynamodb)
     counted = ", ".join(f"{f} {share(f) * n:.3g}" for f, n in sorted(per_function.items()))
-    level, _, _ = deployed_telemetry()
+    level = settings.workflow_log_level
     lines = [
         Line("API Gateway", "HTTP API requests", run.api_units, PRICES["api_requests"]),
         Line("Lambda", f"requests ({counted})", requests, PRICES["lambda_requests"]),
@@ -846,7 +849,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             continue
         started = time.monotonic()
-        run = run_scenario(scenario, args.payload_bytes)
+        run = run_scenario(scenario, args.payload_bytes, settings)
         wru = sum(c.write_units for c in run.meter.calls if not_billed(c) is None and c.service == "dynamodb")
         totals[name] = (report(run, settings, memory_mb, attempt_timeout), wru / scenario.events)
         print(f"\n({time.monotonic() - started:.1f} s)")
