@@ -1,9 +1,9 @@
 """What the logs and traces cost per event is set here: the workflow's log level, X-Ray, the functions' log format.
 
-Defaults (cdk.json leaves them unset): the retry workflow logs at ERROR without execution data, X-Ray is off (and
-the handlers are told so, so they never import the X-Ray SDK), the functions log JSON with Lambda's own
-START/END/REPORT records filtered out. `workflow_log_level=ALL` and `xray_tracing=sampled` turn each back on; a
-second synth of the app with both checks that they reach the template.
+Defaults (as cdk.json states them, and the code without it): the retry workflow logs at ERROR without execution
+data, X-Ray is off (and the handlers are told so, so they never import the X-Ray SDK), the functions log JSON with
+Lambda's own START/END/REPORT records filtered out. `workflow_log_level=ALL` and `xray_tracing=sampled` turn each
+back on; a second synth of the app with both checks that they reach the template.
 """
 
 from __future__ import annotations
