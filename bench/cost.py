@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections import Counter
@@ -42,16 +43,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import boto3
 
-from bench.common import heading, machine, table
+from bench.common import heading, machine, median, table
 from bench.metering import BENCH, EVENT_SOURCE, UNATTRIBUTED, ApiCall, Meter
 from hookrelay.adapters import schema
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, RetrySchedule
-from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, RECONCILER, queue_trigger
+from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, RECONCILER, ROUTES, queue_trigger
 from local import gateway
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
+from stacks import config as stack_config
+from stacks.constructs.api import ACCESS_LOG_FIELDS, Api
+from stacks.constructs.functions import Functions
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
 
@@ -87,6 +92,19 @@ PRICES: dict[str, Price] = {
         0.025, 1e3, "state transition", "https://aws.amazon.com/step-functions/pricing/ (Standard workflows)"
     ),
     "logs_gb": Price(0.50, 1, "GB of logs", "https://aws.amazon.com/cloudwatch/pricing/ (Logs ingestion, Standard)"),
+    "logs_storage_gb_month": Price(
+        0.03, 1, "GB-month of logs stored", "https://aws.amazon.com/cloudwatch/pricing/ (Logs storage/archival)"
+    ),
+    "xray_traces": Price(5.00, 1e6, "trace recorded", "https://aws.amazon.com/xray/pricing/ (traces recorded)"),
+    "dynamodb_storage_gb_month": Price(
+        0.25, 1, "GB-month stored", "https://aws.amazon.com/dynamodb/pricing/on-demand/ (Standard table class)"
+    ),
+    "dynamodb_pitr_gb_month": Price(
+        0.20, 1, "GB-month under PITR", "https://aws.amazon.com/dynamodb/pricing/on-demand/ (continuous backups)"
+    ),
+    "transfer_out_gb": Price(
+        0.09, 1, "GB out to the internet", "https://aws.amazon.com/ec2/pricing/on-demand/ (data transfer, first 10 TB)"
+    ),
     "vended_logs_gb": Price(
         0.50,
         1,
@@ -97,15 +115,79 @@ PRICES: dict[str, Price] = {
 }
 
 API_PAYLOAD_UNIT = 512 * 1024  # HTTP API requests are metered in 512 KB increments
+LOG_EVENT_OVERHEAD_BYTES = 26  # CloudWatch Logs bills each log event's message plus 26 bytes
+# Lambda's START, END and REPORT lines of one invocation (text format; JSON is longer): written unless the
+# functions' system log level is above INFO (stacks/constructs/functions.py sets WARN).
+PLATFORM_LINES = 3
+PLATFORM_BYTES_PER_INVOCATION = 62 + 52 + 170
+SECONDS_PER_MONTH = 30 * 86400
+LOG_STORED_MONTHS = 1.0  # the log groups keep 30 days (LOG_RETENTION): each byte is stored about a month
+STORED_MONTHS = 1.0  # events and deliveries expire 30 days after they end: each event stored about a month
+SHORT_LIVED_TABLES = (schema.RATE_LIMITS, schema.IDEMPOTENCY)  # their items expire within minutes or hours
+# X-Ray's default sampling rule: the first request each second, then 5% (https://docs.aws.amazon.com/xray/latest/
+# devguide/xray-console-sampling.html); what `xray_tracing=sampled` records unless the account has its own rule.
+XRAY_RESERVOIR_PER_SECOND = 1.0
+XRAY_FIXED_RATE = 0.05
+BATCH_ROUTE = "/v1/events/batch"
+BATCH_SIZE = 10
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the deployed stack does that the bill depends on (read from the stack's code) and the assumptions."""
+
+    authorizer_ttl_seconds: int
+    system_log_level: str
+    workflow_log_level: str
+    workflow_execution_data: bool
+    xray: bool
+    events_per_month: float
+    producer_keys: int
+    cold_start_fraction: float
+    init_seconds: dict[str, float]
+    memory_mb: dict[str, int]  # by function
+
+    def gb(self, function: str) -> float:
+        return self.memory_mb[function] / 1024
+
+    def cpu_slowdown(self, function: str) -> float:
+        """How much longer CPU-bound work (an import) takes in the function than on one of this machine's cores."""
+        return max(1.0, FULL_VCPU_MB / self.memory_mb[function])
+
+    def authorizer_miss_fraction(self, events_per_request: int) -> float:
+        """Requests that reach the authorizer: a key's cached answer lasts the TTL from its miss, so a key sending r
+        requests a second misses once per 1 + r * TTL requests (requests evenly spread over the month)."""
+        if self.authorizer_ttl_seconds <= 0:
+            return 1.0
+        rate = self.events_per_month / events_per_request / self.producer_keys / SECONDS_PER_MONTH
+        return 1 / (1 + rate * self.authorizer_ttl_seconds)
+
+    def xray_sampled_fraction(self, requests_per_month: float) -> float:
+        """Traces recorded by X-Ray's default rule at this volume (the reservoir, then 5%), spread evenly."""
+        if requests_per_month <= 0:
+            return 0.0
+        reservoir = min(requests_per_month, XRAY_RESERVOIR_PER_SECOND * SECONDS_PER_MONTH)
+        return (reservoir + XRAY_FIXED_RATE * (requests_per_month - reservoir)) / requests_per_month
+
+    @property
+    def platform_lines(self) -> bool:
+        return self.system_log_level in ("DEBUG", "INFO")
+
+
+def deployed_telemetry() -> tuple[str, bool, bool]:
+    """The retry workflow's log level, whether it logs execution data, and X-Ray: the stack's defaults."""
+    telemetry = stack_config.DEFAULT_TELEMETRY
+    return telemetry.workflow_log_level, telemetry.workflow_execution_data, telemetry.xray_tracing
+
+
 WARM_UP_EVENTS = 3
 DRAIN_LIMIT_SECONDS = 120.0
 FUNCTIONS = (AUTHORIZER.name, INGEST.name, DELIVERY.name)  # the functions every event goes through
 
 
 def deployed_settings() -> tuple[int, int]:
-    """The billed functions' memory (one size, as the table of functions gives them) and the attempt timeout."""
-    (memory_mb,) = {BY_NAME[name].memory_mb for name in FUNCTIONS}
-    return memory_mb, ATTEMPT_TIMEOUT_SECONDS
+    """The delivery function's memory (the table of functions) and the attempt timeout."""
+    return BY_NAME[DELIVERY.name].memory_mb, ATTEMPT_TIMEOUT_SECONDS
 
 
 def outage_schedule(probes: int) -> str:
@@ -137,6 +219,7 @@ class Scenario:
     endpoints: int
     status: int  # what the endpoints answer, once `failures` is used up
     retry_schedule: str = "default"
+    events_per_request: int = 1  # > 1: published through the batch route
     failures: int = 0  # the first requests answered 503 (the outage), in all
 
 
@@ -149,8 +232,13 @@ class Run:
     transitions: int = 0
     executions: int = 0
     probe_executions: int = 0
-    workflow_log_bytes: int = 0  # Step Functions execution logs (level ALL, with execution data)
+    workflow_log_bytes: int = 0  # Step Functions execution logs at the deployed level
+    workflow_log_lines: int = 0
+    workflow_log_bytes_all: int = 0  # ... and what level ALL with execution data would write
     requests_to_endpoints: int = 0
+    webhook_bytes: int = 0  # the requests to the endpoints, as sent: data transfer out
+    response_bytes: int = 0  # the API's answers to the producers: data transfer out
+    stored_bytes: Counter[str] = field(default_factory=Counter)  # DynamoDB storage the events added, by table
     attempts: Counter[int] = field(default_factory=Counter)  # attempts made -> deliveries
     statuses: Counter[str] = field(default_factory=Counter)
 
@@ -161,18 +249,21 @@ class Driver:
     def __init__(self, env: dict[str, str], meter: Meter) -> None:
         self.env = env
         self.meter = meter
+        self.workflow_level, self.workflow_execution_data, _ = deployed_telemetry()
         self.sqs = boto3.client("sqs")  # the event source's own client
         self.sfn = boto3.client("stepfunctions")
         with meter.origin(BENCH):
             self.admin = create_admin_key(env[schema.API_KEYS.env_var]).token
             self.producer = self.call("POST", "/v1/api-keys", self.admin, {"role": "producer"})["token"]
 
-    def call(self, method: str, path: str, token: str, body: Any) -> Any:
+    def call(self, method: str, path: str, token: str, body: Any, run: Run | None = None) -> Any:
         raw = json.dumps(body).encode()
         headers = {"authorization": f"Bearer {token}", "content-type": "application/json"}
         response = gateway.handle(method, path, "", headers, raw)
         if response.status >= 300:
             raise RuntimeError(f"{method} {path}: {response.status} {response.body!r}")
+        if run is not None:
+            run.response_bytes += len(response.body) + RESPONSE_HEADER_BYTES
         return response.json()
 
     def tenant_with_endpoints(self, urls: list[str]) -> str:
@@ -182,12 +273,14 @@ class Driver:
                 self.call("POST", "/v1/endpoints", tenant["api_key"]["token"], {"url": url, "event_types": ["*"]})
         return tenant["tenant_id"]
 
-    def publish(self, run: Run | None, tenant_id: str, data: dict[str, Any]) -> None:
-        body = {"tenant_id": tenant_id, "type": "order.updated", "data": data}
+    def publish(self, run: Run | None, tenant_id: str, data: list[dict[str, Any]]) -> None:
+        """One request: one event, or a batch of them through the batch route."""
+        events = [{"tenant_id": tenant_id, "type": "order.updated", "data": one} for one in data]
+        path, body = ("/v1/events", events[0]) if len(events) == 1 else (BATCH_ROUTE, {"events": events})
         if run is not None:
             run.api_requests += 1
             run.api_units += max(1, math.ceil(len(json.dumps(body).encode()) / API_PAYLOAD_UNIT))
-        self.call("POST", "/v1/events", self.producer, body)
+        self.call("POST", path, self.producer, body, run)
 
     def publish_batch(
         self, run: Run | None, tenant_id: str, datas: list[dict[str, Any]], key_prefix: str | None = None
@@ -256,7 +349,13 @@ class Driver:
                     )
                     events = [event for page_ in history for event in page_["events"]]
                     run.transitions += sum(1 for event in events if event["type"].endswith("StateEntered"))
-                    run.workflow_log_bytes += sum(execution_log_bytes(execution["executionArn"], e) for e in events)
+                    arn = execution["executionArn"]
+                    run.workflow_log_bytes_all += sum(execution_log_bytes(arn, e, execution_data=True) for e in events)
+                    logged = [e for e in events if logged_at(self.workflow_level, e["type"])]
+                    run.workflow_log_lines += len(logged)
+                    run.workflow_log_bytes += sum(
+                        execution_log_bytes(arn, e, execution_data=self.workflow_execution_data) for e in logged
+                    )
 
     def execution_arns(self) -> set[str]:
         with self.meter.origin(BENCH):
@@ -272,11 +371,30 @@ class Driver:
                     run.attempts[int(item.get("attempt_count", 0))] += 1
 
 
-def execution_log_bytes(execution_arn: str, event: dict[str, Any]) -> int:
-    """The bytes of the CloudWatch Logs record Step Functions writes for one history event at level ALL with
-    execution data: the event's details (state name, input and output, error and cause) in the documented
-    record format (id, type, details, previous_event_id, event_timestamp, execution_arn, redrive_count)."""
+FATAL_EVENTS = ("ExecutionFailed", "ExecutionAborted", "ExecutionTimedOut")
+
+
+def logged_at(level: str, event_type: str) -> bool:
+    """Whether Step Functions logs a history event of this type at this level (docs.aws.amazon.com/step-functions/
+    latest/dg/cw-logs.html#cloudwatch-log-level): ALL every event, ERROR the failures, FATAL the execution's end
+    in failure, OFF none."""
+    if level == "ALL":
+        return True
+    if level == "ERROR":
+        return event_type.endswith(("Failed", "TimedOut", "Aborted"))
+    if level == "FATAL":
+        return event_type in FATAL_EVENTS
+    return False
+
+
+def execution_log_bytes(execution_arn: str, event: dict[str, Any], *, execution_data: bool) -> int:
+    """The bytes of the CloudWatch Logs record Step Functions writes for one history event: the event's details
+    (state name, error and cause; input and output only with execution data) in the documented record format
+    (id, type, details, previous_event_id, event_timestamp, execution_arn, redrive_count), plus CloudWatch's
+    per-event overhead."""
     details = next((value for key, value in event.items() if key.endswith("EventDetails")), {})
+    if not execution_data:
+        details = {k: v for k, v in details.items() if k not in ("input", "output", "inputDetails", "outputDetails")}
     record = {
         "id": str(event["id"]),
         "type": event["type"],
@@ -286,7 +404,16 @@ def execution_log_bytes(execution_arn: str, event: dict[str, Any]) -> int:
         "execution_arn": execution_arn,
         "redrive_count": "0",
     }
-    return len(json.dumps(record, separators=(",", ":"), default=str).encode())
+    return len(json.dumps(record, separators=(",", ":"), default=str).encode()) + LOG_EVENT_OVERHEAD_BYTES
+
+
+RESPONSE_HEADER_BYTES = 200  # status line and headers of an HTTP response, about
+
+
+def request_bytes(received: Any) -> int:
+    """A webhook request as it goes over the wire: request line, headers, body (TLS framing left out)."""
+    line = len(f"POST {received.path} HTTP/1.1\r\n")
+    return line + sum(len(k) + len(v) + 4 for k, v in received.headers.items()) + 2 + len(received.body)
 
 
 def order(payload_bytes: int, number: int) -> dict[str, Any]:
@@ -294,7 +421,7 @@ def order(payload_bytes: int, number: int) -> dict[str, Any]:
     return {"order_id": f"ord_{number:08d}", "status": "paid", "note": "x" * max(0, payload_bytes - 60)}
 
 
-def run_scenario(scenario: Scenario, payload_bytes: int) -> Run:
+def run_scenario(scenario: Scenario, payload_bytes: int, settings: Settings | None = None) -> Run:
     meter = Meter()
     run = Run(scenario, meter)
     healthy = ScriptedConsumer(default=Reply(200))
@@ -304,22 +431,35 @@ def run_scenario(scenario: Scenario, payload_bytes: int) -> Run:
         with meter.installed(), moto_stack(retry_schedule=scenario.retry_schedule) as env:
             # ATTEMPT_TIMEOUT_SECONDS stays moto_stack's 2 s: no attempt here comes near a timeout.
             driver = Driver(env, meter)
+            if settings is not None:  # the execution log's level priced (deployed, or --as-before)
+                driver.workflow_level = settings.workflow_log_level
+                driver.workflow_execution_data = settings.workflow_execution_data
             # A warm Lambda environment: clients made, code paths run once, before anything is counted.
             warm_tenant = driver.tenant_with_endpoints([healthy.url])
-            for number in range(WARM_UP_EVENTS):
-                driver.publish(None, warm_tenant, order(payload_bytes, number))
+            for number in range(WARM_UP_EVENTS):  # every route the scenario uses, once
+                size = scenario.events_per_request if number == 0 else 1
+                driver.publish(None, warm_tenant, [order(payload_bytes, number)] * size)
             driver.drain()
             tenant_id = driver.tenant_with_endpoints([f"{consumer.url}/{n}" for n in range(scenario.endpoints)])
             warm_executions = driver.execution_arns()
+            region = boto3.session.Session().region_name or "us-east-1"
+            stored_before = meter.stored_bytes(region)
             meter.reset()
             with meter.recorded():
-                for number in range(scenario.events):
-                    driver.publish(run, tenant_id, order(payload_bytes, number))
+                for first in range(0, scenario.events, scenario.events_per_request):
+                    numbers = range(first, min(scenario.events, first + scenario.events_per_request))
+                    driver.publish(run, tenant_id, [order(payload_bytes, number) for number in numbers])
                 driver.drain()
                 driver.reconcile()
             driver.count_transitions(run, warm_executions)
             driver.count_outcomes(run, tenant_id)
+            names = {env[spec.env_var]: spec for spec in schema.ALL_TABLES}
+            stored = meter.stored_bytes(region) - stored_before
+            run.stored_bytes = Counter(
+                {name: n for name, n in stored.items() if names.get(name) not in SHORT_LIVED_TABLES}
+            )
             run.requests_to_endpoints = len(consumer.received)
+            run.webhook_bytes = sum(request_bytes(received) for received in consumer.received)
     finally:
         healthy.close()
         consumer.close()
@@ -334,25 +474,77 @@ class Line:
     price: Price
 
 
-def bill(run: Run, memory_mb: int) -> tuple[list[Line], list[ApiCall]]:
+FULL_VCPU_MB = 1769  # Lambda gives a function one vCPU at 1,769 MB, a proportional share below
+
+
+def access_log_bytes() -> int:
+    """One API Gateway access-log line (stacks/constructs/api.py's fields) with typical values, as ingested."""
+    typical = {
+        "requestId": "Xa1bCdEfIAMEbcQ=",
+        "requestTime": "01/Dec/2026:10:00:00 +0000",
+        "routeKey": "POST /v1/events",
+        "status": "202",
+        "responseLatency": "45",
+        "sourceIp": "203.0.113.10",
+        "keyId": "key_01JD0000000000000000000000",
+        "authorizerError": "-",
+        "integrationError": "-",
+    }
+    assert typical.keys() == ACCESS_LOG_FIELDS.keys()
+    return len(json.dumps(typical).encode()) + LOG_EVENT_OVERHEAD_BYTES
+
+
+def bill(run: Run, settings: Settings) -> tuple[list[Line], list[ApiCall]]:
     """What AWS would charge for the run, and the calls left out (with `not_billed`'s reasons)."""
     billed = [c for c in run.meter.calls if not_billed(c) is None]
     left_out = [c for c in run.meter.calls if not_billed(c) is not None]
+    scenario = run.scenario
+    miss = settings.authorizer_miss_fraction(scenario.events_per_request)
     invocations = run.meter.invocations
-    gb_s = sum(math.ceil(i.seconds * 1000) / 1000 * memory_mb / 1024 for i in invocations)
+
+    def share(function: str) -> float:  # the authorizer's invocations API Gateway makes (its cache's misses)
+        return miss if function == AUTHORIZER.name else 1.0
+
+    gb = settings.gb
+    cpu_slowdown = settings.cpu_slowdown
+
     per_function = Counter(i.function for i in invocations)
-    function_log_bytes = sum(n for origin, n in run.meter.log_bytes.items() if origin in FUNCTIONS)
+    requests = sum(share(f) * n for f, n in per_function.items())
+    gb_s = sum(share(i.function) * math.ceil(i.seconds * 1000) / 1000 * gb(i.function) for i in invocations)
+    init_gb_s = sum(
+        share(f) * n * settings.cold_start_fraction * settings.init_seconds.get(f, 0.0) * cpu_slowdown(f) * gb(f)
+        for f, n in per_function.items()
+    )
+    function_log_bytes = sum(
+        share(origin) * (n + LOG_EVENT_OVERHEAD_BYTES * run.meter.log_lines[origin])
+        for origin, n in run.meter.log_bytes.items()
+        if origin in BY_NAME
+    )
+    platform_log_bytes = requests * PLATFORM_BYTES_PER_INVOCATION if settings.platform_lines else 0.0
+    access_logs = run.api_requests * access_log_bytes()
+    log_bytes = function_log_bytes + platform_log_bytes + access_logs + run.workflow_log_bytes
+    traces = 0.0
+    if settings.xray:  # a trace per API request (the authorizer and the function in it), per delivery, per execution
+        traced = run.api_requests + per_function[DELIVERY.name] + run.executions
+        monthly = traced / scenario.events * settings.events_per_month
+        traces = traced * settings.xray_sampled_fraction(monthly)
+    stored = sum(run.stored_bytes.values())
     sqs = [c for c in billed if c.service == "sqs"]
     dynamodb = [c for c in billed if c.service == "dynamodb"]
+    wru = sum(share(c.origin) * c.write_units for c in dynamodb)
+    rru = sum(share(c.origin) * c.read_units for c in dynamodb)
+    counted = ", ".join(f"{f} {share(f) * n:.3g}" for f, n in sorted(per_function.items()))
+    level = settings.workflow_log_level
     lines = [
         Line("API Gateway", "HTTP API requests", run.api_units, PRICES["api_requests"]),
+        Line("Lambda", f"requests ({counted})", requests, PRICES["lambda_requests"]),
+        Line("Lambda", "GB-s (measured durations x each function's memory, arm64)", gb_s, PRICES["lambda_gb_s"]),
         Line(
             "Lambda",
-            "requests (" + ", ".join(f"{f} {per_function[f]}" for f in FUNCTIONS) + ")",
-            len(invocations),
-            PRICES["lambda_requests"],
+            f"GB-s of billed INIT ({settings.cold_start_fraction:.0%} cold starts x measured import time)",
+            init_gb_s,
+            PRICES["lambda_gb_s"],
         ),
-        Line("Lambda", f"GB-s (measured durations x {memory_mb} MB, arm64)", gb_s, PRICES["lambda_gb_s"]),
         Line("SQS", "FIFO requests (64 KiB chunks)", sum(c.sqs_chunks for c in sqs if c.fifo), PRICES["sqs_fifo"]),
         Line(
             "SQS",
@@ -360,15 +552,47 @@ def bill(run: Run, memory_mb: int) -> tuple[list[Line], list[ApiCall]]:
             sum(c.sqs_chunks for c in sqs if not c.fifo),
             PRICES["sqs_standard"],
         ),
-        Line("DynamoDB", "write request units", sum(c.write_units for c in dynamodb), PRICES["dynamodb_wru"]),
-        Line("DynamoDB", "read request units", sum(c.read_units for c in dynamodb), PRICES["dynamodb_rru"]),
+        Line("DynamoDB", "write request units", wru, PRICES["dynamodb_wru"]),
+        Line("DynamoDB", "read request units (the authorizer's: its cache's misses)", rru, PRICES["dynamodb_rru"]),
+        Line(
+            "DynamoDB",
+            "storage, GB-month (items + index entries, 30 days)",
+            stored * STORED_MONTHS / 1e9,
+            PRICES["dynamodb_storage_gb_month"],
+        ),
+        Line(
+            "DynamoDB",
+            "PITR, GB-month (the same bytes)",
+            stored * STORED_MONTHS / 1e9,
+            PRICES["dynamodb_pitr_gb_month"],
+        ),
         Line("Step Functions", "state transitions (Standard)", run.transitions, PRICES["transitions"]),
-        Line("CloudWatch Logs", "GB ingested (the functions' output)", function_log_bytes / 1e9, PRICES["logs_gb"]),
+        Line("CloudWatch Logs", "GB ingested: the functions' lines", function_log_bytes / 1e9, PRICES["logs_gb"]),
         Line(
             "CloudWatch Logs",
-            "GB ingested (Step Functions execution logs, level ALL)",
+            f"GB ingested: Lambda START/END/REPORT (system level {settings.system_log_level})",
+            platform_log_bytes / 1e9,
+            PRICES["logs_gb"],
+        ),
+        Line("CloudWatch Logs", "GB ingested: API Gateway access logs", access_logs / 1e9, PRICES["logs_gb"]),
+        Line(
+            "CloudWatch Logs",
+            f"GB ingested: Step Functions execution logs (level {level})",
             run.workflow_log_bytes / 1e9,
             PRICES["vended_logs_gb"],
+        ),
+        Line(
+            "CloudWatch Logs",
+            "GB-month stored (30-day retention)",
+            log_bytes * LOG_STORED_MONTHS / 1e9,
+            PRICES["logs_storage_gb_month"],
+        ),
+        Line("X-Ray", f"traces recorded ({'sampled' if settings.xray else 'off'})", traces, PRICES["xray_traces"]),
+        Line(
+            "Data transfer",
+            "GB out: webhooks to the endpoints and the API's answers",
+            (run.webhook_bytes + run.response_bytes) / 1e9,
+            PRICES["transfer_out_gb"],
         ),
     ]
     return lines, left_out
@@ -399,9 +623,9 @@ def quantity(value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:,.3g}"
 
 
-def report(run: Run, memory_mb: int, attempt_timeout: int) -> float:
+def report(run: Run, settings: Settings, memory_mb: int, attempt_timeout: int) -> float:
     scenario = run.scenario
-    lines, left_out = bill(run, memory_mb)
+    lines, left_out = bill(run, settings)
     per_million = 1e6 / scenario.events
     rows = []
     total = 0.0
@@ -426,8 +650,15 @@ def report(run: Run, memory_mb: int, attempt_timeout: int) -> float:
         f"({', '.join(f'{n} {s}' for s, n in sorted(run.statuses.items()))}); attempts per delivery: "
         + ", ".join(f"{a} attempts x {n}" for a, n in sorted(run.attempts.items()))
         + f"; {run.executions} workflow executions ({run.probe_executions} probe), {run.transitions} state"
-        f" transitions, {run.workflow_log_bytes / max(1, run.transitions):,.0f} bytes of execution log per transition;"
-        f" {run.requests_to_endpoints} requests to the endpoints\n"
+        f" transitions; execution log: {run.workflow_log_lines} records, {run.workflow_log_bytes:,} bytes at the"
+        f" deployed level ({run.workflow_log_bytes_all:,} at ALL with execution data:"
+        f" {money(PRICES['vended_logs_gb'].cost(run.workflow_log_bytes_all / 1e9 * per_million))} per million events);"
+        f" {run.requests_to_endpoints} requests to the endpoints; {scenario.events_per_request} event(s) per request;"
+        f" DynamoDB storage added per event: "
+        + ", ".join(
+            f"{name.split('-')[-1]} {n / scenario.events:,.0f} B" for name, n in sorted(run.stored_bytes.items())
+        )
+        + "\n"
     )
     print(
         table(
@@ -487,7 +718,15 @@ OUTAGE_HOURS = 6  # the bad night: down at 02:00, back at 08:00 (issue 9)
 OUTAGE_PROBES = probes_in(DEFAULT_SCHEDULE, OUTAGE_HOURS * 3600)
 
 SCENARIOS = {
-    "happy": lambda n: Scenario("happy", "Happy path: 1 endpoint, every delivery 2xx", n, 1, 200),
+    "happy": lambda n: Scenario("happy", "Happy path: 1 endpoint, every delivery 2xx, 1 event per request", n, 1, 200),
+    "batched": lambda n: Scenario(
+        "batched",
+        f"Happy path, batches of {BATCH_SIZE} events per request ({BATCH_ROUTE})",
+        n,
+        1,
+        200,
+        events_per_request=BATCH_SIZE,
+    ),
     "outage": lambda n: Scenario(
         "outage",
         f"One endpoint down for a {OUTAGE_HOURS}-hour outage, then back: {OPEN_AFTER_FAILURES} failures open its"
@@ -501,6 +740,97 @@ SCENARIOS = {
     ),
     "fanout": lambda n: Scenario("fanout", "Fan-out: 10 endpoints, every delivery 2xx", max(1, n // 4), 10, 200),
 }
+TARGETS = {"happy": 6.00, "batched": 4.00, "fanout": 25.00, "outage": 20.00}  # issue 12 (and issue 9's outage)
+WRU_TARGET = 6  # per event, on the happy path
+SUMMARY = "issue 12:"  # bench/run_all.py repeats these lines at the end of `make bench`
+
+
+def batch_route_served() -> bool:
+    return any(route.path == BATCH_ROUTE and route.method == "POST" for route in ROUTES)
+
+
+def init_seconds(runs: int) -> dict[str, float]:
+    """Each function's handler import, median of fresh interpreters with bytecode (what the asset ships): the INIT
+    phase Lambda bills at a cold start (clients are made on first use, inside the first invocation, timed there)."""
+    from bench.cold_start import import_seconds
+
+    found = {}
+    for function in (AUTHORIZER, INGEST, DELIVERY):
+        module = function.handler.rpartition(".")[0]
+        found[function.name] = median([import_seconds(module, cached=True) for _ in range(runs)])
+    return found
+
+
+BEFORE_MEMORY_MB = 512  # every function's, before issue 12
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    level, execution_data, xray = deployed_telemetry()
+    if args.as_before:  # the deployment settings issue 12 started from (the code is this checkout's)
+        return Settings(
+            authorizer_ttl_seconds=0,
+            system_log_level="INFO",
+            workflow_log_level="ALL",
+            workflow_execution_data=True,
+            xray=True,
+            events_per_month=args.events_per_month,
+            producer_keys=args.producer_keys,
+            cold_start_fraction=args.cold_starts,
+            init_seconds=init_seconds(3),
+            memory_mb={name: BEFORE_MEMORY_MB for name in BY_NAME},
+        )
+    return Settings(
+        authorizer_ttl_seconds=int(Api.AUTHORIZER_CACHE_TTL.to_seconds()),
+        system_log_level=Functions.SYSTEM_LOG_LEVEL.value,
+        workflow_log_level=level,
+        workflow_execution_data=execution_data,
+        xray=xray or args.xray,
+        events_per_month=args.events_per_month,
+        producer_keys=args.producer_keys,
+        cold_start_fraction=args.cold_starts,
+        init_seconds=init_seconds(3),
+        memory_mb={name: function.memory_mb for name, function in BY_NAME.items()},
+    )
+
+
+def print_assumptions(settings: Settings, args: argparse.Namespace) -> None:
+    memory = ", ".join(f"{f.name} {settings.memory_mb[f.name]} MB" for f in (AUTHORIZER, INGEST, DELIVERY))
+    xray_monthly = 2 * settings.events_per_month
+    print(
+        "\nAssumptions (each a line item below; change them with the options):\n"
+        f"- Prices: {PRICES_REGION} list prices as published on {PRICES_DATE}, on demand, first tier, no free tier.\n"
+        f"- Functions: arm64, {memory} (lambdas/hookrelay/functions.py); GB-s from the invocations' measured"
+        " durations on this machine (moto in process answers the AWS calls: its time stands in for AWS's latency).\n"
+        f"- Billed INIT: {settings.cold_start_fraction:.0%} of invocations are cold starts (--cold-starts), each"
+        " billing its handler's import time measured here, scaled to the function's CPU share (one vCPU at"
+        f" {FULL_VCPU_MB} MB): "
+        + ", ".join(
+            f"{name} {1000 * t:.0f} ms here, {1000 * t * settings.cpu_slowdown(name):.0f} ms billed"
+            for name, t in settings.init_seconds.items()
+        )
+        + ". Warm durations are not scaled: they are mostly moto answering, standing in for AWS's latency.\n"
+        f"- Authorizer: its decision cached {settings.authorizer_ttl_seconds} s (Api.AUTHORIZER_CACHE_TTL);"
+        f" {settings.events_per_month:,.0f} events a month from {settings.producer_keys} producer key(s), evenly"
+        " spread (--events-per-month, --producer-keys): "
+        f"{settings.authorizer_miss_fraction(1):.1%} of single-event requests and"
+        f" {settings.authorizer_miss_fraction(BATCH_SIZE):.1%} of batch requests invoke it.\n"
+        f"- Logs: the functions' own lines at INFO (one per delivered webhook), Lambda's START/END/REPORT"
+        f" {'written' if settings.platform_lines else 'not written'} (system log level {settings.system_log_level});"
+        f" the retry workflow's execution log at {settings.workflow_log_level}"
+        f"{' with' if settings.workflow_execution_data else ' without'} execution data"
+        " (CDK context workflow_log_level); API Gateway access logs, one line per request; every log group kept"
+        f" 30 days; {LOG_EVENT_OVERHEAD_BYTES} bytes billed per log event on top of its text.\n"
+        f"- X-Ray: {'sampled' if settings.xray else 'off'} (CDK context xray_tracing). Sampled, X-Ray's default rule"
+        f" (the first request each second, then {XRAY_FIXED_RATE:.0%}) would record"
+        f" {settings.xray_sampled_fraction(xray_monthly):.0%} of about {xray_monthly:,.0f} traces a month at this"
+        f" volume: {money(PRICES['xray_traces'].cost(2e6 * settings.xray_sampled_fraction(xray_monthly)))} per"
+        " million events more on the happy path (run with --xray to price it in).\n"
+        "- DynamoDB storage and PITR: the bytes the events add to the tables (items and index entries, 100 bytes of"
+        " overhead each), kept 30 days: about one GB-month per GB; rate-limit counters and idempotency records"
+        " expire within minutes or hours and are left out.\n"
+        "- Data transfer out: each webhook's request line, headers and body, and the API's answers; TLS framing and"
+        " the free first 100 GB a month left out."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -508,22 +838,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--events", type=int, default=100, help="events in the happy path (outage: x2, fan-out: /4)")
     parser.add_argument("--payload-bytes", type=int, default=1024, help="size of each event's data (default 1 KiB)")
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append", help="run only these")
+    parser.add_argument("--events-per-month", type=float, default=1e6, help="for the authorizer cache and X-Ray")
+    parser.add_argument("--producer-keys", type=int, default=1, help="keys the month's events come from")
+    parser.add_argument("--cold-starts", type=float, default=0.01, help="fraction of invocations that are cold")
+    parser.add_argument("--xray", action="store_true", help="price X-Ray sampled (the default rule) in")
+    parser.add_argument(
+        "--as-before",
+        action="store_true",
+        help="the deployment settings before issue 12: authorizer uncached, START/END/REPORT lines, execution logs"
+        " at ALL with execution data, X-Ray on (default sampling), 512 MB everywhere (on this checkout's code)",
+    )
     args = parser.parse_args(argv)
+    # As deployed (cdk.json's api_key_rate_per_second): the API functions count each key's requests.
+    os.environ[schema.API_KEY_RATE_PER_SECOND] = str(DEFAULT_PER_KEY_PER_SECOND)
     memory_mb, attempt_timeout = deployed_settings()
     print(f"# Cost per million events ({machine()})")
-    print(
-        f"\nPrices: {PRICES_REGION} list prices as published on {PRICES_DATE}, no free tier. Functions: {memory_mb} MB"
-        f" arm64 (lambdas/hookrelay/functions.py). Each event carries {args.payload_bytes} bytes of data."
-    )
-    totals = {}
-    for name in args.scenario or ["happy", "outage", "fanout"]:
+    settings = settings_from(args)
+    print_assumptions(settings, args)
+    totals: dict[str, tuple[float, float]] = {}
+    for name in args.scenario or ["happy", "batched", "fanout", "outage"]:
         scenario = SCENARIOS[name](args.events)
+        if scenario.events_per_request > 1 and not batch_route_served():
+            heading(scenario.title)
+            print(
+                f"Not measured: no function serves POST {BATCH_ROUTE} on this branch (the batch ingest is issue 12's"
+                " other part)."
+            )
+            continue
         started = time.monotonic()
-        run = run_scenario(scenario, args.payload_bytes)
-        totals[scenario.title] = report(run, memory_mb, attempt_timeout)
+        run = run_scenario(scenario, args.payload_bytes, settings)
+        wru = sum(c.write_units for c in run.meter.calls if not_billed(c) is None and c.service == "dynamodb")
+        totals[name] = (report(run, settings, memory_mb, attempt_timeout), wru / scenario.events)
         print(f"\n({time.monotonic() - started:.1f} s)")
-    heading("Total per million events")
-    print(table(["scenario", "per million events"], [[t, money(c)] for t, c in totals.items()]))
+    heading("Total per million events, all in")
+    rows = []
+    for name, (total, wru) in totals.items():
+        target = TARGETS[name]
+        rows.append(
+            [
+                SCENARIOS[name](args.events).title,
+                money(total),
+                f"≤ {money(target)}",
+                "met" if total <= target else "NOT met",
+                f"{wru:.1f}",
+            ]
+        )
+    print(table(["scenario", "per million events", "target", "", "DynamoDB WRU per event"], rows, align="lrrlr"))
+    print()
+    for name, (total, _) in totals.items():
+        verdict = "met" if total <= TARGETS[name] else "NOT met"
+        print(
+            f"{SUMMARY} cost, {name}: {money(total)} per million events, all in (target ≤ {money(TARGETS[name])}:"
+            f" {verdict})"
+        )
+    if "happy" in totals:
+        wru = totals["happy"][1]
+        verdict = "met" if wru <= WRU_TARGET else "NOT met"
+        print(f"{SUMMARY} DynamoDB write units per event, happy path: {wru:.1f} (target ≤ {WRU_TARGET}: {verdict})")
     print("\nPrices used:")
     for key, price in PRICES.items():
         print(f"- {key}: {usd(price.usd)} per {price.per:,.0f} {price.unit} ({price.source})")

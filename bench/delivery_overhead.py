@@ -1,6 +1,17 @@
-"""Delivery overhead: deliveries per second through the real delivery path vs. bare `requests.post`, in one run.
+"""Delivery overhead: the delivery handler's time per delivery vs. a bare `requests.post`, paired, as a ratio.
 
-    python bench/delivery_overhead.py [--deliveries N]
+    python bench/delivery_overhead.py [--rounds N] [--deliveries N]
+
+The worker ratio (issue 12, target ≤ 1.3): N rounds, each with ONE message queued (so moto's FIFO receive has
+nothing to scan), each timing one delivery handler invocation and one bare `requests.post` of the same body and
+headers to the same consumer, back to back, their order alternating between rounds (so drift and load hit both
+alike). The handler's time is its invocation less the AWS calls it made (moto answering in this process stands in
+for network round trips to DynamoDB; on AWS they are waits, not this function's CPU): what is left is its own
+code and its POST. The ratio is that over the bare POST's time, median of the rounds' paired ratios.
+
+The second part (`--deliveries`, 0 to skip) is the earlier throughput view: N messages queued at once, then drained
+through the event source, then N bare POSTs after; it is inflated by moto's receive scanning the deep queue and by
+measuring the two paths at different times, and kept only for comparison with earlier figures.
 
 The delivery path is the one the local stack runs: the SQS event source (`local.sqs_source.poll_once`,
 one message per invocation as deployed) invoking the real delivery handler, whose service claims the
@@ -19,20 +30,25 @@ import argparse
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests
 
-from bench.common import heading, machine, table
+from bench.common import heading, machine, median, percentile, table
 from bench.cost import Driver, order
 from bench.metering import EVENT_SOURCE, Meter
 from hookrelay.adapters import schema
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.signing import signed_headers
 from hookrelay.functions import DELIVERY, queue_trigger
-from local.sqs_source import poll_once
+from local.lambda_runtime import invoke
+from local.sqs_source import poll_once, to_record
 from tests.support.aws import moto_stack
 from tests.support.consumer import ScriptedConsumer
 
@@ -57,22 +73,165 @@ def ms(seconds: float, count: int) -> str:
     return f"{1000 * seconds / count:.2f}"
 
 
+RATIO_TARGET = 1.3
+CALLS_PER_DELIVERY = 4  # claim, endpoint, event, record: the happy path (bench/cost.py counts them)
+
+
+class MotoClock:
+    """Seconds moto spent answering requests (its botocore stub: the in-process stand-in for AWS's side of a call),
+    so that botocore's own client-side work (serializing, signing, parsing: CPU the function spends on AWS too)
+    stays in the handler's time."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        from moto.core.botocore_stubber import BotocoreStubber
+
+        original = BotocoreStubber.__call__
+        clock = self
+
+        def timed(stub: Any, *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return original(stub, *args, **kwargs)
+            finally:
+                clock.seconds += time.perf_counter() - started
+
+        BotocoreStubber.__call__ = timed  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            BotocoreStubber.__call__ = original  # type: ignore[method-assign]
+
+
+class Skipped(Exception):
+    """The throughput view was not asked for."""
+
+
+@dataclass(frozen=True)
+class Round:
+    handler: float  # the invocation, whole
+    bare: float  # the bare POST
+    moto: float  # moto answering the handler's AWS calls (its botocore stub)
+    calls: float  # the handler's AWS calls, whole: botocore's client side (and the meter's wrapper) and moto
+
+    @property
+    def less_moto(self) -> float:
+        return self.handler - self.moto
+
+    @property
+    def less_calls(self) -> float:
+        return self.handler - self.calls
+
+
+def paired_rounds(driver: Driver, consumer: ScriptedConsumer, rounds: int) -> list[Round]:
+    moto = MotoClock()
+    tenant_id = driver.tenant_with_endpoints([consumer.url])
+    url = driver.env[schema.DELIVERY_QUEUE.env_var]
+    arn = driver.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    driver.publish(None, tenant_id, [order(1024, 0)])
+    assert deliver_all(driver, 1) == 1
+    sample = consumer.received[-1]
+    body, headers = sample.body, {k: v for k, v in sample.headers.items() if k.startswith(("webhook-", "content-"))}
+    requests.post(consumer.url, data=body, headers=headers, timeout=5).raise_for_status()  # warm-up
+
+    def bare() -> float:
+        started = time.perf_counter()
+        requests.post(consumer.url, data=body, headers=headers, timeout=5).raise_for_status()
+        return time.perf_counter() - started
+
+    results = []
+    for number in range(rounds):
+        driver.publish(None, tenant_id, [order(1024, number + 1)])  # one message queued
+        bare_first = number % 2 == 1
+        bare_seconds = bare() if bare_first else 0.0
+        message = driver.sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"])["Messages"][0]
+        event = {"Records": [to_record(message, arn)]}
+        moto.seconds = 0.0
+        driver.meter.reset()
+        with moto.installed(), driver.meter.recorded():
+            started = time.perf_counter()
+            invoke(DELIVERY.name, event)  # the handler as Lambda invokes it, its AWS calls answered by moto
+            handler_seconds = time.perf_counter() - started
+        calls = sum(c.seconds for c in driver.meter.calls if c.origin == DELIVERY.name)
+        driver.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        if not bare_first:
+            bare_seconds = bare()
+        results.append(Round(handler_seconds, bare_seconds, moto.seconds, calls))
+    return results
+
+
+def report_pairs(results: list[Round]) -> None:
+    bare = [r.bare for r in results]
+    less_moto = median([r.less_moto / r.bare for r in results])
+    less_calls = median([r.less_calls / r.bare for r in results])
+    heading(f"The worker ratio: {len(results)} paired rounds, one message queued, moto's time subtracted")
+    print(
+        table(
+            ["per delivery", "median ms", "p25 ms", "p75 ms"],
+            [
+                ["delivery handler, whole invocation", *quartiles([r.handler for r in results])],
+                [
+                    "  less moto's answers (its code, botocore's client side, its POST)",
+                    *quartiles([r.less_moto for r in results]),
+                ],
+                ["  less its AWS calls whole (its code and its POST)", *quartiles([r.less_calls for r in results])],
+                ["bare requests.post, same body and headers", *quartiles(bare)],
+                ["moto answering the handler's AWS calls", *quartiles([r.moto for r in results])],
+                [
+                    "botocore's client side of those calls (calls less moto)",
+                    *quartiles([r.calls - r.moto for r in results]),
+                ],
+            ],
+        )
+    )
+    print(
+        "\n**Worker ratio, handler less moto's answers / bare POST (median of the rounds' paired ratios):"
+        f" {less_moto:.2f}**"
+        f" (target ≤ {RATIO_TARGET}: {'met' if less_moto <= RATIO_TARGET else 'NOT met'}). Less its AWS calls whole"
+        f" (botocore's client side subtracted too): {less_calls:.2f}"
+        f" ({'met' if less_calls <= RATIO_TARGET else 'NOT met'}). The handler's own code:"
+        f" {1000 * (median([r.less_calls for r in results]) - median(bare)):.2f} ms per delivery beside the POST;"
+        f" botocore's client side of its {CALLS_PER_DELIVERY} AWS calls:"
+        f" {1000 * median([r.calls - r.moto for r in results]):.2f} ms."
+    )
+    print(
+        f"\nissue 12: worker ratio (paired, one message queued): {less_moto:.2f} with moto's answers subtracted,"
+        f" {less_calls:.2f} with the AWS calls subtracted whole (target ≤ {RATIO_TARGET})"
+    )
+
+
+def quartiles(values: list[float]) -> list[str]:
+    return [
+        f"{1000 * median(values):.2f}",
+        f"{1000 * percentile(values, 0.25):.2f}",
+        f"{1000 * percentile(values, 0.75):.2f}",
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--deliveries", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=200, help="paired rounds for the worker ratio")
+    parser.add_argument("--deliveries", type=int, default=300, help="queued at once for the throughput view; 0: skip")
     args = parser.parse_args(argv)
     count = args.deliveries
+    print(f"# Delivery overhead ({machine()})")
     meter = Meter(size_dynamodb=False)  # timing only: sizing items would add our own reads to moto's time
     consumer = ScriptedConsumer()
     try:
         with meter.installed(), moto_stack() as env:
             driver = Driver(env, meter)
+            pairs = paired_rounds(driver, consumer, args.rounds)  # reported after: stdout is the meter's in here
+            if count == 0:
+                raise Skipped
             tenant_id = driver.tenant_with_endpoints([consumer.url])
             for number in range(WARM_UP):
-                driver.publish(None, tenant_id, order(1024, number))
+                driver.publish(None, tenant_id, [order(1024, number)])
             assert deliver_all(driver, WARM_UP) == WARM_UP
             for number in range(count):
-                driver.publish(None, tenant_id, order(1024, number))
+                driver.publish(None, tenant_id, [order(1024, number)])
             meter.reset()
             with meter.recorded():
                 started = time.perf_counter()
@@ -88,8 +247,12 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(count):
             requests.post(consumer.url, data=body, headers=headers, timeout=5).raise_for_status()
         bare_seconds = time.perf_counter() - started
+    except Skipped:
+        report_pairs(pairs)
+        return 0
     finally:
         consumer.close()
+    report_pairs(pairs)
 
     started = time.perf_counter()
     for _ in range(count):
@@ -101,8 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     aws_in_source = sum(c.seconds for c in meter.calls if c.origin == EVENT_SOURCE)
     handler_aws = sum(s for k, s in aws_in_handler.items() if k)
 
-    print(f"# Delivery overhead ({machine()})")
-    heading(f"{count} deliveries, each way, to one consumer on 127.0.0.1")
+    heading(
+        f"Throughput view (inflated, see the docstring): {count} deliveries queued at once, then {count} bare POSTs"
+    )
     path_rate, bare_rate = count / path_seconds, count / bare_seconds
     print(
         table(

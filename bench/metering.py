@@ -40,6 +40,7 @@ from botocore.exceptions import ClientError
 
 from local import lambda_runtime
 
+STORAGE_OVERHEAD_BYTES = 100  # DynamoDB's per item (and per index entry) storage overhead
 WORKFLOW = "step functions"
 EVENT_SOURCE = "event source"
 BENCH = "bench"
@@ -130,6 +131,20 @@ class DynamoDbSizer:
         projected = {name: item.attrs[name] for name in names if name in item.attrs}
         size = sum(len(name.encode()) + value.size() for name, value in projected.items())
         return IndexEntry(tuple(item.attrs[name].value for name in key_names), projected, size)
+
+    def stored_bytes(self) -> Counter[str]:
+        """Billed storage by table: each item and each of its index entries, with DynamoDB's 100 bytes of overhead
+        per item and per index entry (https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/
+        CapacityUnitCalculations.html)."""
+        stored: Counter[str] = Counter()
+        for name, table in self.backend.tables.items():
+            for item in table.all_items():
+                stored[name] += item.size() + STORAGE_OVERHEAD_BYTES
+                for index in table.global_indexes:
+                    entry = self._entry(table, index, item)
+                    if entry is not None:
+                        stored[name] += entry.size + STORAGE_OVERHEAD_BYTES
+        return stored
 
     def snapshot(self, table_name: str, key: dict[str, Any]) -> Snapshot | None:
         table = self._table(table_name)
@@ -244,7 +259,9 @@ class CountingStream:
     def write(self, text: str) -> int:
         if self.meter.recording:
             with self.meter.lock:
-                self.meter.log_bytes[self.meter.current_origin()] += len(text.encode())
+                origin = self.meter.current_origin()
+                self.meter.log_bytes[origin] += len(text.encode())
+                self.meter.log_lines[origin] += text.count("\n")
         return len(text)  # the functions' output is counted, not shown
 
     def flush(self) -> None:
@@ -288,6 +305,7 @@ class Meter:
         self.calls: list[ApiCall] = []
         self.invocations: list[Invocation] = []
         self.log_bytes: Counter[str] = Counter()
+        self.log_lines: Counter[str] = Counter()  # CloudWatch bills 26 bytes more per log event (line)
         self.recording = False
         self.lock = threading.Lock()
         self._local = threading.local()
@@ -328,6 +346,7 @@ class Meter:
             self.calls.clear()
             self.invocations.clear()
             self.log_bytes.clear()
+            self.log_lines.clear()
 
     # -- installation -------------------------------------------------------------------------------
     @contextmanager
@@ -421,6 +440,9 @@ class Meter:
                     call.read_units = sizer.read_units(operation, params, result)
             with self.lock:
                 self.calls.append(call)
+
+    def stored_bytes(self, region: str) -> Counter[str]:
+        return self._dynamodb_sizer(region).stored_bytes()
 
     def _dynamodb_sizer(self, region: str) -> DynamoDbSizer:
         if self._sizer is None:

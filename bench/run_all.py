@@ -1,6 +1,7 @@
 """Run every benchmark, one after another, each in its own interpreter; stops at nothing, reports failures.
 
-python bench/run_all.py        (make bench)
+python bench/run_all.py                 (make bench)
+python bench/run_all.py cost.py ...     (only these)
 """
 
 from __future__ import annotations
@@ -27,14 +28,35 @@ LIMIT_SECONDS = 300  # each benchmark finishes well within this on a 2-core mach
 LIMITS = {"bad_night.py": 1800, "local_throughput.py": 2100}
 
 
+SUMMARY = "issue 12:"  # lines the cost, cold-start and delivery benchmarks print for the side-by-side summary
+
+
+def run(script: str, limit: float, summary: list[str]) -> int:
+    """Run one benchmark, its output shown as it comes; its summary lines kept for the end."""
+    with subprocess.Popen(  # noqa: S603 - this interpreter, our own script
+        [sys.executable, str(BENCH / script)], stdout=subprocess.PIPE, text=True, bufsize=1
+    ) as process:
+        assert process.stdout is not None
+        started = time.monotonic()
+        for line in process.stdout:
+            print(line, end="", flush=True)
+            if line.startswith(SUMMARY):
+                summary.append(line.rstrip())
+            if time.monotonic() - started > limit:
+                process.kill()
+                raise subprocess.TimeoutExpired(script, limit)
+        return process.wait()
+
+
 def main() -> int:
     failed = []
-    for script in SCRIPTS:
+    summary: list[str] = []
+    for script in sys.argv[1:] or SCRIPTS:
         started = time.monotonic()
         print(f"\n===== bench/{script}", flush=True)
         try:
             limit = LIMITS.get(script, LIMIT_SECONDS)
-            code = subprocess.run([sys.executable, str(BENCH / script)], timeout=limit, check=False).returncode  # noqa: S603
+            code = run(script, limit, summary)
         except subprocess.TimeoutExpired:
             code = "timed out"
         print(
@@ -42,6 +64,8 @@ def main() -> int:
         )
         if code != 0:
             failed.append(script)
+    print("\n===== issue 12, side by side (from the runs above)")
+    print("\n".join(summary) or "(none printed)")
     if failed:
         print(f"\nfailed: {', '.join(failed)}")
     return 1 if failed else 0

@@ -149,3 +149,49 @@ def enforce_event_catalogue(node: Node) -> bool:
             f"CDK context {ENFORCE_EVENT_CATALOGUE_CONTEXT}={raw!r} is not valid: {error}. "
             "Give true or false, e.g. -c enforce_event_catalogue=true."
         ) from error
+
+
+# --- Logs and traces: what the bill shows per event (bench/cost.py prices each setting) ---
+
+WORKFLOW_LOG_LEVEL_CONTEXT = "workflow_log_level"
+XRAY_TRACING_CONTEXT = "xray_tracing"
+# ERROR: one log record per failed or timed-out execution, not one per history event. At ALL (with execution
+# data) every delivery that enters the retry workflow writes about 3 KB per state transition, 45 KB for one
+# that dies after its attempts: the biggest single line of a bad night's log bill.
+DEFAULT_WORKFLOW_LOG_LEVEL = "ERROR"
+WORKFLOW_LOG_LEVELS = ("OFF", "FATAL", "ERROR", "ALL")
+# "off": no X-Ray (no traces billed, the X-Ray SDK never imported). "sampled": Lambda Active tracing and the
+# workflow's tracing, sampled by the account's X-Ray sampling rules (X-Ray's default rule records the first
+# request each second and 5% of the rest; a rule of your own changes that, see bench/README.md).
+DEFAULT_XRAY_TRACING = "off"
+XRAY_TRACING_MODES = ("off", "sampled")
+
+
+@dataclass(frozen=True)
+class Telemetry:
+    workflow_log_level: str  # one of WORKFLOW_LOG_LEVELS; execution data is logged only at ALL
+    xray_tracing: bool
+
+    @property
+    def workflow_execution_data(self) -> bool:
+        return self.workflow_log_level == "ALL"
+
+
+DEFAULT_TELEMETRY = Telemetry(DEFAULT_WORKFLOW_LOG_LEVEL, xray_tracing=DEFAULT_XRAY_TRACING == "sampled")
+
+
+def telemetry(node: Node) -> Telemetry:
+    """`workflow_log_level` (OFF, FATAL, ERROR, ALL; default ERROR) and `xray_tracing` (off, sampled; default off)."""
+    raw_level: Any = node.try_get_context(WORKFLOW_LOG_LEVEL_CONTEXT)
+    level = DEFAULT_WORKFLOW_LOG_LEVEL if raw_level in (None, "") else str(raw_level).upper()
+    if level not in WORKFLOW_LOG_LEVELS:
+        raise InvalidConfiguration(
+            f"CDK context {WORKFLOW_LOG_LEVEL_CONTEXT}={raw_level!r} is not one of {', '.join(WORKFLOW_LOG_LEVELS)}"
+        )
+    raw_tracing: Any = node.try_get_context(XRAY_TRACING_CONTEXT)
+    tracing = DEFAULT_XRAY_TRACING if raw_tracing in (None, "") else str(raw_tracing).lower()
+    if tracing not in XRAY_TRACING_MODES:
+        raise InvalidConfiguration(
+            f"CDK context {XRAY_TRACING_CONTEXT}={raw_tracing!r} is not one of {', '.join(XRAY_TRACING_MODES)}"
+        )
+    return Telemetry(workflow_log_level=level, xray_tracing=tracing == "sampled")

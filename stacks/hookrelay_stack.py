@@ -12,7 +12,7 @@ from constructs import Construct
 
 from hookrelay.adapters import schema
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
-from hookrelay.functions import API, AUTHORIZER, DELIVERY
+from hookrelay.functions import API, DELIVERY, ROUTES
 from scripts import build_lambda_asset
 from stacks import config
 from stacks.constructs.api import Api
@@ -39,6 +39,7 @@ class HookrelayStack(Stack):
         api_key_rate = config.api_key_rate(self.node)
         alarm_email = config.alarm_email(self.node)
         enforce_event_catalogue = config.enforce_event_catalogue(self.node)
+        telemetry = config.telemetry(self.node)
 
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")
@@ -48,6 +49,7 @@ class HookrelayStack(Stack):
             "RetryWorkflow",
             delivery_queue=queues.queue(schema.DELIVERY_QUEUE),
             dead_letter_queue=queues.queue(schema.DEAD_LETTER_QUEUE),
+            telemetry=telemetry,
         )
         functions = Functions(
             self,
@@ -64,9 +66,11 @@ class HookrelayStack(Stack):
             },
             reserved_concurrency=concurrency.reserved,
             event_source_max_concurrency={DELIVERY.name: concurrency.delivery_max_concurrency},
+            xray_tracing=telemetry.xray_tracing,
         )
-        if api_key_rate is not None:
-            functions.function(AUTHORIZER.name).add_environment(schema.API_KEY_RATE_PER_SECOND, str(api_key_rate))
+        if api_key_rate is not None:  # counted by the functions that serve the API's routes (handlers/http.py)
+            for served in {function.name for function in ROUTES.values()}:
+                functions.function(served).add_environment(schema.API_KEY_RATE_PER_SECOND, str(api_key_rate))
         # Only the API function registers and changes endpoints' filters.
         functions.function(API.name).add_environment(
             schema.ENFORCE_EVENT_CATALOGUE, "true" if enforce_event_catalogue else "false"

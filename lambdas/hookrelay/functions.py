@@ -26,6 +26,10 @@ from hookrelay.adapters import schema
 # Every function's unless its entry says otherwise.
 DEFAULT_TIMEOUT_SECONDS = 10
 MEMORY_MB = 512
+# The functions on every event's path mostly wait (on DynamoDB, SQS, the endpoint): their own code takes a few ms
+# of CPU per event (bench/delivery_overhead.py), so half the memory (and CPU share) halves their GB-s at the price
+# of a slower cold start (import time scales with CPU); bench/cost.py prices both.
+LIGHT_MEMORY_MB = 256
 
 
 class TableAccess(Enum):
@@ -119,14 +123,17 @@ AUTHORIZER = Function(
     "authorizer",
     "hookrelay.handlers.authorizer.handler",
     trigger=Authorizer(),
-    # The keys, and each key's request counter (a conditional UpdateItem per request: the per-key rate limit).
-    access=Access(tables={schema.API_KEYS: TableAccess.READ, schema.RATE_LIMITS: TableAccess.READ_UPDATE}),
+    memory_mb=LIGHT_MEMORY_MB,
+    # The keys only: its answers are cached (stacks/constructs/api.py), so the per-key rate limit is counted by the
+    # API functions, which see every request.
+    access=Access(tables={schema.API_KEYS: TableAccess.READ}),
 )
 
 INGEST = Function(
     "ingest",
     "hookrelay.handlers.ingest.handler",
     trigger=ApiRoutes((Route("POST", "/v1/events"), Route("POST", "/v1/events/batch"))),
+    memory_mb=LIGHT_MEMORY_MB,
     access=Access(
         tables={
             schema.TENANTS: TableAccess.READ,
@@ -135,6 +142,7 @@ INGEST = Function(
             schema.DELIVERIES: TableAccess.WRITE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency records
             schema.EVENT_TYPES: TableAccess.READ,  # an event's data against its type's schema
+            schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
         },
         sends_to=(schema.DELIVERY_QUEUE,),
     ),
@@ -183,6 +191,7 @@ API = Function(
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency deletes a failed request's record
             schema.PARKING_LOT: TableAccess.READ,  # how many deliveries wait behind an open circuit
             schema.EVENT_TYPES: TableAccess.READ_WRITE,  # the catalogue: admins register and delete types
+            schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
     ),
@@ -196,6 +205,7 @@ DELIVERY = Function(
     # locked for up to the attempt timeout. FIFO concurrency scales with message groups instead.
     trigger=QueueTrigger(schema.DELIVERY_QUEUE, batch_size=1),
     timeout_seconds=schema.DELIVERY_FUNCTION_TIMEOUT_SECONDS,
+    memory_mb=LIGHT_MEMORY_MB,
     access=Access(
         tables={
             schema.ENDPOINTS: TableAccess.READ_UPDATE,  # the failing spell and the circuit (conditional updates)

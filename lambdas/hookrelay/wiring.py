@@ -1,48 +1,40 @@
-"""The composition root: services built from the environment, once per process, on first use."""
+"""The composition root: services built from the environment, once per process, on first use.
+
+Each factory imports what it builds when it first runs, not at module import: a function's cold start imports its
+own services and adapters only (the authorizer, for one, never loads pydantic nor the delivery path;
+tests/unit/test_cold_imports.py holds every handler to that).
+"""
 
 from __future__ import annotations
 
 import os
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hookrelay import functions
 from hookrelay.adapters import aws, schema
-from hookrelay.adapters.circuit import DynamoCircuits, DynamoParkingLot
-from hookrelay.adapters.dynamodb import (
-    ApiKeyTable,
-    DeliveryTable,
-    EndpointTable,
-    EventTable,
-    RedriveTable,
-    TenantTable,
-)
-from hookrelay.adapters.event_types import EventTypeTable
-from hookrelay.adapters.http_sender import RequestsSender
-from hookrelay.adapters.json_schema import FastJsonSchemas
-from hookrelay.adapters.rate_limits import DynamoRateCounters
-from hookrelay.adapters.redrive_sqs import SqsMessageSource, SqsRedriveJobs
-from hookrelay.adapters.sns import SnsEndpointNotices
-from hookrelay.adapters.sqs import SqsDeliveryQueue
-from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
-from hookrelay.adapters.telemetry import DeadLetterTelemetry, PowertoolsTelemetry
-from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
-from hookrelay.domain.rate_limit import per_key_limit_from_config
-from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
-from hookrelay.services.api_keys import KeyService
-from hookrelay.services.auto_disable import AutoDisablePolicy, AutoDisableSweeper, policy_from_config
-from hookrelay.services.circuit import CircuitService
-from hookrelay.services.delivery import DeliveryService
-from hookrelay.services.delivery_log import DeliveryLogService
-from hookrelay.services.endpoints import EndpointService
-from hookrelay.services.event_types import EventDataCheck, EventTypeCatalogue, enforce_from_config
-from hookrelay.services.ingest import IngestService
-from hookrelay.services.parking import Parking
-from hookrelay.services.rate_limit import RateLimiter
-from hookrelay.services.reconcile import RECONCILE_GRACE, Reconciler
-from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
-from hookrelay.services.replay import ReplayService
-from hookrelay.services.tenants import TenantService
+
+if TYPE_CHECKING:
+    from hookrelay.adapters.dynamodb import DeliveryTable
+    from hookrelay.adapters.redrive_sqs import SqsRedriveJobs
+    from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
+    from hookrelay.adapters.telemetry import DeadLetterTelemetry, PowertoolsTelemetry
+    from hookrelay.domain.schedule import RetrySchedule
+    from hookrelay.services.api_keys import KeyService
+    from hookrelay.services.authorize import Authenticator
+    from hookrelay.services.auto_disable import AutoDisablePolicy, AutoDisableSweeper
+    from hookrelay.services.circuit import CircuitService
+    from hookrelay.services.delivery import DeliveryService
+    from hookrelay.services.delivery_log import DeliveryLogService
+    from hookrelay.services.endpoints import EndpointService
+    from hookrelay.services.event_types import EventTypeCatalogue
+    from hookrelay.services.ingest import IngestService
+    from hookrelay.services.parking import Parking
+    from hookrelay.services.rate_limit import RateLimiter
+    from hookrelay.services.reconcile import Reconciler
+    from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
+    from hookrelay.services.replay import ReplayService
+    from hookrelay.services.tenants import TenantService
 
 
 def _table(spec: schema.TableSpec) -> Any:
@@ -56,33 +48,59 @@ def allow_private_destinations() -> bool:
 
 @cache
 def retry_schedule() -> RetrySchedule:
+    from hookrelay.domain.schedule import schedule_from_config
+
     return schedule_from_config(os.environ.get(schema.RETRY_SCHEDULE))
 
 
 @cache
 def delivery_table() -> DeliveryTable:
     """The deliveries, for the delivery path and the log alike: one adapter, one table resource per process."""
+    from hookrelay.adapters.dynamodb import DeliveryTable
+
     return DeliveryTable(_table(schema.DELIVERIES))
 
 
 @cache
 def key_service() -> KeyService:
+    from hookrelay.adapters.dynamodb import ApiKeyTable
+    from hookrelay.services.api_keys import KeyService
+
     return KeyService(ApiKeyTable(_table(schema.API_KEYS)))
 
 
 @cache
+def authenticator() -> Authenticator:
+    """The authorizer's token check: its own small service and adapter (no pydantic, no key management)."""
+    from hookrelay.adapters.credentials import DynamoCredentials
+    from hookrelay.services.authorize import Authenticator
+
+    return Authenticator(DynamoCredentials(aws.client("dynamodb"), os.environ[schema.API_KEYS.env_var]))
+
+
+@cache
 def rate_limiter() -> RateLimiter:
+    from hookrelay.adapters.rate_limits import DynamoRateCounters
+    from hookrelay.domain.rate_limit import per_key_limit_from_config
+    from hookrelay.services.rate_limit import RateLimiter
+
     limit = per_key_limit_from_config(os.environ.get(schema.API_KEY_RATE_PER_SECOND))
     return RateLimiter(DynamoRateCounters(_table(schema.RATE_LIMITS)), per_key_per_second=limit)
 
 
 @cache
 def tenant_service() -> TenantService:
+    from hookrelay.adapters.dynamodb import TenantTable
+    from hookrelay.services.tenants import TenantService
+
     return TenantService(TenantTable(_table(schema.TENANTS)), key_service())
 
 
 @cache
 def endpoint_service() -> EndpointService:
+    from hookrelay.adapters.dynamodb import EndpointTable
+    from hookrelay.services.endpoints import EndpointService
+
     return EndpointService(
         EndpointTable(_table(schema.ENDPOINTS)),
         delivery_table(),
@@ -96,16 +114,30 @@ def endpoint_service() -> EndpointService:
 
 @cache
 def event_type_catalogue() -> EventTypeCatalogue:
+    from hookrelay.adapters.event_types import EventTypeTable
+    from hookrelay.adapters.json_schema import FastJsonSchemas
+    from hookrelay.services.event_types import EventTypeCatalogue
+
     return EventTypeCatalogue(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas())
 
 
 def enforce_event_catalogue() -> bool:
     """Endpoint filters must match a registered event type (CDK context `enforce_event_catalogue`; off by default)."""
+    from hookrelay.services.event_types import enforce_from_config
+
     return enforce_from_config(os.environ.get(schema.ENFORCE_EVENT_CATALOGUE))
 
 
 @cache
 def ingest_service() -> IngestService:
+    from hookrelay.adapters.dynamodb import EndpointTable, EventTable, TenantTable
+    from hookrelay.adapters.event_types import EventTypeTable
+    from hookrelay.adapters.json_schema import FastJsonSchemas
+    from hookrelay.adapters.sqs import SqsDeliveryQueue
+    from hookrelay.services.event_types import EventDataCheck
+    from hookrelay.services.ingest import IngestService
+    from hookrelay.services.reconcile import RECONCILE_GRACE
+
     return IngestService(
         tenants=TenantTable(_table(schema.TENANTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
@@ -119,6 +151,10 @@ def ingest_service() -> IngestService:
 
 
 def _parking() -> Parking:
+    from hookrelay.adapters.circuit import DynamoCircuits, DynamoParkingLot
+    from hookrelay.adapters.dynamodb import EndpointTable
+    from hookrelay.services.parking import Parking
+
     endpoints = _table(schema.ENDPOINTS)
     return Parking(
         DynamoParkingLot(_table(schema.DELIVERIES), _table(schema.PARKING_LOT)),
@@ -128,22 +164,33 @@ def _parking() -> Parking:
 
 
 def _retry_workflow() -> StepFunctionsRetryWorkflow:
+    from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
+
     return StepFunctionsRetryWorkflow(aws.client("stepfunctions"), os.environ[schema.RETRY_STATE_MACHINE_ARN])
 
 
 def _dead_letters(service: str = functions.DELIVERY.name) -> DeadLetterTelemetry:
     """Deaths are counted and logged by the function that records them (the delivery path's, by default)."""
+    from hookrelay.adapters.telemetry import DeadLetterTelemetry, PowertoolsTelemetry
+
     return DeadLetterTelemetry(PowertoolsTelemetry(service=service))
 
 
 def _delivery_telemetry() -> PowertoolsTelemetry:
     """The delivery path's logs and metrics: the delivery function's, whichever service writes them."""
+    from hookrelay.adapters.telemetry import PowertoolsTelemetry
+
     return PowertoolsTelemetry(service=functions.DELIVERY.name)
 
 
 @cache
 def circuit_service() -> CircuitService:
     """The probe workflow's commands (delivery function) and the circuit sweep (sweeper function)."""
+    from hookrelay.adapters.circuit import DynamoCircuits
+    from hookrelay.adapters.dynamodb import EndpointTable, EventTable
+    from hookrelay.adapters.sqs import SqsDeliveryQueue
+    from hookrelay.services.circuit import CircuitService
+
     return CircuitService(
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
@@ -161,6 +208,12 @@ def circuit_service() -> CircuitService:
 
 @cache
 def delivery_service() -> DeliveryService:
+    from hookrelay.adapters.circuit import DynamoCircuits
+    from hookrelay.adapters.dynamodb import EndpointTable, EventTable
+    from hookrelay.adapters.http_sender import RequestsSender
+    from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+    from hookrelay.services.delivery import DeliveryService
+
     return DeliveryService(
         deliveries=delivery_table(),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
@@ -179,6 +232,10 @@ def delivery_service() -> DeliveryService:
 
 
 def _replay_service(delivery_queue_url: str | None = None) -> ReplayService:
+    from hookrelay.adapters.dynamodb import EndpointTable, EventTable
+    from hookrelay.adapters.sqs import SqsDeliveryQueue
+    from hookrelay.services.replay import ReplayService
+
     return ReplayService(
         deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
@@ -190,6 +247,9 @@ def _replay_service(delivery_queue_url: str | None = None) -> ReplayService:
 
 @cache
 def delivery_log_service() -> DeliveryLogService:
+    from hookrelay.adapters.dynamodb import EndpointTable, EventTable
+    from hookrelay.services.delivery_log import DeliveryLogService
+
     return DeliveryLogService(
         deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
@@ -205,6 +265,9 @@ def replay_service() -> ReplayService:
 
 @cache
 def redrive_service() -> RedriveService:
+    from hookrelay.adapters.dynamodb import EndpointTable, RedriveTable
+    from hookrelay.services.redrive import RedriveService
+
     return RedriveService(
         redrives=RedriveTable(_table(schema.REDRIVES)),
         deliveries=delivery_table(),
@@ -216,15 +279,24 @@ def redrive_service() -> RedriveService:
 
 @cache
 def redrive_job_runner() -> RedriveJobRunner:
+    from hookrelay.services.redrive import RedriveJobRunner
+
     return RedriveJobRunner(redrives=redrive_service())
 
 
 def redrive_jobs() -> SqsRedriveJobs:
+    from hookrelay.adapters.redrive_sqs import SqsRedriveJobs
+
     return SqsRedriveJobs(aws.client("sqs"), os.environ[schema.REDRIVE_JOBS_QUEUE.env_var])
 
 
 @cache
 def reconciler() -> Reconciler:
+    from hookrelay.adapters.dynamodb import EventTable, RedriveTable, TenantTable
+    from hookrelay.adapters.redrive_sqs import SqsMessageSource
+    from hookrelay.adapters.sqs import SqsDeliveryQueue
+    from hookrelay.services.reconcile import Reconciler
+
     sqs = aws.client("sqs")
     return Reconciler(
         tenants=TenantTable(_table(schema.TENANTS)),
@@ -242,12 +314,17 @@ def reconciler() -> Reconciler:
 
 def operator_redrive() -> OperatorRedrive:
     """The operator's redrive of the deliveries the platform killed (scripts/redrive_dead_letters.py)."""
+    from hookrelay.adapters.dynamodb import TenantTable
+    from hookrelay.services.redrive import OperatorRedrive
+
     return OperatorRedrive(
         tenants=TenantTable(_table(schema.TENANTS)), deliveries=delivery_table(), replays=replay_service()
     )
 
 
 def auto_disable_policy() -> AutoDisablePolicy:
+    from hookrelay.services.auto_disable import policy_from_config
+
     return policy_from_config(
         os.environ.get(schema.AUTO_DISABLE_AFTER_DAYS), os.environ.get(schema.ENDPOINT_HEALTH_DAY_SECONDS)
     )
@@ -255,6 +332,10 @@ def auto_disable_policy() -> AutoDisablePolicy:
 
 @cache
 def auto_disable_sweeper() -> AutoDisableSweeper:
+    from hookrelay.adapters.dynamodb import EndpointTable
+    from hookrelay.adapters.sns import SnsEndpointNotices
+    from hookrelay.services.auto_disable import AutoDisableSweeper
+
     return AutoDisableSweeper(
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         management=endpoint_service(),
@@ -268,6 +349,7 @@ _FACTORIES = (
     retry_schedule,
     delivery_table,
     key_service,
+    authenticator,
     rate_limiter,
     tenant_service,
     endpoint_service,

@@ -47,12 +47,15 @@ class _AccessLogSettings:
 
 class Api(Construct):
     # Stage-wide (requests per second), shared by every caller: it protects the account, not one caller from
-    # another. Fairness between keys is the authorizer's per-key limit (domain/rate_limit.py, CDK context
-    # `api_key_rate_per_second`), set below this so that one flooding key is refused before the stage is.
+    # another. Fairness between keys is the per-key limit the API functions count (domain/rate_limit.py,
+    # handlers/http.py, CDK context `api_key_rate_per_second`), set below this so that one flooding key is refused
+    # before the stage is.
     THROTTLE = apigwv2.ThrottleSettings(rate_limit=200, burst_limit=400)
     LOG_RETENTION = logs.RetentionDays.ONE_MONTH
-    # 0: a revoked key stops working on its very next request.
-    AUTHORIZER_CACHE_TTL = Duration.seconds(0)
+    # API Gateway keeps the authorizer's answer per Authorization header this long: a producer's steady stream
+    # costs one authorizer invocation per key a minute instead of one per request (bench/cost.py prices both).
+    # The price: a revoked key keeps working for up to this long after its revocation (README, "API keys").
+    AUTHORIZER_CACHE_TTL = Duration.seconds(60)
 
     def __init__(
         self,

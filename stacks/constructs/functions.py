@@ -31,10 +31,19 @@ from stacks.nag import acknowledge
 class Functions(Construct):
     """Every function shares these settings; what differs between them is its entry in the table of functions."""
 
-    RUNTIME = lambda_.Runtime.PYTHON_3_14  # the newest Lambda Python; the code also runs on 3.11
+    # The asset ships bytecode compiled by the build machine's interpreter (scripts/build_lambda_asset.py), and
+    # .pyc files only load on the Python that wrote them: the runtime is the version the build can compile for.
+    # The build machine has CPython 3.11 only (a newer runtime would recompile every module on every cold start,
+    # about 1.4x the import time, since Lambda's code directory is read-only and nothing is cached).
+    RUNTIME = lambda_.Runtime.PYTHON_3_11
     ARCHITECTURE = lambda_.Architecture.ARM_64
     LOG_RETENTION = logs.RetentionDays.ONE_MONTH
-    TRACING = lambda_.Tracing.ACTIVE
+    # Lambda's JSON log format, with the platform's own records at WARN: no START/END/REPORT lines (three per
+    # invocation, about 300 bytes, on the log bill of every event); the functions' lines at INFO, and a
+    # delivered webhook writes one (the delivery handler's metrics record, which carries the attempt).
+    LOG_FORMAT = lambda_.LoggingFormat.JSON
+    SYSTEM_LOG_LEVEL = lambda_.SystemLogLevel.WARN
+    APPLICATION_LOG_LEVEL = lambda_.ApplicationLogLevel.INFO
 
     def __init__(
         self,
@@ -50,10 +59,14 @@ class Functions(Construct):
         entries: Iterable[Function] = FUNCTIONS,
         reserved_concurrency: Mapping[str, int] | None = None,
         event_source_max_concurrency: Mapping[str, int] | None = None,
+        xray_tracing: bool = False,
     ):
         """`reserved_concurrency` and `event_source_max_concurrency` (by function name) are deployment settings
-        (stacks/config.py): they override nothing in the table of functions but what its entries leave open."""
+        (stacks/config.py): they override nothing in the table of functions but what its entries leave open.
+        `xray_tracing`: Lambda Active tracing (sampled by X-Ray's rules) and Powertools' Tracer; off, the handlers
+        never import the X-Ray SDK (handlers/tracing.py)."""
         super().__init__(scope, construct_id)
+        self._tracing = xray_tracing
         self._storage, self._queues, self._notices, self._retry_workflow = storage, queues, notices, retry_workflow
         self._reserved = dict(reserved_concurrency or {})
         self._max_concurrency = dict(event_source_max_concurrency or {})
@@ -89,7 +102,10 @@ class Functions(Construct):
             architecture=self.ARCHITECTURE,
             memory_size=entry.memory_mb,
             timeout=Duration.seconds(entry.timeout_seconds),
-            tracing=self.TRACING,
+            tracing=lambda_.Tracing.ACTIVE if self._tracing else lambda_.Tracing.DISABLED,
+            logging_format=self.LOG_FORMAT,
+            system_log_level_v2=self.SYSTEM_LOG_LEVEL,
+            application_log_level_v2=self.APPLICATION_LOG_LEVEL,
             reserved_concurrent_executions=self._reserved.get(entry.name),
             log_group=log_group,
             role=role,
@@ -101,9 +117,16 @@ class Functions(Construct):
         )
         self._grant(function, entry.access)
         self._trigger(function, entry, construct_id)
+        acknowledge(
+            function,
+            "AwsSolutions-L1",
+            f"Python {self.python_version()} on purpose: the asset ships bytecode compiled by the build machine's "
+            "interpreter (scripts/build_lambda_asset.py), which loads on that Python only; a newer runtime would "
+            "recompile every module at every cold start (Lambda's code directory is read-only).",
+        )
         # Tracing's statement lands on the role or, with the createNewPoliciesWithAddToRolePolicy flag, in a
         # policy under the function: acknowledge it on both, for this one wildcard only.
-        for construct in (role, function):
+        for construct in (role, function) if self._tracing else ():
             acknowledge(
                 construct,
                 "AwsSolutions-IAM5[Resource::*]",
@@ -157,7 +180,9 @@ class Functions(Construct):
         return {
             "POWERTOOLS_SERVICE_NAME": name,
             "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-            "POWERTOOLS_LOG_LEVEL": "INFO",
+            "POWERTOOLS_LOG_LEVEL": self.APPLICATION_LOG_LEVEL.value,
+            # Read by handlers/tracing.py at import: "true" means no Tracer and no X-Ray SDK at all.
+            "POWERTOOLS_TRACE_DISABLED": "false" if self._tracing else "true",
         }
 
     def _resource_environment(self, access: Access) -> dict[str, str]:

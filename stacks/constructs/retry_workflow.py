@@ -12,6 +12,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 import statemachine
+from stacks.config import DEFAULT_TELEMETRY, Telemetry
 from stacks.nag import acknowledge
 
 
@@ -36,14 +37,21 @@ def definition_substitutions(values: Mapping[str, str]) -> dict[str, str]:
 
 
 class RetryWorkflow(Construct):
-    """Standard workflow, started by the delivery Lambda only after a failed attempt; logged and traced."""
+    """Standard workflow, started by the delivery Lambda only after a failed attempt; logged and traced as set."""
 
     TYPE = sfn.StateMachineType.STANDARD
     LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, delivery_queue: sqs.IQueue, dead_letter_queue: sqs.IQueue
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        delivery_queue: sqs.IQueue,
+        dead_letter_queue: sqs.IQueue,
+        telemetry: Telemetry = DEFAULT_TELEMETRY,
     ):
+        """`telemetry`: the execution log's level (execution data only at ALL) and X-Ray (stacks/config.py)."""
         super().__init__(scope, construct_id)
         # The queues the ASL sends to, by the substitution that names them.
         queues = {"DeliveryQueueUrl": delivery_queue, "DeadLetterQueueUrl": dead_letter_queue}
@@ -54,13 +62,18 @@ class RetryWorkflow(Construct):
             state_machine_type=self.TYPE,
             definition_body=sfn.DefinitionBody.from_file(str(statemachine.ASL_PATH)),
             definition_substitutions=definition_substitutions(self.substitution_values(queues)),
-            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=True),
-            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=log_group,
+                level=sfn.LogLevel(telemetry.workflow_log_level),
+                include_execution_data=telemetry.workflow_execution_data,
+            ),
+            tracing_enabled=telemetry.xray_tracing,
         )
         # The ASL's tasks only send to queues: SendMessage on exactly the queues its definition names.
         used = [queue.queue_arn for name, queue in queues.items() if name in statemachine.SUBSTITUTIONS]
         self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=used))
         self._acknowledge_service_wildcards()
+        self._acknowledge_telemetry(telemetry)
 
     @staticmethod
     def substitution_values(queues: Mapping[str, sqs.IQueue]) -> dict[str, str]:
@@ -70,6 +83,23 @@ class RetryWorkflow(Construct):
             "AttemptTaskTimeoutSeconds": str(statemachine.ATTEMPT_TASK_TIMEOUT_SECONDS),
             **{name: queue.queue_url for name, queue in queues.items()},
         }
+
+    def _acknowledge_telemetry(self, telemetry: Telemetry) -> None:
+        if telemetry.workflow_log_level != "ALL":
+            acknowledge(
+                self.state_machine,
+                "AwsSolutions-SF1",
+                f"Logged at {telemetry.workflow_log_level} by default (CDK context workflow_log_level): at ALL with "
+                "execution data every retried delivery writes about 3 KB per state transition (bench/cost.py). "
+                "Every delivery's attempts are recorded in the deliveries table; ALL is one context value away.",
+            )
+        if not telemetry.xray_tracing:
+            acknowledge(
+                self.state_machine,
+                "AwsSolutions-SF2",
+                "X-Ray is off by default (CDK context xray_tracing=sampled turns it on, sampled): traces are billed "
+                "per trace and the delivery log and metrics already record every attempt.",
+            )
 
     def _acknowledge_service_wildcards(self) -> None:
         acknowledge(

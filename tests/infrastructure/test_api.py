@@ -25,13 +25,13 @@ def test_every_route_requires_the_authorizer(synthesized: Synthesized) -> None:
         assert props["AuthorizerId"] == {"Ref": authorizer_id}, props["RouteKey"]
 
 
-def test_the_authorizer_is_the_uncached_simple_response_lambda(synthesized: Synthesized) -> None:
+def test_the_authorizer_is_the_simple_response_lambda_cached_a_minute(synthesized: Synthesized) -> None:
     _, props = _authorizer(synthesized)
     assert props["AuthorizerType"] == "REQUEST"
     assert props["AuthorizerPayloadFormatVersion"] == "2.0"
     assert props["EnableSimpleResponses"] is True
     assert props["IdentitySource"] == ["$request.header.Authorization"]
-    assert props["AuthorizerResultTtlInSeconds"] == 0  # revocation takes effect on the next request
+    assert props["AuthorizerResultTtlInSeconds"] == 60  # a revoked key works for up to a minute (README)
     authorizer_function = function_logical_ids(synthesized)[authorizer().name]
     assert {"Fn::GetAtt": [authorizer_function, "Arn"]} in props["AuthorizerUri"]["Fn::Join"][1]
 

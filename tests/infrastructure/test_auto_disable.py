@@ -87,7 +87,7 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes_a_rec
     key_id = logical_id_of(synthesized, "AWS::KMS::Key", "Notices/NoticesKey")
     services = {action.split(":")[0] for s in statements for action in as_list(s["Action"])}
     # states: restarting a lost probe workflow (a death is a record and a metric, never a queue message).
-    assert services == {"dynamodb", "sns", "kms", "logs", "xray", "states"}
+    assert services == {"dynamodb", "sns", "kms", "logs", "states"}  # no xray: tracing is off by default
 
     sns = [s for s in statements if actions_on([s], "sns:")]
     assert actions_on(sns, "sns:") == {"sns:Publish"}

@@ -130,3 +130,19 @@ def test_the_asset_fits_in_a_lambda(synthesized: Synthesized) -> None:
     asset = _asset_dir(synthesized)
     size = sum(path.stat().st_size for path in asset.rglob("*") if path.is_file())
     assert size < 250 * 1024 * 1024  # Lambda's unzipped code size limit
+
+
+def test_every_module_ships_bytecode_for_the_runtime(synthesized: Synthesized) -> None:
+    """Lambda's code directory is read-only: a module without its .pyc is compiled again at every cold start."""
+    import importlib.util
+
+    asset = _asset_dir(synthesized)
+    tag = "cpython-" + Functions.python_version().replace(".", "")
+    sources = list(asset.rglob("*.py"))
+    assert sources
+    for source in sources:
+        compiled = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+        assert compiled.exists(), source.relative_to(asset)
+    header = (asset / "hookrelay" / "__pycache__" / f"wiring.{tag}.pyc").read_bytes()[:8]
+    assert header[:4] == importlib.util.MAGIC_NUMBER  # this interpreter's, i.e. the runtime's version (3.11)
+    assert int.from_bytes(header[4:8], "little") == 0b01  # hash-based, unchecked: no stat of the source

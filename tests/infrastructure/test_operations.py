@@ -10,6 +10,7 @@ import pytest
 
 from hookrelay.adapters import schema
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
+from hookrelay.functions import ROUTES
 from stacks import config
 from tests.support.synth import ALARM_EMAIL, Synthesized, cdk_json_context, function_logical_ids, logical_id_of
 
@@ -62,11 +63,13 @@ def test_the_authorizer_and_ingest_have_reserved_concurrency_and_nothing_else_do
     assert {name: n for name, n in reserved.items() if n is not None} == expected == {"authorizer": 30, "ingest": 30}
 
 
-def test_the_authorizer_gets_the_per_key_limit(synthesized: Synthesized) -> None:
+def test_the_functions_serving_routes_get_the_per_key_limit(synthesized: Synthesized) -> None:
+    """They count it (handlers/http.py): the authorizer's answers are cached, so it does not see every request."""
     ids = function_logical_ids(synthesized)
+    serving = {function.name for function in ROUTES.values()}
     for name, logical_id in ids.items():
         environment = synthesized.template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
-        expected = str(cdk_json_context()["api_key_rate_per_second"]) if name == "authorizer" else None
+        expected = str(cdk_json_context()["api_key_rate_per_second"]) if name in serving else None
         assert environment.get(schema.API_KEY_RATE_PER_SECOND) == expected, name
 
 

@@ -17,7 +17,7 @@ from hookrelay import wiring
 from hookrelay.adapters import schema
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.handlers.schemas import MAX_BATCH_EVENTS
+from hookrelay.handlers.publish_schemas import MAX_BATCH_EVENTS
 from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
 from tests.support.consumer import ScriptedConsumer

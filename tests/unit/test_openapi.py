@@ -14,7 +14,7 @@ from hookrelay.domain.event_types import MAX_DESCRIPTION
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
 from hookrelay.domain.signing import PUBLIC_KEY_PREFIX, SECRET_PREFIX, KeyType
 from hookrelay.functions import ROUTES
-from hookrelay.handlers.schemas import MAX_BATCH_EVENTS
+from hookrelay.handlers.publish_schemas import MAX_BATCH_EVENTS
 from hookrelay.services import event_types
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"

@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from hookrelay.domain import ids
@@ -72,3 +73,24 @@ class Principal:
     @property
     def is_producer(self) -> bool:
         return self.role == PRODUCER
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What checking a token needs of a stored key, and nothing else (the authorizer reads only this)."""
+
+    key_id: str
+    role: str
+    secret_hash: str
+    revoked: bool
+
+
+def authenticated(token: str, lookup: Callable[[str], Credential | None]) -> Principal | None:
+    """The principal a bearer token proves, or None: malformed, unknown, revoked or a wrong secret."""
+    key_id = key_id_of(token)
+    if key_id is None:
+        return None
+    found = lookup(key_id)
+    if found is None or found.revoked or not token_matches(token, found.secret_hash):
+        return None
+    return Principal(key_id=found.key_id, role=found.role)

@@ -2,8 +2,9 @@
 
 The stage's throttle (stacks/constructs/api.py) bounds the whole API, shared by every caller: alone, it lets one
 producer's flood get everyone 429s. A per-key limit below it makes the flooding key the one refused. HTTP APIs
-have no usage plans (those are REST APIs'), so the authorizer, which reads the key on every request anyway,
-counts it: one conditional DynamoDB update per request in a fixed one-second window, on an item that expires.
+have no usage plans (those are REST APIs'), so the API functions count it (handlers/http.py; not the authorizer,
+whose answers API Gateway caches): one conditional DynamoDB update per request in a fixed one-second window, on an
+item that expires.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from hookrelay.domain.clock import epoch_seconds
 WINDOW_SECONDS = 1
 # A window's counter is worthless once the window has passed; TTL deletes it (lazily: reads never need it).
 COUNTER_LIFETIME_SECONDS = 120
-RATE_LIMITED = "rate_limited"  # the authorizer's context flag for the function: answer 429
 DEFAULT_PER_KEY_PER_SECOND = 50  # the deployed default: a quarter of the stage's 200 requests a second
 
 

@@ -12,10 +12,10 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from pydantic import BaseModel, ValidationError
 
+from hookrelay import wiring
 from hookrelay.adapters.aws import THROTTLED_RETRY_AFTER_SECONDS, throttled
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.errors import DomainError, Forbidden, InvalidDocument
-from hookrelay.domain.rate_limit import RATE_LIMITED
 
 MAX_BODY_BYTES = 256 * 1024
 PROBLEM_JSON = "application/problem+json"
@@ -71,12 +71,32 @@ def json_response(status: int, body: Any) -> Response[str]:
     return Response(status_code=status, content_type="application/json", body=json.dumps(body))
 
 
+_RATE_COUNTED = "rate_counted"  # in the resolver's per-request context: this request was counted once already
+
+
 def principal(app: APIGatewayHttpResolver) -> Principal:
     context = app.current_event.request_context.authorizer.get_lambda
     if not context.get("key_id") or not context.get("role"):
         # Unreachable behind the authorizer; refusing is the safe answer if it is ever misconfigured.
         raise Forbidden("no authenticated principal")
-    if context.get(RATE_LIMITED):
+    if not app.context.get(_RATE_COUNTED):
+        app.context[_RATE_COUNTED] = True  # the resolver clears its context after each request
+        _admit(context["key_id"])
+    return Principal(key_id=context["key_id"], role=context["role"])
+
+
+def _admit(key_id: str) -> None:
+    """Count the request against its key's rate (domain/rate_limit.py); 429 when the key is over it.
+
+    Here, not in the authorizer: API Gateway caches the authorizer's answer, so only the functions see every
+    request. A route's first `principal` call counts it; the resolver's context keeps a second from counting again.
+    """
+    try:
+        admitted = wiring.rate_limiter().admit(key_id)
+    except Exception:  # the counters unreachable: fail open, the stage's throttle still bounds the API
+        logger.exception("rate limit check failed: request admitted")
+        return
+    if not admitted:
         raise ProblemError(
             429,
             "Too many requests",
@@ -84,7 +104,6 @@ def principal(app: APIGatewayHttpResolver) -> Principal:
             "rate-limited",
             headers={"Retry-After": "1"},
         )
-    return Principal(key_id=context["key_id"], role=context["role"])
 
 
 def require(app: APIGatewayHttpResolver, *, admin: bool = False, producer: bool = False) -> Principal:

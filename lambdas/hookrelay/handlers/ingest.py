@@ -30,7 +30,7 @@ from hookrelay.handlers.http import (
     validation_errors,
 )
 from hookrelay.handlers.idempotency import IdempotentCommand, register_lambda_context
-from hookrelay.handlers.schemas import MAX_BATCH_BYTES, PublishBatch, PublishBatchItem, PublishEvent
+from hookrelay.handlers.publish_schemas import MAX_BATCH_BYTES, PublishBatch, PublishBatchItem, PublishEvent
 from hookrelay.services.ingest import (
     Accepted,
     BatchAccepted,

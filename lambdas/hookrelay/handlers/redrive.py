@@ -10,9 +10,6 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
@@ -20,15 +17,16 @@ from hookrelay.adapters.redrive_sqs import parse_job
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.functions import REDRIVE
 from hookrelay.handlers import tracing
+from hookrelay.handlers.sqs_batch import PartialBatchResponse, SqsMessage, process_batch
 
 logger = Logger(service=REDRIVE.name)
 tracer = tracing.tracer(REDRIVE.name)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=REDRIVE.name)
 
 
-def run(record: SQSRecord) -> None:
+def run(record: SqsMessage) -> None:
     job = parse_job(record.body)
-    redelivered = int(record.attributes.approximate_receive_count) > 1
+    redelivered = record.approximate_receive_count > 1
     wiring.redrive_job_runner().run(job, redelivered=redelivered)
     logger.info("redrive page", extra={"redrive_id": job.redrive_id, "page": job.page})
     metrics.add_metric(name="RedrivePages", unit=MetricUnit.Count, value=1)
@@ -37,5 +35,5 @@ def run(record: SQSRecord) -> None:
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def handler(event: dict[str, Any], context: LambdaContext) -> PartialItemFailureResponse:
-    return process_partial_response(event, run, BatchProcessor(event_type=EventType.SQS), context)
+def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchResponse:
+    return process_batch(event, run, logger, fifo=False)

@@ -5,59 +5,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_validator
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
-from hookrelay.domain.matching import EVENT_TYPE_PATTERN, MAX_FILTERS, filter_problem
+from hookrelay.domain.matching import MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.handlers.publish_schemas import Strict  # the publish bodies live apart: ingest loads only them
 from hookrelay.services.delivery_log import DEFAULT_LIMIT, MAX_LIMIT
 from hookrelay.services.endpoints import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVERLAP, RotatedSecret
 from hookrelay.services.event_types import DEFAULT_LIMIT as EVENT_TYPES_DEFAULT_LIMIT
 from hookrelay.services.event_types import MAX_LIMIT as EVENT_TYPES_MAX_LIMIT
 from hookrelay.services.ports import DeliveryFilter
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-# An event's fields, as one event and each item of a batch give them.
-TenantId = Annotated[str, Field(min_length=1, max_length=64)]
-EventTypeName = Annotated[str, Field(pattern=EVENT_TYPE_PATTERN.pattern)]
-OrderingKey = Annotated[str | None, Field(min_length=1, max_length=256)]
-
-
-class PublishEvent(Strict):
-    tenant_id: TenantId
-    type: EventTypeName
-    data: dict[str, Any]
-    ordering_key: OrderingKey = None
-
-
-# A batch: up to this many events, each within the one-event limit (http.MAX_BODY_BYTES), all within this.
-MAX_BATCH_EVENTS = 100
-MAX_BATCH_BYTES = 1024 * 1024
-
-
-class PublishBatch(Strict):
-    """The batch as a whole; each item is validated on its own (`PublishBatchItem`), so one bad item is refused
-    in its place while the others are published."""
-
-    tenant_id: TenantId
-    events: list[Any] = Field(min_length=1, max_length=MAX_BATCH_EVENTS)
-
-
-class PublishBatchItem(Strict):
-    type: EventTypeName
-    data: dict[str, Any]
-    ordering_key: OrderingKey = None
-    idempotency_key: str | None = Field(default=None, min_length=1, max_length=255)
 
 
 class CreateTenant(Strict):

@@ -41,10 +41,10 @@ class KeyService:
             raise NotFound(f"no API key {key_id!r}")
 
     def authenticate(self, token: str) -> Principal | None:
-        key_id = api_keys.key_id_of(token)
-        if key_id is None:
-            return None
+        return api_keys.authenticated(token, self._credential)
+
+    def _credential(self, key_id: str) -> api_keys.Credential | None:
         key = self.keys.get(key_id)
-        if key is None or not key.active or not api_keys.token_matches(token, key.secret_hash):
+        if key is None:
             return None
-        return Principal(key_id=key.key_id, role=key.role)
+        return api_keys.Credential(key.key_id, key.role, key.secret_hash, revoked=not key.active)

@@ -1,0 +1,47 @@
+"""The ingest function's request bodies, apart from the management API's (handlers/schemas.py), which import the
+API's services for their limits: the ingest function's cold start loads only what publishing needs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hookrelay.domain.matching import EVENT_TYPE_PATTERN
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# An event's fields, as one event and each item of a batch give them.
+TenantId = Annotated[str, Field(min_length=1, max_length=64)]
+EventTypeName = Annotated[str, Field(pattern=EVENT_TYPE_PATTERN.pattern)]
+OrderingKey = Annotated[str | None, Field(min_length=1, max_length=256)]
+
+
+class PublishEvent(Strict):
+    tenant_id: TenantId
+    type: EventTypeName
+    data: dict[str, Any]
+    ordering_key: OrderingKey = None
+
+
+# A batch: up to this many events, each within the one-event limit (http.MAX_BODY_BYTES), all within this.
+MAX_BATCH_EVENTS = 100
+MAX_BATCH_BYTES = 1024 * 1024
+
+
+class PublishBatch(Strict):
+    """The batch as a whole; each item is validated on its own (`PublishBatchItem`), so one bad item is refused
+    in its place while the others are published."""
+
+    tenant_id: TenantId
+    events: list[Any] = Field(min_length=1, max_length=MAX_BATCH_EVENTS)
+
+
+class PublishBatchItem(Strict):
+    type: EventTypeName
+    data: dict[str, Any]
+    ordering_key: OrderingKey = None
+    idempotency_key: str | None = Field(default=None, min_length=1, max_length=255)
