@@ -14,6 +14,7 @@ from hookrelay.adapters.dynamodb import (
     DeliveryTable,
     EndpointTable,
     EventTable,
+    OneByOneDeliveryTable,
     RedriveTable,
     TenantTable,
 )
@@ -34,6 +35,7 @@ from hookrelay.services.delivery import DeliveryService
 from hookrelay.services.delivery_log import DeliveryLogService
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ingest import IngestService
+from hookrelay.services.operational_events import OperationalEvents
 from hookrelay.services.parking import Parking
 from hookrelay.services.rate_limit import RateLimiter
 from hookrelay.services.reconcile import Reconciler
@@ -100,6 +102,22 @@ def ingest_service() -> IngestService:
     )
 
 
+@cache
+def operational_events() -> OperationalEvents:
+    """Platform events to tenants' subscribed endpoints, through ingest (the sweeper, delivery and redrive functions).
+    Deliveries are created one conditional put each: these functions may put deliveries, not batch-write them."""
+    return OperationalEvents(
+        IngestService(
+            tenants=TenantTable(_table(schema.TENANTS)),
+            endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+            events=EventTable(_table(schema.EVENTS)),
+            deliveries=OneByOneDeliveryTable(_table(schema.DELIVERIES)),
+            queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
+            schedule=retry_schedule(),
+        )
+    )
+
+
 def _parking() -> Parking:
     endpoints = _table(schema.ENDPOINTS)
     return Parking(
@@ -138,6 +156,7 @@ def circuit_service() -> CircuitService:
         schedule=retry_schedule(),
         telemetry=_delivery_telemetry(),
         attempts=delivery_service(),
+        platform_events=operational_events(),
     )
 
 
@@ -157,6 +176,7 @@ def delivery_service() -> DeliveryService:
         telemetry=_delivery_telemetry(),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking(),
+        platform_events=operational_events(),
     )
 
 
@@ -193,6 +213,7 @@ def redrive_service() -> RedriveService:
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         replays=replay_service(),
         jobs=redrive_jobs(),
+        platform_events=operational_events(),
     )
 
 
@@ -240,6 +261,7 @@ def auto_disable_sweeper() -> AutoDisableSweeper:
         deliveries=delivery_table(),
         notices=SnsEndpointNotices(aws.client("sns"), os.environ[schema.ENDPOINT_NOTICES_TOPIC.env_var]),
         policy=auto_disable_policy(),
+        platform_events=operational_events(),
     )
 
 
@@ -251,6 +273,7 @@ _FACTORIES = (
     tenant_service,
     endpoint_service,
     ingest_service,
+    operational_events,
     delivery_service,
     circuit_service,
     delivery_log_service,

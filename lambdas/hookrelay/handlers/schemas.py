@@ -12,6 +12,8 @@ from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
+from hookrelay.domain.platform_events import PREFIX as PLATFORM_PREFIX
+from hookrelay.domain.platform_events import is_reserved
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.delivery_log import DEFAULT_LIMIT, MAX_LIMIT
@@ -23,9 +25,16 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _not_reserved(event_type: str) -> str:
+    """The platform's own event types (operational webhooks) are not a producer's to publish."""
+    if is_reserved(event_type):
+        raise ValueError(f"event types starting with {PLATFORM_PREFIX!r} are reserved for the platform's own events")
+    return event_type
+
+
 class PublishEvent(Strict):
     tenant_id: str = Field(min_length=1, max_length=64)
-    type: str = Field(pattern=EVENT_TYPE_PATTERN.pattern)
+    type: Annotated[str, AfterValidator(_not_reserved)] = Field(pattern=EVENT_TYPE_PATTERN.pattern)
     data: dict[str, Any]
     ordering_key: str | None = Field(default=None, min_length=1, max_length=256)
 

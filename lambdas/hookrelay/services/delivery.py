@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from hookrelay.domain import circuit
+from hookrelay.domain import circuit, platform_events
 from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
@@ -19,6 +19,7 @@ from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
+    PLATFORM_EVENT_ERRORS,
     AttemptRecord,
     AttemptReport,
     CircuitCommand,
@@ -31,6 +32,7 @@ from hookrelay.services.ports import (
     EndpointRepository,
     EventRepository,
     ParkOutcome,
+    PlatformEvents,
     RetryTicket,
     RetryWorkflow,
     SendResult,
@@ -72,6 +74,8 @@ class DeliveryService:
     claim_timeout: timedelta = timedelta(minutes=2)
     clock: Callable[[], datetime] = field(default=utcnow)
     sleep: Callable[[float], None] = field(default=time.sleep)
+    # Operational webhooks (circuit opened, endpoint recovered) to the tenant's subscribed endpoints; None: none.
+    platform_events: PlatformEvents | None = None
 
     def attempt(self, message: DeliveryMessage) -> AttemptReport:
         """Make the attempt the message asks for, or park it behind the endpoint's open circuit."""
@@ -156,9 +160,37 @@ class DeliveryService:
         next attempt's, so an error here is counted, not retried.
         """
         if delivered and endpoint.failing_since is not None:
+            self._announce_recovery(endpoint, at)
             self.endpoints.mark_recovered(endpoint.tenant_id, endpoint.id)
         elif not delivered and endpoint.failing_since is None:
             self.endpoints.mark_failing(endpoint.tenant_id, endpoint.id, at)
+
+    def _announce_recovery(self, endpoint: Endpoint, at: datetime) -> None:
+        """`hookrelay.endpoint.recovered`, for a spell the tenant was told about (`failure_notice`, read fresh: the
+        sweeper may have noticed the spell since this attempt read the endpoint).
+
+        Emitted before the spell is cleared: if the process dies between the two (or the emit fails: the caller
+        counts it), the spell still runs and the next success emits again, converging on the same event (its id is
+        derived from the spell), then clears it. Cleared first, a crash would lose the event for good."""
+        if self.platform_events is None:
+            return
+        fresh = self.endpoints.get(endpoint.tenant_id, endpoint.id)
+        if fresh is not None and fresh.failing_since == endpoint.failing_since and fresh.failure_notice is not None:
+            self.platform_events.emit(platform_events.recovered(fresh, at=at))
+
+    def _announce_opened(self, endpoint: Endpoint, opened_at: datetime, due: datetime, delivery_id: str) -> None:
+        """`hookrelay.endpoint.circuit_opened`, after the probe workflow started (an outage is never held up by its
+        webhook). If the process dies before it, or it fails, the probe workflow's first command emits it
+        (services/circuit.py), converging on the same event: its id is derived from the opening's time."""
+        if self.platform_events is None:
+            return
+        notice = platform_events.circuit_opened(
+            endpoint, opened_at=opened_at, failures=endpoint.circuit_failures, next_probe_at=due
+        )
+        try:
+            self.platform_events.emit(notice)
+        except Exception as error:  # the circuit is open and its probe started: count it, carry on
+            self.telemetry.bookkeeping_failed(PLATFORM_EVENT_ERRORS, delivery_id, error)
 
     def _not_before(self, due: datetime | None, now: datetime) -> datetime:
         """Wait out an early wake-up (bounded): a retry is never made before its next_attempt_at."""
@@ -293,6 +325,7 @@ class DeliveryService:
             command = CircuitCommand(counted.tenant_id, counted.id, step, CircuitCommandKind.PROBE, due)
             self.workflow.start_probe(command)
             self.telemetry.count(CIRCUIT_OPENED)
+            self._announce_opened(counted, now, due, message.delivery_id)
             self._park_earlier_failures(counted, message.delivery_id, now)
         return True
 
