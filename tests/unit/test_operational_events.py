@@ -5,7 +5,7 @@ guide's table of them), and the emits at the sweeper's notices, at recovery and 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from hookrelay.domain import platform_events
+from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.models import Endpoint, EndpointState, Event, FailureNotice, SigningSecret, Tenant
 from hookrelay.domain.platform_events import (
     CATALOGUE,
@@ -27,12 +28,32 @@ from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.signing import generate_secret
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.auto_disable import AutoDisableSweeper
+from hookrelay.services.circuit import CircuitService
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.operational_events import OperationalEvents
-from hookrelay.services.ports import DeliveryMessage, EndpointNoticeMessage
+from hookrelay.services.parking import Parking
+from hookrelay.services.ports import (
+    PLATFORM_EVENT_ERRORS,
+    AttemptReport,
+    CircuitCommand,
+    CircuitCommandKind,
+    DeliveryMessage,
+    EndpointNoticeMessage,
+)
 from tests.support.delivery_world import OK, World, make_world
-from tests.support.fakes import ConditionalEndpoints, FakeDeliveries, FakeEvents, NoDeliveries, nothing_parked
+from tests.support.fakes import (
+    ConditionalEndpoints,
+    FakeCircuits,
+    FakeDeliveries,
+    FakeEvents,
+    FakeParkingLot,
+    NoDeliveries,
+    RecordingDeadLetters,
+    RecordingTelemetry,
+    RecordingWorkflow,
+    nothing_parked,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEDULE = RetrySchedule(name="test", gaps=(0, 10, 20, 40), horizon=70, retry_after_cap=30)
@@ -341,3 +362,93 @@ def test_the_builders_key_each_transition_once() -> None:
     assert opened.request_key == repaired.request_key != closed.request_key
     recovered = platform_events.recovered(down, at=SINCE + DAY)
     assert recovered.request_key == platform_events.recovered(down, at=SINCE + 2 * DAY).request_key
+
+
+# --- the circuit's webhooks, on the probe workflow's commands ---
+
+
+def circuit_world(down: Endpoint) -> tuple[CircuitService, Pipeline, RecordingTelemetry]:
+    ops = pipeline(down, endpoint("ep_ops", ["hookrelay.endpoint.*"]))
+    endpoints = ops.endpoints
+    deliveries = FakeDeliveries()
+    lot = FakeParkingLot(deliveries)
+    telemetry = RecordingTelemetry()
+    service = CircuitService(
+        endpoints=endpoints,
+        circuits=FakeCircuits(endpoints),
+        parking=Parking(lot, FakeCircuits(endpoints), endpoints),
+        deliveries=deliveries,
+        events=FakeEvents(),
+        queue=RecordingQueue(),
+        workflow=RecordingWorkflow(),
+        dead_letters=RecordingDeadLetters(),
+        schedule=SCHEDULE,
+        telemetry=telemetry,
+        attempts=NoAttempts(),
+        clock=lambda: SINCE + HOUR,
+        platform_events=ops.emitter,
+    )
+    return service, ops, telemetry
+
+
+class NoAttempts:
+    def attempt(self, message: DeliveryMessage) -> AttemptReport:
+        raise AssertionError("nothing is parked: nothing to attempt")
+
+
+def draining(**fields: Any) -> Endpoint:
+    values = {"circuit": CircuitState.DRAINING, "circuit_step": 2, "circuit_opened_at": SINCE, "probes_made": 3}
+    return endpoint("ep_down", ["*", "hookrelay.*"], **(values | fields))
+
+
+def drain(step: int = 2, commands: int = 4) -> CircuitCommand:
+    return CircuitCommand("tn_1", "ep_down", step, CircuitCommandKind.DRAIN, SINCE + HOUR, commands=commands)
+
+
+def test_the_drain_that_closes_the_circuit_sends_one_closed_webhook() -> None:
+    service, ops, _ = circuit_world(draining())
+    assert service.step(drain()).kind is CircuitCommandKind.DONE
+    [event] = ops.of_type(PlatformEventType.CIRCUIT_CLOSED)
+    assert ops.recipients(event) == ["ep_ops"]
+    assert (event.data["opened_at"], event.data["probes_made"]) == ("2025-03-01T12:00:00.000Z", 3)
+    service.step(drain())  # the same command again (its answer was lost): still one
+    assert len(ops.of_type(PlatformEventType.CIRCUIT_CLOSED)) == 1 and len(ops.deliveries.items) == 1
+
+
+def test_a_drain_that_dies_between_the_close_and_its_webhook_is_finished_by_the_re_sent_command() -> None:
+    service, ops, _ = circuit_world(draining())
+    emitter = service.platform_events
+
+    class DiesOnce:
+        def emit(self, notice: PlatformNotice) -> None:
+            raise Died
+
+    service.platform_events = DiesOnce()
+    with pytest.raises(Died):
+        service.step(drain())
+    assert ops.endpoints.get("tn_1", "ep_down").circuit is CircuitState.CLOSED and ops.events.items == {}
+
+    service.platform_events = emitter
+    assert service.step(drain()).kind is CircuitCommandKind.DONE  # the workflow re-sends the unanswered command
+    [event] = ops.of_type(PlatformEventType.CIRCUIT_CLOSED)
+    assert ops.recipients(event) == ["ep_ops"]
+
+
+def test_a_probe_workflows_first_command_sends_the_opened_webhook_whoever_opened_it_died_before_sending() -> None:
+    opened = draining(circuit=CircuitState.OPEN, next_probe_at=SINCE + 2 * HOUR, probes_made=0)
+    service, ops, _ = circuit_world(opened)
+    first = CircuitCommand("tn_1", "ep_down", 2, CircuitCommandKind.PROBE, SINCE + 2 * HOUR)
+    service.step(first)
+    service.step(first)  # re-sent
+    service.step(replace(first, commands=1))  # later commands do not emit it
+    [event] = ops.of_type(PlatformEventType.CIRCUIT_OPENED)
+    assert ops.recipients(event) == ["ep_ops"] and event.data["opened_at"] == "2025-03-01T12:00:00.000Z"
+
+
+def test_a_webhook_that_fails_never_holds_up_the_circuit() -> None:
+    service, ops, telemetry = circuit_world(draining())
+    ops.events = UnreachableEvents()
+    service.platform_events = ops.emitter
+    assert service.step(drain()).kind is CircuitCommandKind.DONE
+    assert ops.endpoints.get("tn_1", "ep_down").circuit is CircuitState.CLOSED
+    assert [metric for metric, *_ in telemetry.errors] == [PLATFORM_EVENT_ERRORS]
