@@ -452,3 +452,9 @@ def test_a_webhook_that_fails_never_holds_up_the_circuit() -> None:
     assert service.step(drain()).kind is CircuitCommandKind.DONE
     assert ops.endpoints.get("tn_1", "ep_down").circuit is CircuitState.CLOSED
     assert [metric for metric, *_ in telemetry.errors] == [PLATFORM_EVENT_ERRORS]
+
+
+def test_a_tenant_without_subscribers_gets_nothing_written() -> None:
+    world = pipeline(endpoint("ep_down", ["hookrelay.*"]), endpoint("ep_all", ["*"]))
+    world.emitter.emit(failing_notice())
+    assert world.events.items == {} and world.events.sequences == {} and world.queue.sent == []

@@ -179,8 +179,8 @@ class DeliveryService:
             self.platform_events.emit(platform_events.recovered(fresh, at=at))
 
     def _announce_opened(self, endpoint: Endpoint, opened_at: datetime, due: datetime, delivery_id: str) -> None:
-        """`hookrelay.endpoint.circuit_opened`, after the probe workflow started (an outage is never held up by its
-        webhook). If the process dies before it, or it fails, the probe workflow's first command emits it
+        """`hookrelay.endpoint.circuit_opened`, after the probe workflow started and the earlier failures parked (the
+        outage's handling is never held up by its webhook). If the process dies before it, or it fails, the probe workflow's first command emits it
         (services/circuit.py), converging on the same event: its id is derived from the opening's time."""
         if self.platform_events is None:
             return
@@ -325,8 +325,8 @@ class DeliveryService:
             command = CircuitCommand(counted.tenant_id, counted.id, step, CircuitCommandKind.PROBE, due)
             self.workflow.start_probe(command)
             self.telemetry.count(CIRCUIT_OPENED)
-            self._announce_opened(counted, now, due, message.delivery_id)
             self._park_earlier_failures(counted, message.delivery_id, now)
+            self._announce_opened(counted, now, due, message.delivery_id)
         return True
 
     def _park_earlier_failures(self, endpoint: Endpoint, opener: str, now: datetime) -> None:

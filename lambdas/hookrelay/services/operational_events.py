@@ -31,6 +31,8 @@ class OperationalEvents:
 
     def emit(self, notice: PlatformNotice) -> None:
         recipients = _Subscribers(self.ingest.endpoints, notice.type, about=notice.about)
+        if not recipients.list_for_tenant(notice.tenant_id):
+            return  # nobody asked for it (most tenants): nothing is written, no sequence is taken
         replace(self.ingest, endpoints=recipients).publish(
             tenant_id=notice.tenant_id,
             event_type=notice.type.value,
