@@ -180,8 +180,9 @@ class DeliveryService:
 
     def _announce_opened(self, endpoint: Endpoint, opened_at: datetime, due: datetime, delivery_id: str) -> None:
         """`hookrelay.endpoint.circuit_opened`, after the probe workflow started and the earlier failures parked (the
-        outage's handling is never held up by its webhook). If the process dies before it, or it fails, the probe workflow's first command emits it
-        (services/circuit.py), converging on the same event: its id is derived from the opening's time."""
+        outage's handling is never held up by its webhook). If the process dies before it, or it fails, the probe
+        workflow's first command emits it (services/circuit.py), converging on the same event: its id is derived from
+        the opening's time."""
         if self.platform_events is None:
             return
         notice = platform_events.circuit_opened(
