@@ -151,7 +151,9 @@ def test_the_circuit_opening_and_closing_send_one_webhook_each(
         platform.pump()
         endpoints = wiring.endpoint_service()
         assert endpoints.get(tenant.id, tenant.down["id"]).circuit is CircuitState.OPEN
-        platform.pump()
+        with QueuePump(env[schema.DELIVERY_QUEUE.env_var]):  # the probe workflow's first command announces it
+            wait_until(lambda: platform_events(ops), "the opened webhook", 30)
+        assert endpoints.get(tenant.id, tenant.down["id"]).circuit is CircuitState.OPEN  # the probe failed
         [opened] = platform_events(ops)
         data = verify(tenant.ops["secret"], opened)["data"]
         assert json.loads(opened.body)["type"] == "hookrelay.endpoint.circuit_opened"

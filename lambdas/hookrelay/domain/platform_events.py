@@ -74,7 +74,8 @@ CATALOGUE: Mapping[PlatformEventType, PlatformEventSpec] = {
         {**_ENDPOINT, "failing_since": _SPELL["failing_since"], "recovered_at": "the successful attempt's time"},
     ),
     PlatformEventType.CIRCUIT_OPENED: PlatformEventSpec(
-        "failures in a row opened the endpoint's circuit: its deliveries are parked while one probe retries",
+        "failures in a row opened the endpoint's circuit: its deliveries are parked while one probe retries "
+        "(sent as the first probe is made, one schedule gap after the opening)",
         {
             **_ENDPOINT,
             "circuit": "`open`",

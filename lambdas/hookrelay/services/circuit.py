@@ -101,8 +101,11 @@ class CircuitService:
                 self._announce(platform_events.circuit_closed(endpoint, closed_at=now))
             return done  # there is no outage any more
         if command.commands == 0 and endpoint.circuit_opened_at is not None:
-            # A workflow's first command: the opening's webhook again, in case whoever opened the circuit died (or
-            # failed) before emitting it. Its id is derived from the opening's time: emitted twice, it is one event.
+            # A workflow's first command announces the opening (`hookrelay.endpoint.circuit_opened`), before it is
+            # answered: the delivery path that opened the circuit only starts this workflow. A crash before the
+            # answer re-sends the command, and a workflow started afresh (hand-over, a lost one restarted) has a first
+            # command too: each emits again, and converges on one event (its id is derived from the opening's time).
+            # The count that opened it was cleared by the opening: it was the threshold.
             opened = platform_events.circuit_opened(
                 endpoint,
                 opened_at=endpoint.circuit_opened_at,

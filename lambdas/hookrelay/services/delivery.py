@@ -19,7 +19,6 @@ from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
-    PLATFORM_EVENT_ERRORS,
     AttemptRecord,
     AttemptReport,
     CircuitCommand,
@@ -74,7 +73,7 @@ class DeliveryService:
     claim_timeout: timedelta = timedelta(minutes=2)
     clock: Callable[[], datetime] = field(default=utcnow)
     sleep: Callable[[float], None] = field(default=time.sleep)
-    # Operational webhooks (circuit opened, endpoint recovered) to the tenant's subscribed endpoints; None: none.
+    # `hookrelay.endpoint.recovered` to the tenant's subscribed endpoints; None: none.
     platform_events: PlatformEvents | None = None
 
     def attempt(self, message: DeliveryMessage) -> AttemptReport:
@@ -177,21 +176,6 @@ class DeliveryService:
         fresh = self.endpoints.get(endpoint.tenant_id, endpoint.id)
         if fresh is not None and fresh.failing_since == endpoint.failing_since and fresh.failure_notice is not None:
             self.platform_events.emit(platform_events.recovered(fresh, at=at))
-
-    def _announce_opened(self, endpoint: Endpoint, opened_at: datetime, due: datetime, delivery_id: str) -> None:
-        """`hookrelay.endpoint.circuit_opened`, after the probe workflow started and the earlier failures parked (the
-        outage's handling is never held up by its webhook). If the process dies before it, or it fails, the probe
-        workflow's first command emits it (services/circuit.py), converging on the same event: its id is derived from
-        the opening's time."""
-        if self.platform_events is None:
-            return
-        notice = platform_events.circuit_opened(
-            endpoint, opened_at=opened_at, failures=endpoint.circuit_failures, next_probe_at=due
-        )
-        try:
-            self.platform_events.emit(notice)
-        except Exception as error:  # the circuit is open and its probe started: count it, carry on
-            self.telemetry.bookkeeping_failed(PLATFORM_EVENT_ERRORS, delivery_id, error)
 
     def _not_before(self, due: datetime | None, now: datetime) -> datetime:
         """Wait out an early wake-up (bounded): a retry is never made before its next_attempt_at."""
@@ -327,7 +311,8 @@ class DeliveryService:
             self.workflow.start_probe(command)
             self.telemetry.count(CIRCUIT_OPENED)
             self._park_earlier_failures(counted, message.delivery_id, now)
-            self._announce_opened(counted, now, due, message.delivery_id)
+            # Its webhook (`hookrelay.endpoint.circuit_opened`) is the probe workflow's to emit, on its first command
+            # (services/circuit.py): nothing more here, where parking the failures races their retry workflows.
         return True
 
     def _park_earlier_failures(self, endpoint: Endpoint, opener: str, now: datetime) -> None:
