@@ -81,7 +81,7 @@ CATALOGUE: Mapping[PlatformEventType, PlatformEventSpec] = {
             "circuit": "`open`",
             "opened_at": "when the circuit opened",
             "consecutive_failures": "the failures in a row that opened it",
-            "next_probe_at": "when the probe tries next",
+            "next_probe_at": "when the first probe is due (about when this event is sent)",
         },
     ),
     PlatformEventType.CIRCUIT_CLOSED: PlatformEventSpec(

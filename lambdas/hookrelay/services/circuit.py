@@ -100,6 +100,9 @@ class CircuitService:
                 # by emitting its webhook (the same event, if the first run got that far).
                 self._announce(platform_events.circuit_closed(endpoint, closed_at=now))
             return done  # there is no outage any more
+        if endpoint.state is not EndpointState.ENABLED:
+            self._release_disabled(endpoint, now)
+            return done
         if command.commands == 0 and endpoint.circuit_opened_at is not None:
             # A workflow's first command announces the opening (`hookrelay.endpoint.circuit_opened`), before it is
             # answered: the delivery path that opened the circuit only starts this workflow. A crash before the
@@ -113,9 +116,6 @@ class CircuitService:
                 next_probe_at=endpoint.next_probe_at,
             )
             self._announce(opened)
-        if endpoint.state is not EndpointState.ENABLED:
-            self._release_disabled(endpoint, now)
-            return done
         if command.commands >= circuit.COMMANDS_PER_EXECUTION:
             self._hand_over(endpoint, now)
             return done
