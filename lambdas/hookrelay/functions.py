@@ -208,10 +208,13 @@ DELIVERY = Function(
     memory_mb=LIGHT_MEMORY_MB,
     access=Access(
         tables={
+            schema.TENANTS: TableAccess.READ,  # platform events (circuit opened/closed, recovered) go through ingest
             schema.ENDPOINTS: TableAccess.READ_UPDATE,  # the failing spell and the circuit (conditional updates)
-            schema.EVENTS: TableAccess.READ_UPDATE,  # extend_expiry when a delivery ends
-            # Claims, attempts, status changes and the parked mark are conditional updates.
-            schema.DELIVERIES: TableAccess.READ_UPDATE,
+            # extend_expiry when a delivery ends; a platform event's conditional put and its sequence counter.
+            schema.EVENTS: TableAccess.READ_REWRITE,
+            # Claims, attempts, status changes and the parked mark are conditional updates; a platform event's
+            # deliveries are conditional puts (services/operational_events.py).
+            schema.DELIVERIES: TableAccess.READ_REWRITE,
             schema.PARKING_LOT: TableAccess.READ_WRITE,  # entries put when parked, deleted when claimed
         },
         sends_to=(schema.DELIVERY_QUEUE,),  # the drain's releases
@@ -230,8 +233,9 @@ REDRIVE = Function(
     timeout_seconds=schema.REDRIVE_FUNCTION_TIMEOUT_SECONDS,
     access=Access(
         tables={
+            schema.TENANTS: TableAccess.READ,  # hookrelay.redrive.completed goes through ingest
             schema.ENDPOINTS: TableAccess.READ,
-            schema.EVENTS: TableAccess.READ_UPDATE,
+            schema.EVENTS: TableAccess.READ_REWRITE,  # extend_expiry; hookrelay.redrive.completed's event
             schema.DELIVERIES: TableAccess.READ_REWRITE,  # replays' new deliveries
             schema.REDRIVES: TableAccess.READ_REWRITE,  # progress; the record itself if the API died before it
         },
@@ -249,11 +253,15 @@ SWEEPER = Function(
             # The failing-endpoints index, the notice markers (UpdateItem) and the disable (the PutItem of the
             # endpoint service's conditional read-change-write); never a delete.
             schema.ENDPOINTS: TableAccess.READ_REWRITE,
-            # A notice's last failure; parked deliveries ended past their horizon or for a disabled endpoint.
-            schema.DELIVERIES: TableAccess.READ_UPDATE,
+            schema.TENANTS: TableAccess.READ,  # the notices as platform events (hookrelay.endpoint.*), through ingest
+            # A notice's last failure; parked deliveries ended past their horizon or for a disabled endpoint; a
+            # platform event's deliveries (conditional puts).
+            schema.DELIVERIES: TableAccess.READ_REWRITE,
             schema.PARKING_LOT: TableAccess.READ_WRITE,  # the lots of open circuits, and their ended entries
-            schema.EVENTS: TableAccess.READ_UPDATE,  # an ended delivery's event is kept for the redrive window
+            # An ended delivery's event is kept for the redrive window; a platform event's put and sequence counter.
+            schema.EVENTS: TableAccess.READ_REWRITE,
         },
+        sends_to=(schema.DELIVERY_QUEUE,),  # a platform event's first messages
         publishes=(schema.ENDPOINT_NOTICES_TOPIC,),
         starts_retries=True,  # a lost probe workflow is started again
         watches_probes=True,

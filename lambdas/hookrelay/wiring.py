@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from hookrelay.services.endpoints import EndpointService
     from hookrelay.services.event_types import EventTypeCatalogue
     from hookrelay.services.ingest import IngestService
+    from hookrelay.services.operational_events import OperationalEvents
     from hookrelay.services.parking import Parking
     from hookrelay.services.rate_limit import RateLimiter
     from hookrelay.services.reconcile import Reconciler
@@ -150,6 +151,29 @@ def ingest_service() -> IngestService:
     )
 
 
+@cache
+def operational_events() -> OperationalEvents:
+    """Platform events to tenants' subscribed endpoints, through ingest (the sweeper, delivery and redrive functions).
+    Deliveries are created one conditional put each: these functions may put deliveries, not batch-write them."""
+    from hookrelay.adapters.dynamodb import EndpointTable, EventTable, OneByOneDeliveryTable, TenantTable
+    from hookrelay.adapters.sqs import SqsDeliveryQueue
+    from hookrelay.services.ingest import IngestService
+    from hookrelay.services.operational_events import OperationalEvents
+    from hookrelay.services.reconcile import RECONCILE_GRACE
+
+    return OperationalEvents(
+        IngestService(
+            tenants=TenantTable(_table(schema.TENANTS)),
+            endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+            events=EventTable(_table(schema.EVENTS)),
+            deliveries=OneByOneDeliveryTable(_table(schema.DELIVERIES)),
+            queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
+            schedule=retry_schedule(),
+            writer_window=RECONCILE_GRACE,
+        )
+    )
+
+
 def _parking() -> Parking:
     from hookrelay.adapters.circuit import DynamoCircuits, DynamoParkingLot
     from hookrelay.adapters.dynamodb import EndpointTable
@@ -203,6 +227,7 @@ def circuit_service() -> CircuitService:
         schedule=retry_schedule(),
         telemetry=_delivery_telemetry(),
         attempts=delivery_service(),
+        platform_events=operational_events(),
     )
 
 
@@ -228,6 +253,7 @@ def delivery_service() -> DeliveryService:
         telemetry=_delivery_telemetry(),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking(),
+        platform_events=operational_events(),
     )
 
 
@@ -274,6 +300,7 @@ def redrive_service() -> RedriveService:
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         replays=replay_service(),
         jobs=redrive_jobs(),
+        platform_events=operational_events(),
     )
 
 
@@ -342,6 +369,7 @@ def auto_disable_sweeper() -> AutoDisableSweeper:
         deliveries=delivery_table(),
         notices=SnsEndpointNotices(aws.client("sns"), os.environ[schema.ENDPOINT_NOTICES_TOPIC.env_var]),
         policy=auto_disable_policy(),
+        platform_events=operational_events(),
     )
 
 
@@ -355,6 +383,7 @@ _FACTORIES = (
     endpoint_service,
     event_type_catalogue,
     ingest_service,
+    operational_events,
     delivery_service,
     circuit_service,
     delivery_log_service,

@@ -86,8 +86,10 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes_a_rec
     topic_id = logical_id_of(synthesized, "AWS::SNS::Topic", NOTICES_TOPIC)
     key_id = logical_id_of(synthesized, "AWS::KMS::Key", "Notices/NoticesKey")
     services = {action.split(":")[0] for s in statements for action in as_list(s["Action"])}
-    # states: restarting a lost probe workflow (a death is a record and a metric, never a queue message).
-    assert services == {"dynamodb", "sns", "kms", "logs", "states"}  # no xray: tracing is off by default
+    # states: restarting a lost probe workflow (a death is a record and a metric, never a queue message); sqs: the
+    # first messages of the notices' operational webhooks, on the delivery queue (its only queue: tests/integration/
+    # test_least_privilege.py checks every call against the table of functions).
+    assert services == {"dynamodb", "sns", "kms", "logs", "states", "sqs"}  # no xray: tracing is off by default
 
     sns = [s for s in statements if actions_on([s], "sns:")]
     assert actions_on(sns, "sns:") == {"sns:Publish"}
@@ -105,7 +107,9 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes_a_rec
             if actions_on([statement], "dynamodb:"):
                 by_table.setdefault(table_of(resource), set()).update(actions_on([statement], "dynamodb:"))
     lot = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ParkingLot")
-    assert set(by_table) == {endpoints, deliveries, events, lot}
+    tenants = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Tenants")
+    assert set(by_table) == {endpoints, deliveries, events, lot, tenants}  # tenants: read by ingest, for the webhooks
+    assert by_table[tenants] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == set()
     # The lot's entries go when their parked deliveries end (the records themselves are never deleted).
     assert "dynamodb:DeleteItem" in by_table[lot]
     assert by_table[endpoints] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
@@ -113,13 +117,14 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes_a_rec
         "dynamodb:UpdateItem",
     }
     assert "dynamodb:BatchWriteItem" not in by_table[endpoints]
-    # Parked deliveries are ended (dead past their horizon, cancelled when disabled) by conditional updates only.
-    assert by_table[deliveries] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
-        "dynamodb:UpdateItem"
-    }
-    assert by_table[events] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
-        "dynamodb:UpdateItem"
-    }
+    # Parked deliveries are ended (dead past their horizon, cancelled when disabled) by conditional updates; the
+    # operational webhooks' events and deliveries are conditional puts. Never a delete, never a batch write.
+    for table in (deliveries, events):
+        assert by_table[table] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == {
+            "dynamodb:PutItem",
+            "dynamodb:UpdateItem",
+        }
+        assert "dynamodb:BatchWriteItem" not in by_table[table]
 
 
 @pytest.mark.parametrize("name", [function.name for function in FUNCTIONS if function is not SWEEPER])

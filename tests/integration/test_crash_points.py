@@ -477,6 +477,31 @@ def sweep_check(world: World) -> str:
     return "notice sent twice, same notice_id (died after publishing: at-least-once, documented)"
 
 
+# The sweeper's notice as an operational webhook: emitted (event, delivery, message), published, then recorded.
+
+
+def with_a_failing_endpoint_and_an_ops_endpoint(world: World) -> None:
+    with_a_failing_endpoint(world)
+    ops = world.platform.new_endpoint(world.token, world.consumer.url + "/ops", ["hookrelay.endpoint.*"])
+    world.scratch["ops"] = ops["id"]
+
+
+def sweep_and_settle(world: World) -> None:
+    sweep_recover(world)
+    settle(world)
+
+
+def operational_webhook_check(world: World) -> str:
+    outcome = sweep_check(world)
+    check_settled(world)
+    ops = [d for d in tenant_deliveries(world) if d.endpoint_id == world.scratch["ops"]]
+    [delivery] = ops  # one delivery of the notice, whatever the crash point
+    assert delivery.event_type == "hookrelay.endpoint.failing" and delivery.status is DeliveryStatus.DELIVERED
+    assert sent(world, delivery.event_id) == 1
+    assert all(not r.path.endswith("/hook") or b"hookrelay." not in r.body for r in world.consumer.received)
+    return f"{outcome}; one webhook to the ops endpoint, sent once"
+
+
 # The reconciler surfacing a lost attempt and a poison message as dead deliveries.
 
 
@@ -632,6 +657,14 @@ PATHS = (
     Path("delivery", frozenset({"delivery"}), with_a_queued_event, delivery_act, api_recover, delivery_check),
     Path("dead letter", frozenset({"delivery"}), with_a_last_attempt_due, delivery_act, api_recover, delivery_check),
     Path("sweeper notice", frozenset({"sweeper"}), with_a_failing_endpoint, sweep_act, sweep_recover, sweep_check),
+    Path(
+        "operational webhook",
+        frozenset({"sweeper"}),
+        with_a_failing_endpoint_and_an_ops_endpoint,
+        sweep_act,
+        sweep_and_settle,
+        operational_webhook_check,
+    ),
     Path("surfacing", frozenset({"reconciler"}), with_dead_letters_waiting, surface_act, api_recover, surface_check),
     Path("retry hand-over", DELIVERY, with_a_failure_to_come, retry_act, api_recover, all_delivered_check, True),
     Path(

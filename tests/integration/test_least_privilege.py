@@ -124,6 +124,10 @@ def drive_every_function(platform: Platform, consumer: ScriptedConsumer) -> None
     tenant_id, token = platform.new_tenant()
     producer = platform.new_key("producer")
     endpoint = platform.new_endpoint(token, consumer.url)
+    # An ops endpoint, on a consumer of its own that always answers 200: the redrive's completion and the sweeper's
+    # notices are emitted to it as platform events (conditional puts, a message) by the functions that see them.
+    ops = ScriptedConsumer()
+    platform.new_endpoint(token, ops.url, ["hookrelay.*"])
     since = to_rfc3339(utcnow() - timedelta(minutes=1))
     consumer.queue([Reply(500), Reply(200), Reply(404), Reply(404), Reply(404)])
 
@@ -177,6 +181,10 @@ def drive_every_function(platform: Platform, consumer: ScriptedConsumer) -> None
 
     spare = platform.call("POST", "/v1/api-keys", platform.admin_token, {"role": "producer"}).json()
     assert platform.call("DELETE", f"/v1/api-keys/{spare['key_id']}", platform.admin_token).status == 204
+    platform.pump()
+    kinds = {json.loads(request.body)["type"] for request in ops.received}
+    ops.close()
+    assert {"hookrelay.redrive.completed", "hookrelay.endpoint.failing", "hookrelay.endpoint.disabled"} <= kinds
 
 
 def test_every_aws_call_is_granted_to_the_function_that_makes_it(

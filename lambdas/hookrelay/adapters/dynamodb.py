@@ -745,6 +745,16 @@ class DeliveryTable:
         )
 
 
+class OneByOneDeliveryTable(DeliveryTable):
+    """The deliveries, each created with its own conditional put, never a batch write: for the functions that emit
+    platform events (sweeper, delivery, redrive), whose rights on this table are put and update, and BatchWriteItem
+    would also grant deletes. A platform event fans out to a tenant's few operations endpoints."""
+
+    def put_many(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:
+            self.put_new(delivery)
+
+
 class RedriveTable:
     def __init__(self, table: Any) -> None:
         self.table = table

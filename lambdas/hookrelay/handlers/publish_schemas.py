@@ -5,18 +5,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN
+from hookrelay.domain.platform_events import PREFIX as PLATFORM_PREFIX
+from hookrelay.domain.platform_events import is_reserved
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _not_reserved(event_type: str) -> str:
+    """The platform's own event types (operational webhooks) are not a producer's to publish."""
+    if is_reserved(event_type):
+        raise ValueError(f"event types starting with {PLATFORM_PREFIX!r} are reserved for the platform's own events")
+    return event_type
+
+
 # An event's fields, as one event and each item of a batch give them.
 TenantId = Annotated[str, Field(min_length=1, max_length=64)]
-EventTypeName = Annotated[str, Field(pattern=EVENT_TYPE_PATTERN.pattern)]
+EventTypeName = Annotated[str, Field(pattern=EVENT_TYPE_PATTERN.pattern), AfterValidator(_not_reserved)]
 OrderingKey = Annotated[str | None, Field(min_length=1, max_length=256)]
 
 

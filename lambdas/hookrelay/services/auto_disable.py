@@ -20,6 +20,8 @@ from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.errors import Conflict, NotFound
 from hookrelay.domain.health import summarize
 from hookrelay.domain.models import Endpoint, FailureNotice
+from hookrelay.domain.platform_events import PlatformEventType, PlatformNotice
+from hookrelay.domain.platform_events import notice as platform_notice
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ports import (
     DeliveryFilter,
@@ -27,6 +29,7 @@ from hookrelay.services.ports import (
     EndpointNoticeMessage,
     EndpointNotices,
     FailingEndpoints,
+    PlatformEvents,
 )
 
 DEFAULT_DISABLE_AFTER_DAYS = 5.0
@@ -123,6 +126,8 @@ class AutoDisableSweeper:
     notices: EndpointNotices
     policy: AutoDisablePolicy = field(default_factory=AutoDisablePolicy)
     clock: Callable[[], datetime] = field(default=utcnow)
+    # The same notices as webhooks, to the tenant's endpoints subscribed to them (None: SNS only).
+    platform_events: PlatformEvents | None = None
 
     def sweep(self) -> SweepReport:
         now = self.clock()
@@ -141,11 +146,15 @@ class AutoDisableSweeper:
         notice = self.policy.next_notice(now - endpoint.failing_since, endpoint.failure_notice)
         if notice is None:
             return
-        # Published, then recorded: if the process dies between the two, the next sweep finds the notice still owed
-        # and publishes it again (at least once, never lost; `notice_id` lets a subscriber drop the copy). Recorded
-        # first, a crash in between would lose it for good.
+        # Emitted to the tenant, published, then recorded: if the process dies before the record, the next sweep
+        # finds the notice still owed and does all three again. The webhook converges (its event and deliveries have
+        # ids derived from `notice_id`: exactly one delivery per subscribed endpoint); SNS gets it at least once,
+        # never lost (`notice_id` lets a subscriber drop the copy). Recorded first, a crash would lose both for good.
         try:
-            self.notices.publish(self._message(endpoint, notice, now))
+            message = self._message(endpoint, notice, now)
+            if self.platform_events is not None:
+                self.platform_events.emit(_as_platform_event(message))
+            self.notices.publish(message)
         except Exception as error:  # any failure: nothing recorded, go on with the others, report it
             report.unsent.append((endpoint.id, f"{type(error).__name__}: {error}"))
             return
@@ -213,6 +222,31 @@ def notice_id(endpoint: Endpoint, notice: FailureNotice) -> str:
     """The same for every copy of one notice (one endpoint, one failing spell, one kind): what subscribers dedup on."""
     assert endpoint.failing_since is not None
     return f"{endpoint.id}:{to_rfc3339(endpoint.failing_since)}:{notice.value}"
+
+
+def _as_platform_event(message: EndpointNoticeMessage) -> PlatformNotice:
+    """The SNS notice as the tenant's webhook: the same facts, less the platform team's routing fields."""
+    body = message.body
+    spell: dict[str, Any] = {
+        "endpoint_id": message.endpoint_id,
+        "url": body["url"],
+        "failing_since": body["failing_since"],
+        "failing_for_seconds": body["failing_for_seconds"],
+        "notice_id": body["notice_id"],
+        "last_failure": body["last_failure"],
+    }
+    if message.kind is FailureNotice.DISABLED:
+        kind, extra = PlatformEventType.ENDPOINT_DISABLED, {"disabled_at": body["disable_at"]}
+        reason = f"failing since {body['failing_since']}: disabled; enable it, then redrive what it missed"
+    else:
+        kind, extra = (
+            PlatformEventType.ENDPOINT_FAILING,
+            {"notice": message.kind.value, "disable_at": body["disable_at"]},
+        )
+        reason = f"every delivery has failed since {body['failing_since']}"
+    return platform_notice(
+        message.tenant_id, kind, about=message.endpoint_id, key=str(body["notice_id"]), reason=reason, **spell, **extra
+    )
 
 
 def _subject(endpoint: Endpoint, notice: FailureNotice, failing_for: timedelta, day: timedelta) -> str:

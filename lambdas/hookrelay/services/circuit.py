@@ -14,16 +14,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from hookrelay.domain import circuit
+from hookrelay.domain import circuit, platform_events
 from hookrelay.domain.circuit import CircuitState, Via
 from hookrelay.domain.classification import Outcome
 from hookrelay.domain.clock import from_rfc3339, utcnow
 from hookrelay.domain.lifecycle import retention_expiry
 from hookrelay.domain.models import Endpoint, EndpointState
+from hookrelay.domain.platform_events import PlatformNotice
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
+    PLATFORM_EVENT_ERRORS,
     Attempts,
     CircuitCommand,
     CircuitCommandKind,
@@ -36,6 +38,7 @@ from hookrelay.services.ports import (
     EndpointRepository,
     EventRepository,
     ParkedDelivery,
+    PlatformEvents,
     RetryWorkflow,
 )
 
@@ -73,6 +76,8 @@ class CircuitService:
     telemetry: DeliveryTelemetry
     attempts: Attempts  # a probe is a real delivery attempt of the oldest parked delivery
     clock: Callable[[], datetime] = field(default=utcnow)
+    # Operational webhooks (circuit opened, closed) to the tenant's subscribed endpoints; None: none.
+    platform_events: PlatformEvents | None = None
 
     # --- The probe workflow's commands ---
 
@@ -87,11 +92,30 @@ class CircuitService:
         now = self.clock()
         endpoint = self.endpoints.get(command.tenant_id, command.endpoint_id)
         done = replace(command, kind=CircuitCommandKind.DONE, due_at=now, released=(), reply_to=None)
-        if endpoint is None or endpoint.circuit_step != command.step or endpoint.circuit is CircuitState.CLOSED:
-            return done  # another workflow owns this circuit now, or there is no outage any more
+        if endpoint is None or endpoint.circuit_step != command.step:
+            return done  # another workflow owns this circuit now
+        if endpoint.circuit is CircuitState.CLOSED:
+            if command.kind is CircuitCommandKind.DRAIN and endpoint.state is EndpointState.ENABLED:
+                # This workflow's drain closed it and died before answering: the re-sent command finishes the close
+                # by emitting its webhook (the same event, if the first run got that far).
+                self._announce(platform_events.circuit_closed(endpoint, closed_at=now))
+            return done  # there is no outage any more
         if endpoint.state is not EndpointState.ENABLED:
             self._release_disabled(endpoint, now)
             return done
+        if command.commands == 0 and endpoint.circuit_opened_at is not None:
+            # A workflow's first command announces the opening (`hookrelay.endpoint.circuit_opened`), before it is
+            # answered: the delivery path that opened the circuit only starts this workflow. A crash before the
+            # answer re-sends the command, and a workflow started afresh (hand-over, a lost one restarted) has a first
+            # command too: each emits again, and converges on one event (its id is derived from the opening's time).
+            # The count that opened it was cleared by the opening: it was the threshold.
+            opened = platform_events.circuit_opened(
+                endpoint,
+                opened_at=endpoint.circuit_opened_at,
+                failures=circuit.OPEN_AFTER_FAILURES,
+                next_probe_at=endpoint.next_probe_at,
+            )
+            self._announce(opened)
         if command.commands >= circuit.COMMANDS_PER_EXECUTION:
             self._hand_over(endpoint, now)
             return done
@@ -151,6 +175,9 @@ class CircuitService:
         if not in_flight and not released:
             if self.parking.close_if_empty(endpoint, following.step):
                 self.telemetry.count(CIRCUIT_CLOSED)
+                # Closed, then announced: a crash in between leaves the command unanswered; the workflow re-sends
+                # it, and `step` emits it for the closed circuit (converging on the same event).
+                self._announce(platform_events.circuit_closed(endpoint, closed_at=now))
                 return replace(following, kind=CircuitCommandKind.DONE, due_at=now, released=())
             return replace(following, kind=CircuitCommandKind.DRAIN, due_at=due, released=())
         self.circuits.drained(endpoint, following.step, len(released), due)
@@ -226,6 +253,15 @@ class CircuitService:
         kind = CircuitCommandKind.PROBE if endpoint.circuit is CircuitState.OPEN else CircuitCommandKind.DRAIN
         self.workflow.start_probe(CircuitCommand(endpoint.tenant_id, endpoint.id, endpoint.circuit_step + 1, kind, due))
         return True
+
+    def _announce(self, notice: PlatformNotice) -> None:
+        """Emit an operational webhook; a failure is counted, never allowed to hold up the outage's handling."""
+        if self.platform_events is None:
+            return
+        try:
+            self.platform_events.emit(notice)
+        except Exception as error:
+            self.telemetry.bookkeeping_failed(PLATFORM_EVENT_ERRORS, notice.about, error)
 
     # --- The sweep ---
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from hookrelay.domain import circuit
+from hookrelay.domain import circuit, platform_events
 from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
@@ -31,6 +31,7 @@ from hookrelay.services.ports import (
     EndpointRepository,
     EventRepository,
     ParkOutcome,
+    PlatformEvents,
     RetryTicket,
     RetryWorkflow,
     SendResult,
@@ -72,6 +73,8 @@ class DeliveryService:
     claim_timeout: timedelta = timedelta(minutes=2)
     clock: Callable[[], datetime] = field(default=utcnow)
     sleep: Callable[[float], None] = field(default=time.sleep)
+    # `hookrelay.endpoint.recovered` to the tenant's subscribed endpoints; None: none.
+    platform_events: PlatformEvents | None = None
 
     def attempt(self, message: DeliveryMessage) -> AttemptReport:
         """Make the attempt the message asks for, or park it behind the endpoint's open circuit."""
@@ -171,9 +174,23 @@ class DeliveryService:
         next attempt's, so an error here is counted, not retried.
         """
         if delivered and endpoint.failing_since is not None:
+            self._announce_recovery(endpoint, at)
             self.endpoints.mark_recovered(endpoint.tenant_id, endpoint.id)
         elif not delivered and endpoint.failing_since is None:
             self.endpoints.mark_failing(endpoint.tenant_id, endpoint.id, at)
+
+    def _announce_recovery(self, endpoint: Endpoint, at: datetime) -> None:
+        """`hookrelay.endpoint.recovered`, for a spell the tenant was told about (`failure_notice`, read fresh: the
+        sweeper may have noticed the spell since this attempt read the endpoint).
+
+        Emitted before the spell is cleared: if the process dies between the two (or the emit fails: the caller
+        counts it), the spell still runs and the next success emits again, converging on the same event (its id is
+        derived from the spell), then clears it. Cleared first, a crash would lose the event for good."""
+        if self.platform_events is None:
+            return
+        fresh = self.endpoints.get(endpoint.tenant_id, endpoint.id)
+        if fresh is not None and fresh.failing_since == endpoint.failing_since and fresh.failure_notice is not None:
+            self.platform_events.emit(platform_events.recovered(fresh, at=at))
 
     def _not_before(self, due: datetime | None, now: datetime) -> datetime:
         """Wait out an early wake-up (bounded): a retry is never made before its next_attempt_at."""
@@ -309,6 +326,8 @@ class DeliveryService:
             self.workflow.start_probe(command)
             self.telemetry.count(CIRCUIT_OPENED)
             self._park_earlier_failures(counted, message.delivery_id, now)
+            # Its webhook (`hookrelay.endpoint.circuit_opened`) is the probe workflow's to emit, on its first command
+            # (services/circuit.py): nothing more here, where parking the failures races their retry workflows.
         return True
 
     def _park_earlier_failures(self, endpoint: Endpoint, opener: str, now: datetime) -> None:

@@ -14,6 +14,7 @@ from hookrelay.domain.event_types import EventType, Violation
 from hookrelay.domain.lifecycle import first_attempt_number
 from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, FailureNotice, Tenant
 from hookrelay.domain.paging import Position
+from hookrelay.domain.platform_events import PlatformNotice
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 
@@ -136,6 +137,16 @@ class EndpointNotices(Protocol):
     """The channel notices go out on, independent of the failing endpoint (SNS in AWS)."""
 
     def publish(self, message: EndpointNoticeMessage) -> None: ...
+
+
+PLATFORM_EVENT_ERRORS = "PlatformEventErrors"  # metric: an operational webhook could not be emitted
+
+
+class PlatformEvents(Protocol):
+    """Platform events to the tenant's own subscribed endpoints, through the delivery pipeline
+    (services/operational_events.py). Idempotent per notice: emitting one again creates nothing new."""
+
+    def emit(self, notice: PlatformNotice) -> None: ...
 
 
 class EventRepository(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from hookrelay.domain import ids
+from hookrelay.domain import ids, platform_events
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.errors import Conflict, Gone, InvalidRequest, NotFound
 from hookrelay.domain.lifecycle import ensure_deliverable, retention_expiry
@@ -24,6 +24,7 @@ from hookrelay.services.ports import (
     DeliveryLog,
     EndpointRepository,
     PageDone,
+    PlatformEvents,
     RedriveJob,
     RedriveJobs,
     RedriveRepository,
@@ -56,6 +57,8 @@ class RedriveService:
     replays: ReplayService
     jobs: RedriveJobs
     page_size: int = PAGE_SIZE
+    # `hookrelay.redrive.completed` to the tenant's subscribed endpoints (None: none).
+    platform_events: PlatformEvents | None = None
 
     def start(
         self,
@@ -148,6 +151,18 @@ class RedriveService:
         self.replays.enqueue_first_attempts(unsent)
         replayed = len(found.deliveries) - skipped
         total = self.deliveries.count(_scope(redrive), now) if redrive.total is None else None
+        if found.resume_after is None and self.platform_events is not None:
+            # The last page: announced before it is recorded. If the process dies between the two, the job message
+            # comes back, re-runs the page (its replays converge) and emits again: the same event, its id derived
+            # from the redrive. Recorded first, a crash would leave the redrive completed and never announced.
+            done = platform_events.redrive_completed(
+                redrive,
+                total=total if total is not None else (redrive.total or 0),
+                replayed=redrive.replayed + replayed,
+                skipped=redrive.skipped + skipped,
+                at=now,
+            )
+            self.platform_events.emit(done)
         recorded = self.redrives.advance(
             redrive.id, PageDone(page, replayed, skipped, found.resume_after, now, total=total)
         )
