@@ -41,6 +41,7 @@ from hookrelay.services.ports import (
     DeliveryMessage,
     EndpointNoticeMessage,
 )
+from hookrelay.services.reconcile import RECONCILE_GRACE
 from tests.support.delivery_world import OK, World, make_world
 from tests.support.fakes import (
     ConditionalEndpoints,
@@ -101,7 +102,9 @@ class Pipeline:
 
     @property
     def emitter(self) -> OperationalEvents:
-        ingest = IngestService(Tenants(), self.endpoints, self.events, self.deliveries, self.queue, SCHEDULE)
+        ingest = IngestService(
+            Tenants(), self.endpoints, self.events, self.deliveries, self.queue, SCHEDULE, writer_window=RECONCILE_GRACE
+        )
         return OperationalEvents(ingest)
 
     def of_type(self, kind: PlatformEventType) -> list[Event]:
