@@ -274,13 +274,18 @@ class Driver:
         return tenant["tenant_id"]
 
     def publish(self, run: Run | None, tenant_id: str, data: list[dict[str, Any]]) -> None:
-        """One request: one event, or a batch of them through the batch route."""
-        events = [{"tenant_id": tenant_id, "type": "order.updated", "data": one} for one in data]
-        path, body = ("/v1/events", events[0]) if len(events) == 1 else (BATCH_ROUTE, {"events": events})
+        """One request: one event (POST /v1/events), or a batch of them (POST /v1/events/batch, up to 100)."""
+        if len(data) == 1:
+            path, body = "/v1/events", {"tenant_id": tenant_id, "type": "order.updated", "data": data[0]}
+        else:
+            events = [{"type": "order.updated", "data": one} for one in data]
+            path, body = BATCH_ROUTE, {"tenant_id": tenant_id, "events": events}
         if run is not None:
             run.api_requests += 1
             run.api_units += max(1, math.ceil(len(json.dumps(body).encode()) / API_PAYLOAD_UNIT))
-        self.call("POST", path, self.producer, body, run)
+        answer = self.call("POST", path, self.producer, body, run)
+        if path == BATCH_ROUTE and answer["refused"]:
+            raise RuntimeError(f"POST {BATCH_ROUTE} refused events: {answer['results']}")
 
     def publish_batch(
         self, run: Run | None, tenant_id: str, datas: list[dict[str, Any]], key_prefix: str | None = None
