@@ -72,6 +72,14 @@ class ApiRoutes:
 
 
 @dataclass(frozen=True)
+class PublicRoutes:
+    """Invoked by the HTTP API for these routes WITHOUT the authorizer: only the consumer portal's static page
+    (HTML, CSS, JavaScript; no data). Everything the page shows it fetches from the API's authorized routes."""
+
+    routes: tuple[Route, ...]
+
+
+@dataclass(frozen=True)
 class Authorizer:
     """Invoked by the HTTP API before every route: the API's Lambda authorizer."""
 
@@ -102,7 +110,7 @@ class Schedule:
             raise ValueError(f"a schedule runs every whole number of minutes, not {self.every_seconds} s")
 
 
-Trigger = ApiRoutes | Authorizer | QueueTrigger | Schedule
+Trigger = ApiRoutes | PublicRoutes | Authorizer | QueueTrigger | Schedule
 
 
 @dataclass(frozen=True)
@@ -119,8 +127,15 @@ AUTHORIZER = Function(
     "authorizer",
     "hookrelay.handlers.authorizer.handler",
     trigger=Authorizer(),
-    # The keys, and each key's request counter (a conditional UpdateItem per request: the per-key rate limit).
-    access=Access(tables={schema.API_KEYS: TableAccess.READ, schema.RATE_LIMITS: TableAccess.READ_UPDATE}),
+    # The keys and portal sessions, and each key's request counter (a conditional UpdateItem per request: the
+    # per-key rate limit).
+    access=Access(
+        tables={
+            schema.API_KEYS: TableAccess.READ,
+            schema.PORTAL_SESSIONS: TableAccess.READ,
+            schema.RATE_LIMITS: TableAccess.READ_UPDATE,
+        }
+    ),
 )
 
 INGEST = Function(
@@ -146,6 +161,7 @@ API = Function(
         (
             Route("POST", "/v1/tenants"),
             Route("POST", "/v1/api-keys"),
+            Route("POST", "/v1/portal-sessions"),
             Route("DELETE", "/v1/api-keys/{key_id}"),
             Route("POST", "/v1/endpoints"),
             Route("GET", "/v1/endpoints"),
@@ -176,6 +192,7 @@ API = Function(
             schema.REDRIVES: TableAccess.READ_REWRITE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency deletes a failed request's record
             schema.PARKING_LOT: TableAccess.READ,  # how many deliveries wait behind an open circuit
+            schema.PORTAL_SESSIONS: TableAccess.READ_REWRITE,  # a new session is one conditional PutItem
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
     ),
@@ -261,7 +278,16 @@ RECONCILER = Function(
     ),
 )
 
-FUNCTIONS: tuple[Function, ...] = (AUTHORIZER, INGEST, API, DELIVERY, REDRIVE, SWEEPER, RECONCILER)
+PORTAL = Function(
+    "portal",
+    "hookrelay.handlers.portal.handler",
+    # The page and its files (/portal/app.js, app.css, favicon.svg), packaged with the code. It touches nothing:
+    # the page carries no data, and its token (in the link's fragment) is never sent to these routes.
+    trigger=PublicRoutes((Route("GET", "/portal"), Route("GET", "/portal/{asset}"))),
+    access=Access(),
+)
+
+FUNCTIONS: tuple[Function, ...] = (AUTHORIZER, INGEST, API, DELIVERY, REDRIVE, SWEEPER, RECONCILER, PORTAL)
 BY_NAME: Mapping[str, Function] = {function.name: function for function in FUNCTIONS}
 
 # Which function serves each API route (derived from the table: the order routes are matched in).
@@ -269,6 +295,14 @@ ROUTES: Mapping[Route, Function] = {
     route: function
     for function in FUNCTIONS
     if isinstance(function.trigger, ApiRoutes)
+    for route in function.trigger.routes
+}
+
+# The routes served without the authorizer (only the portal page's).
+PUBLIC_ROUTES: Mapping[Route, Function] = {
+    route: function
+    for function in FUNCTIONS
+    if isinstance(function.trigger, PublicRoutes)
     for route in function.trigger.routes
 }
 

@@ -14,6 +14,7 @@ from hookrelay.adapters.dynamodb import (
     DeliveryTable,
     EndpointTable,
     EventTable,
+    PortalSessionTable,
     RedriveTable,
     TenantTable,
 )
@@ -35,6 +36,7 @@ from hookrelay.services.delivery_log import DeliveryLogService
 from hookrelay.services.endpoints import EndpointService
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.parking import Parking
+from hookrelay.services.portal import PortalSessionService
 from hookrelay.services.rate_limit import RateLimiter
 from hookrelay.services.reconcile import Reconciler
 from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
@@ -65,6 +67,12 @@ def delivery_table() -> DeliveryTable:
 @cache
 def key_service() -> KeyService:
     return KeyService(ApiKeyTable(_table(schema.API_KEYS)))
+
+
+@cache
+def portal_session_service() -> PortalSessionService:
+    """Portal sessions: opened by the API, checked by the authorizer (which reads only the sessions table)."""
+    return PortalSessionService(PortalSessionTable(_table(schema.PORTAL_SESSIONS)), TenantTable(_table(schema.TENANTS)))
 
 
 @cache
@@ -247,6 +255,7 @@ _FACTORIES = (
     retry_schedule,
     delivery_table,
     key_service,
+    portal_session_service,
     rate_limiter,
     tenant_service,
     endpoint_service,

@@ -57,15 +57,17 @@ def test_only_the_delivery_function_and_the_sweeper_touch_the_retry_workflow(syn
 def test_the_authorizer_reads_the_api_keys_and_only_counts_requests(synthesized: Synthesized) -> None:
     statements = role_statements(synthesized, function_role(synthesized, "authorizer"))
     api_keys = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ApiKeys")
+    sessions = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/PortalSessions")
     counters = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/RateLimits")
     dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
     writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
-    on_keys = [s for s in dynamodb if {"Fn::GetAtt": [api_keys, "Arn"]} in as_list(s["Resource"])]
-    assert on_keys and not actions_on(on_keys, "dynamodb:") & writes
+    for read_only in (api_keys, sessions):  # API keys and portal sessions
+        on_table = [s for s in dynamodb if {"Fn::GetAtt": [read_only, "Arn"]} in as_list(s["Resource"])]
+        assert on_table and not actions_on(on_table, "dynamodb:") & writes
     on_counters = [s for s in dynamodb if {"Fn::GetAtt": [counters, "Arn"]} in as_list(s["Resource"])]
     assert actions_on(on_counters, "dynamodb:") & writes == {"dynamodb:UpdateItem"}
     assert {str(r) for s in dynamodb for r in as_list(s["Resource"])} <= {
-        str({"Fn::GetAtt": [table, "Arn"]}) for table in (api_keys, counters)
+        str({"Fn::GetAtt": [table, "Arn"]}) for table in (api_keys, sessions, counters)
     } | {str({"Ref": "AWS::NoValue"})}
     assert actions_on(statements, "sqs:") == set()
 

@@ -26,6 +26,7 @@ PINNED_TABLE_IDS = {
     "Redrives": "StorageRedrives58AE031F",
     "RateLimits": "StorageRateLimitsE7433BBF",
     "ParkingLot": "StorageParkingLot027D8C8F",
+    "PortalSessions": "StoragePortalSessions2D33C212",
 }
 
 

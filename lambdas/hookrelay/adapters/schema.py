@@ -91,6 +91,8 @@ IDEMPOTENCY = TableSpec("Idempotency", "IDEMPOTENCY_TABLE", partition_key="id", 
 
 # Per-key request counters (domain/rate_limit.py): one item per key and second, expired by TTL.
 RATE_LIMITS = TableSpec("RateLimits", "RATE_LIMITS_TABLE", partition_key="id", ttl_attribute="expires_at")
+# Consumer portal sessions (domain/portal.py): one item per portal link, removed by TTL after it expires.
+PORTAL_SESSIONS = TableSpec("PortalSessions", "PORTAL_SESSIONS_TABLE", partition_key="id", ttl_attribute="expires_at")
 
 ALL_TABLES: tuple[TableSpec, ...] = (
     TENANTS,
@@ -102,6 +104,7 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     IDEMPOTENCY,
     REDRIVES,
     RATE_LIMITS,
+    PORTAL_SESSIONS,
 )
 
 # Other environment the functions read (each queue's and topic's variable is on its spec).

@@ -58,8 +58,9 @@ def token_matches(token: str, stored_hash: str) -> bool:
 
 @dataclass(frozen=True)
 class Principal:
-    key_id: str
+    key_id: str  # the API key's id, or the portal session's id
     role: str
+    portal: bool = False  # a consumer portal session (domain/portal.py): the tenant's routes only
 
     @property
     def tenant_id(self) -> str | None:

@@ -1,4 +1,4 @@
-"""API Gateway (HTTP API) Lambda authorizer: a bearer API key in, the key's id and role out."""
+"""API Gateway (HTTP API) Lambda authorizer: a bearer API key (or portal session token) in, its id and role out."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event i
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
+from hookrelay.domain import portal
+from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.rate_limit import RATE_LIMITED
 from hookrelay.functions import AUTHORIZER
 
@@ -30,17 +32,26 @@ def bearer_token(authorization: str | None) -> str | None:
 @event_source(data_class=APIGatewayAuthorizerEventV2)
 def handler(event: APIGatewayAuthorizerEventV2, context: LambdaContext) -> dict[str, Any]:
     token = bearer_token(event.headers.get("authorization"))
-    who = wiring.key_service().authenticate(token) if token else None
+    who = _authenticate(token) if token else None
     if who is None:
         logger.info("refused", extra={"route": event.route_key})
         return APIGatewayAuthorizerResponseV2(authorize=False).asdict()
     logger.append_keys(key_id=who.key_id)
     granted: dict[str, Any] = {"key_id": who.key_id, "role": who.role}
+    if who.portal:
+        granted[portal.SCOPE] = portal.PORTAL_SCOPE
     if not _admitted(who.key_id):
         # Authorized, but over its rate: the function answers 429 (a simple response can only say 403).
         logger.info("rate limited", extra={"route": event.route_key})
         granted[RATE_LIMITED] = True
     return APIGatewayAuthorizerResponseV2(authorize=True, context=granted).asdict()
+
+
+def _authenticate(token: str) -> Principal | None:
+    """A portal token (its own prefix) is looked up among portal sessions, any other among API keys."""
+    if token.startswith(portal.TOKEN_PREFIX + "_"):
+        return wiring.portal_session_service().authenticate(token)
+    return wiring.key_service().authenticate(token)
 
 
 def _admitted(key_id: str) -> bool:

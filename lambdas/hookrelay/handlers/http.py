@@ -12,6 +12,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from pydantic import BaseModel, ValidationError
 
+from hookrelay.domain import portal
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.errors import DomainError, Forbidden
 from hookrelay.domain.rate_limit import RATE_LIMITED
@@ -65,7 +66,9 @@ def principal(app: APIGatewayHttpResolver) -> Principal:
             "rate-limited",
             headers={"Retry-After": "1"},
         )
-    return Principal(key_id=context["key_id"], role=context["role"])
+    return Principal(
+        key_id=context["key_id"], role=context["role"], portal=context.get(portal.SCOPE) == portal.PORTAL_SCOPE
+    )
 
 
 def require(app: APIGatewayHttpResolver, *, admin: bool = False, producer: bool = False) -> Principal:

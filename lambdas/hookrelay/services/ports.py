@@ -11,7 +11,16 @@ from typing import Protocol
 from hookrelay.domain.circuit import Via
 from hookrelay.domain.classification import FailureKind, Outcome
 from hookrelay.domain.lifecycle import first_attempt_number
-from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, FailureNotice, Tenant
+from hookrelay.domain.models import (
+    ApiKey,
+    Attempt,
+    Delivery,
+    Endpoint,
+    Event,
+    FailureNotice,
+    PortalSession,
+    Tenant,
+)
 from hookrelay.domain.paging import Position
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeadReason, DeliveryStatus
@@ -31,6 +40,11 @@ class ApiKeyRepository(Protocol):
     def put(self, key: ApiKey) -> None: ...
     def get(self, key_id: str) -> ApiKey | None: ...
     def revoke(self, key_id: str, at: datetime) -> bool: ...
+
+
+class PortalSessionRepository(Protocol):
+    def put(self, session: PortalSession) -> None: ...
+    def get(self, session_id: str) -> PortalSession | None: ...
 
 
 class RateCounters(Protocol):
