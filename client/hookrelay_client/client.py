@@ -23,6 +23,7 @@ from hookrelay_client.models import (
     EndpointTestSent,
     Event,
     IssuedApiKey,
+    PortalSession,
     PublishedEvent,
     Redrive,
     RedriveAccepted,
@@ -138,6 +139,14 @@ class HookrelayClient:
 
     def revoke_api_key(self, key_id: str) -> None:
         self.request("DELETE", f"/v1/api-keys/{_segment(key_id)}")
+
+    # -- the consumer portal ---------------------------------------------------------------------
+
+    def open_portal_session(self, tenant_id: str | None = None, ttl_seconds: int | None = None) -> PortalSession:
+        """A short-lived link to the tenant's portal page: a tenant key opens it for its own tenant (tenant_id
+        may be left out), an admin key for the tenant named."""
+        body = _without_none({"tenant_id": tenant_id, "ttl_seconds": ttl_seconds})
+        return self._post(PortalSession, "/v1/portal-sessions", body)
 
     # -- tenants: endpoints ----------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ def test_a_revoked_key_is_refused_at_once(platform: Platform) -> None:
         ("POST", "/v1/events", "admin"),
         ("GET", "/v1/endpoints", "producer"),
         ("POST", "/v1/endpoints", "admin"),
+        ("POST", "/v1/portal-sessions", "producer"),
     ],
 )
 def test_roles_are_enforced_per_route(platform: Platform, method: str, path: str, role: str) -> None:

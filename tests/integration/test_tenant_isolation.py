@@ -66,3 +66,15 @@ def test_tenant_routes_refuse_admin_and_producer_keys(platform: Platform) -> Non
     producer = platform.new_key("producer")
     for token in (platform.admin_token, producer):
         assert platform.call("GET", "/v1/deliveries", token).status == 403
+
+
+def test_a_portal_session_sees_only_its_own_tenant(platform: Platform) -> None:
+    _, a_token = platform.new_tenant("a")
+    _, b_token = platform.new_tenant("b")
+    b_endpoint = platform.new_endpoint(b_token, "https://example.com/b")
+    opened = platform.call("POST", "/v1/portal-sessions", a_token, {})
+    assert opened.status == 201
+    a_portal = opened.json()["token"]
+    assert platform.call("GET", "/v1/endpoints", a_portal).json()["data"] == []
+    assert platform.call("GET", f"/v1/endpoints/{b_endpoint['id']}", a_portal).status == 404
+    assert platform.call("POST", f"/v1/endpoints/{b_endpoint['id']}/disable", a_portal).status == 404

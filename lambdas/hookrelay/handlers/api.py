@@ -84,6 +84,7 @@ def revoke_api_key(key_id: str) -> Response[str]:
 @app.post("/v1/portal-sessions")
 def create_portal_session() -> Response[str]:
     who = principal(app)
+    wiring.portal_session_service().check_opener(who)
     body = parse_body(app, CreatePortalSession) if has_body(app) else CreatePortalSession()
     opened = wiring.portal_session_service().open(who, body.tenant_id, timedelta(seconds=body.ttl_seconds))
     return json_response(201, portal_session_view(opened.session, opened.token, _api_url()))

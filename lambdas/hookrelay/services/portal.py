@@ -49,10 +49,17 @@ class PortalSessionService:
         self.sessions.put(session)
         return OpenedSession(session=session, token=minted.token)
 
-    def _owner(self, opener: Principal, tenant_id: str | None) -> str:
+    @staticmethod
+    def check_opener(opener: Principal) -> None:
+        """Refuses a caller that may open no session at all (checked before the request body is read)."""
         if opener.portal:
             # A link cannot extend itself: a leaked link ends at its own expiry.
             raise Forbidden("a portal session cannot open another portal session")
+        if not opener.is_admin and opener.tenant_id is None:
+            raise Forbidden("portal sessions are opened by a tenant's key or an admin key")
+
+    def _owner(self, opener: Principal, tenant_id: str | None) -> str:
+        self.check_opener(opener)
         if opener.is_admin:
             if tenant_id is None:
                 raise InvalidRequest("an admin names the tenant the portal session is for (tenant_id)")
@@ -60,8 +67,7 @@ class PortalSessionService:
                 raise NotFound(f"no tenant {tenant_id!r}")
             return tenant_id
         own = opener.tenant_id
-        if own is None:
-            raise Forbidden("portal sessions are opened by a tenant's key or an admin key")
+        assert own is not None  # check_opener: an admin or a tenant
         if tenant_id is not None and tenant_id != own:
             raise Forbidden("a tenant key opens portal sessions for its own tenant only")
         return own
