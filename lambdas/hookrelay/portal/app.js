@@ -454,12 +454,17 @@
 
   function start() {
     token = takeToken();
+    endpointsCache = null;
     if (!token) return refused();
     nav.hidden = false;
-    document.getElementById("nav-endpoints").addEventListener("click", () => endpointsView());
-    document.getElementById("nav-deliveries").addEventListener("click", () => deliveriesView({}));
     endpointsView();
   }
 
+  document.getElementById("nav-endpoints").addEventListener("click", () => endpointsView());
+  document.getElementById("nav-deliveries").addEventListener("click", () => deliveriesView({}));
+  // A new link opened in this tab only changes the fragment: the page is not loaded again, so take it here.
+  window.addEventListener("hashchange", () => {
+    if (new URLSearchParams(location.hash.slice(1)).has("token")) start();
+  });
   start();
 })();
