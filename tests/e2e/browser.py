@@ -90,11 +90,11 @@ class Browser:
     def console(self) -> list[str]:
         return [entry["message"] for entry in self.driver.get_log("browser")]
 
-    def screenshot(self, path: Path) -> None:
-        # The whole page, not only the window: its height as laid out at this width.
-        width = self.driver.get_window_size()["width"]
-        height = self.driver.execute_script("return document.documentElement.scrollHeight")
-        self.driver.set_window_size(width, max(int(height), 200))
+    def screenshot(self, path: Path, viewport: tuple[int, int]) -> None:
+        """The page as laid out at the viewport's width, down to twice the viewport's height at most."""
+        self.size(viewport)
+        height = int(self.driver.execute_script("return document.documentElement.scrollHeight"))
+        self.size((viewport[0], min(max(height, viewport[1] // 2), 2 * viewport[1])))
         self.driver.save_screenshot(str(path))
 
 

@@ -290,6 +290,7 @@
       const bar = el("progress", { id: "redrive-progress", max: 1, value: 0 });
       const text = el("p", { id: "redrive-text" }, "Starting…");
       const state = el("span", { id: "redrive-state" });
+      const details = el("div", {}, facts([["Redrive", redriveId]]));
       const poll = async () => {
         if (!current()) return;
         try {
@@ -303,6 +304,16 @@
               ? `Counting the deliveries to redrive… ${done} replayed so far`
               : `${redrive.replayed} replayed, ${redrive.skipped} skipped, of ${redrive.total}`;
           if (redrive.error) text.textContent += ` (${redrive.error})`;
+          const endpoint = (endpointsCache || []).find((e) => e.id === redrive.endpoint_id);
+          details.replaceChildren(
+            facts([
+              ["Redrive", redrive.id],
+              ["Endpoint", endpoint ? endpoint.url : redrive.endpoint_id],
+              ["Deliveries", `${redrive.status_filter}, created ${when(redrive.since)} to ${when(redrive.until)}`],
+              ["Started", when(redrive.created_at)],
+              ["Completed", when(redrive.completed_at)],
+            ]),
+          );
           if (redrive.state === "running") setTimeout(poll, POLL_MS);
         } catch (error) {
           const shown = failure(error);
@@ -312,7 +323,7 @@
       setTimeout(poll, 0);
       return [
         el("h2", {}, "Redrive ", state),
-        el("section", { class: "card" }, facts([["Redrive", redriveId]]), bar, text,
+        el("section", { class: "card" }, details, bar, text,
           el("div", { class: "actions" }, el("button", { type: "button", onclick: () => deliveriesView({}) }, "Deliveries"))),
       ];
     });
