@@ -16,6 +16,7 @@ from typing import Any
 import boto3
 import pytest
 from hookrelay_client import HookrelayClient
+from selenium.webdriver.support.ui import Select
 
 from hookrelay.adapters import schema
 from hookrelay.domain import portal
@@ -208,3 +209,47 @@ def test_event_data_and_responses_render_as_text(
     assert browser.all("img") == [] and browser.all("main script") == []
     assert not browser.alert_open()
     assert not [line for line in browser.console() if "alert" in line or "Content Security Policy" in line]
+
+
+def test_test_event_rotation_disable_enable_and_filters(
+    stack: LocalStack, consumers: Callable[..., Consumer], browser: chromium.Browser
+) -> None:
+    _, tenant_key = stack.new_tenant("portal-actions")
+    consumer = consumers("portal-actions")
+    endpoint = HookrelayClient(stack.api_url, tenant_key).create_endpoint(consumer.url, ["*"])
+    consumer.control(secret=endpoint.secret)
+    browser.open(stack.portal_link(tenant_key))
+    card_css = f'.endpoint[data-endpoint="{endpoint.id}"]'
+
+    # A test event: its delivery opens from the notice, and reaches the consumer.
+    browser.button("Send test event", browser.wait(card_css)).click()
+    browser.click(f"{card_css} .result .notice button")
+    test_delivery = browser.wait("#delivery").get_attribute("data-delivery")
+    assert test_delivery
+    eventually(lambda: stack.delivery(tenant_key, test_delivery)["status"] == "delivered", "the test is delivered")
+
+    # Rotating the secret shows the new one once; the endpoint's record never holds it afterwards.
+    browser.click("#nav-endpoints")
+    browser.button("Rotate secret", browser.wait(card_css)).click()
+    secret = browser.wait(f'{card_css} [data-role="new-secret"] .secret').text
+    assert secret.startswith("whsec_") and secret != endpoint.secret
+    browser.click("#nav-endpoints")
+    assert secret not in browser.wait(card_css).text
+
+    # Disable, then enable again.
+    browser.button("Disable", browser.wait(card_css)).click()
+    browser.wait_text(f"{card_css} .badge", "disabled")
+    assert stack.call("GET", f"/v1/endpoints/{endpoint.id}", tenant_key).json()["state"] == "disabled"
+    browser.button("Enable", browser.wait(card_css)).click()
+    browser.wait_text(f"{card_css} .badge", "enabled")
+
+    # The log's filters: a status with no deliveries shows none; back to any status shows the test delivery.
+    browser.click("#nav-deliveries")
+    browser.wait(f'.row.delivery[data-delivery="{test_delivery}"]')
+    Select(browser.wait('select[name="status"]')).select_by_value("dead")
+    browser.click("#apply-filters")
+    browser.wait("#no-deliveries")
+    Select(browser.wait('select[name="status"]')).select_by_value("")
+    browser.click("#apply-filters")
+    browser.wait(f'.row.delivery[data-delivery="{test_delivery}"]')
+    assert len(browser.all(".row.delivery")) == 1
