@@ -17,6 +17,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from hookrelay.handlers.portal import ASSETS, PAGE_DIRECTORY
 from scripts.build_lambda_asset import RUNTIME_PROVIDED
 from stacks.constructs.functions import Functions
 from tests.support.synth import ROOT, Synthesized
@@ -130,3 +131,10 @@ def test_the_asset_fits_in_a_lambda(synthesized: Synthesized) -> None:
     asset = _asset_dir(synthesized)
     size = sum(path.stat().st_size for path in asset.rglob("*") if path.is_file())
     assert size < 250 * 1024 * 1024  # Lambda's unzipped code size limit
+
+
+def test_the_asset_holds_the_portal_page(synthesized: Synthesized) -> None:
+    """The portal function serves files packaged beside the code: each one it may serve is in the asset."""
+    packaged = _asset_dir(synthesized) / "hookrelay" / PAGE_DIRECTORY.name
+    for name in ASSETS:
+        assert (packaged / name).read_bytes() == (PAGE_DIRECTORY / name).read_bytes(), name

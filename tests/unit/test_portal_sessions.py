@@ -65,7 +65,8 @@ def test_a_tenant_s_session_is_its_tenant_s_principal_until_it_expires() -> None
     sessions = service()
     opened = sessions.open(tenant_key(), None, portal.DEFAULT_LIFETIME)
     who = sessions.authenticate(opened.token)
-    assert who == Principal(key_id=opened.session.id, role=tenant_role(TENANT), portal=True)
+    assert who == Principal(key_id=opened.session.id, role=tenant_role(TENANT), portal=True, counted_as="key_t")
+    assert who.rate_limit_id == "key_t"  # the opening key's rate limit, not a fresh one per session
     assert who.tenant_id == TENANT and not who.is_admin and not who.is_producer
     opened.session.expires_at -= int(portal.DEFAULT_LIFETIME.total_seconds())  # now expired
     assert sessions.authenticate(opened.token) is None

@@ -40,7 +40,7 @@ def handler(event: APIGatewayAuthorizerEventV2, context: LambdaContext) -> dict[
     granted: dict[str, Any] = {"key_id": who.key_id, "role": who.role}
     if who.portal:
         granted[portal.SCOPE] = portal.PORTAL_SCOPE
-    if not _admitted(who.key_id):
+    if not _admitted(who.rate_limit_id):
         # Authorized, but over its rate: the function answers 429 (a simple response can only say 403).
         logger.info("rate limited", extra={"route": event.route_key})
         granted[RATE_LIMITED] = True

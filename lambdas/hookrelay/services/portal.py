@@ -81,4 +81,6 @@ class PortalSessionService:
             return None
         if session.expires_at <= epoch_seconds(utcnow()):  # TTL removes it within days, not at once
             return None
-        return Principal(key_id=session.id, role=tenant_role(session.tenant_id), portal=True)
+        return Principal(
+            key_id=session.id, role=tenant_role(session.tenant_id), portal=True, counted_as=session.opened_by
+        )
