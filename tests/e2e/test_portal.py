@@ -253,3 +253,10 @@ def test_test_event_rotation_disable_enable_and_filters(
     browser.click("#apply-filters")
     browser.wait(f'.row.delivery[data-delivery="{test_delivery}"]')
     assert len(browser.all(".row.delivery")) == 1
+
+
+def test_the_link_make_run_prints_opens_the_demo_tenant_s_portal(stack: LocalStack, browser: chromium.Browser) -> None:
+    forget_session(stack, browser)
+    browser.open(stack.portal_url)  # the ready document's portal_url: what `make run` prints
+    browser.wait_text("main h2", "Endpoints")
+    assert browser.all("#nav")[0].is_displayed() and not browser.all("#refused")
