@@ -12,7 +12,7 @@ export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run consumer cli test lint typecheck format synth unit integration infra e2e bench capacity
+.PHONY: install run consumer cli test lint typecheck format synth unit integration infra e2e bench capacity browser screenshots
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -39,7 +39,7 @@ consumer: install
 cli: install
 	@PYTHONPATH=client $(RUN) python -m hookrelay_client $(ARGS)
 
-test: install
+test: install browser
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
@@ -54,8 +54,22 @@ integration: install
 infra: install
 	$(RUN) pytest tests/infrastructure $(ARGS)
 
-e2e: install
+e2e: install browser
 	$(RUN) pytest tests/e2e $(ARGS)
+
+# Headless Chromium for the portal's browser tests (tests/e2e/test_portal.py) and screenshots: Debian's packages,
+# installed when missing and this is root with apt-get; otherwise the reason is printed and those tests skip.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium and chromium-driver (the portal's browser tests)"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			chromium chromium-driver >/dev/null) || echo "could not install chromium: the browser tests will skip"; \
+	else echo "chromium not installed and not installable here (needs root and apt-get): the browser tests will skip"; fi
+
+# The portal's screenshots at desktop and phone width (docs/portal-*.png, shown in the README).
+screenshots: install browser
+	$(RUN) python -m scripts.portal_screenshots $(ARGS)
 
 lint: install
 	$(RUN) ruff check .

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from hookrelay.functions import ROUTES, Function, Route, authorizer
+from hookrelay.functions import PUBLIC_ROUTES, ROUTES, Function, Route, authorizer
 from local.lambda_runtime import invoke
 
 
@@ -33,7 +33,7 @@ def _pattern(route: Route) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(route.path)) + "$")
 
 
-_COMPILED = [(route, function, _pattern(route)) for route, function in ROUTES.items()]
+_COMPILED = [(route, function, _pattern(route)) for route, function in {**ROUTES, **PUBLIC_ROUTES}.items()]
 
 
 def match(method: str, path: str) -> tuple[Route, Function, dict[str, str]] | None:
@@ -69,30 +69,18 @@ def _refusal(status: int, message: str) -> GatewayResponse:
 def handle(
     method: str, path: str, query: str = "", headers: dict[str, str] | None = None, body: bytes = b""
 ) -> GatewayResponse:
-    headers = {k.lower(): v for k, v in (headers or {}).items()}
+    # API Gateway tells the function how the caller reached it (here: plain HTTP on 127.0.0.1).
+    headers = {"x-forwarded-proto": "http"} | {k.lower(): v for k, v in (headers or {}).items()}
     found = match(method, path)
     if found is None:
         return _refusal(404, "Not Found")
     route, function, path_parameters = found
     context = _request_context(method.upper(), path, route.route_key)
-    authorizer_event = {
-        "version": "2.0",
-        "type": "REQUEST",
-        "routeArn": f"arn:aws:execute-api:us-east-1:123456789012:local/$default/{method.upper()}{path}",
-        "identitySource": [headers.get("authorization", "")],
-        "routeKey": route.route_key,
-        "rawPath": path,
-        "rawQueryString": query,
-        "headers": headers,
-        "requestContext": context,
-        "pathParameters": path_parameters,
-    }
-    # API Gateway refuses a request without the identity source before calling the authorizer.
-    if not headers.get("authorization"):
-        return _refusal(401, "Unauthorized")
-    decision = invoke(authorizer().name, authorizer_event)
-    if not decision.get("isAuthorized"):
-        return _refusal(403, "Forbidden")
+    if route not in PUBLIC_ROUTES:  # the portal's static page is the one route without the authorizer
+        decision = _authorize(route, method, path, query, headers, context, path_parameters)
+        if isinstance(decision, GatewayResponse):
+            return decision
+        context = context | {"authorizer": {"lambda": decision}}
     is_text = True
     try:
         text = body.decode()
@@ -107,7 +95,7 @@ def handle(
         "headers": headers,
         "queryStringParameters": dict(parse_qsl(query)) or None,
         "pathParameters": path_parameters or None,
-        "requestContext": context | {"authorizer": {"lambda": decision.get("context", {})}},
+        "requestContext": context,
         "body": text if body else None,
         "isBase64Encoded": not is_text,
     }
@@ -118,3 +106,35 @@ def handle(
     for name, values in (result.get("multiValueHeaders") or {}).items():
         response_headers[name.lower()] = ", ".join(values)
     return GatewayResponse(int(result.get("statusCode", 200)), response_headers, raw)
+
+
+def _authorize(
+    route: Route,
+    method: str,
+    path: str,
+    query: str,
+    headers: dict[str, str],
+    context: dict[str, Any],
+    path_parameters: dict[str, str],
+) -> GatewayResponse | dict[str, Any]:
+    """The authorizer's context for the function, or API Gateway's own refusal."""
+    # API Gateway refuses a request without the identity source before calling the authorizer.
+    if not headers.get("authorization"):
+        return _refusal(401, "Unauthorized")
+    authorizer_event = {
+        "version": "2.0",
+        "type": "REQUEST",
+        "routeArn": f"arn:aws:execute-api:us-east-1:123456789012:local/$default/{method.upper()}{path}",
+        "identitySource": [headers["authorization"]],
+        "routeKey": route.route_key,
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": headers,
+        "requestContext": context,
+        "pathParameters": path_parameters,
+    }
+    decision = invoke(authorizer().name, authorizer_event)
+    if not decision.get("isAuthorized"):
+        return _refusal(403, "Forbidden")
+    granted: dict[str, Any] = decision.get("context", {})
+    return granted

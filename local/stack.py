@@ -26,6 +26,7 @@ from hookrelay import functions, wiring
 from hookrelay.adapters import aws as aws_clients
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.domain import portal
 from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.auto_disable import WARNINGS
 from local import gateway, lambda_runtime
@@ -76,7 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--json",
         action="store_true",
         help="once ready, print one line of JSON (api_url, admin_key, producer_key, tenant_id, tenant_key,"
-        " aws_endpoint_url), and nothing else, on stdout",
+        " aws_endpoint_url, portal_url), and nothing else, on stdout",
     )
     parser.add_argument(
         "--concurrency",
@@ -134,6 +135,14 @@ def issue_keys(api_keys_table: str) -> Keys:
     return Keys(admin, producer["token"], tenant["tenant_id"], tenant["api_key"]["token"])
 
 
+def open_portal(api_url: str, tenant_key: str) -> str:
+    """The demo tenant's consumer portal link, opened the documented way (POST /v1/portal-sessions), for as long
+    as a session may last; the link is built against the address the API really listens on."""
+    lifetime = int(portal.MAX_LIFETIME.total_seconds())
+    opened = call_api("POST", "/v1/portal-sessions", tenant_key, {"ttl_seconds": lifetime})
+    return portal.portal_link(api_url, opened["token"])
+
+
 @dataclass
 class LocalStack:
     aws: AwsEndpoint
@@ -143,10 +152,16 @@ class LocalStack:
     schedule_name: str
     timers: list[ScheduledFunction]
     workers: FunctionWorkers
+    portal_url: str
 
     def ready_document(self) -> dict[str, str]:
         # What a script needs to drive the API, plus where moto listens, to look inside "AWS".
-        return {"api_url": self.api.url, **asdict(self.keys), "aws_endpoint_url": self.aws.url}
+        return {
+            "api_url": self.api.url,
+            **asdict(self.keys),
+            "aws_endpoint_url": self.aws.url,
+            "portal_url": self.portal_url,
+        }
 
     def stop(self) -> None:
         # Outside in: no new requests, then no new invocations, then AWS itself.
@@ -216,6 +231,7 @@ def start(port: int, *, fast: bool, concurrency: int, log_level: str = "INFO") -
         workers.warm_up([function.name for function in functions.FUNCTIONS])
         keys = issue_keys(env[schema.API_KEYS.env_var])
         api = ApiServer(port)
+        portal_url = open_portal(api.url, keys.tenant_key)
         triggers = event_sources(env, concurrency)
     except BaseException:
         if workers is not None:
@@ -228,7 +244,7 @@ def start(port: int, *, fast: bool, concurrency: int, log_level: str = "INFO") -
     for timer in timers:
         timer.start()
     api.start()
-    return LocalStack(aws, api, triggers, keys, schedule_name, timers, workers)
+    return LocalStack(aws, api, triggers, keys, schedule_name, timers, workers, portal_url)
 
 
 def describe(stack: LocalStack) -> str:
@@ -257,6 +273,11 @@ def describe(stack: LocalStack) -> str:
             f"  producer key   {keys.producer_key}",
             f"  tenant         {keys.tenant_id}",
             f"  tenant key     {keys.tenant_key}",
+            "",
+            "The demo tenant's consumer portal (open it in a browser; the link works for an hour, and",
+            "POST /v1/portal-sessions with the tenant key, or `make cli ARGS='portal open'`, makes another):",
+            "",
+            f"  {stack.portal_url}",
             "",
             "Keys are shown once. In another terminal, set them as variables:",
             "",

@@ -438,6 +438,12 @@ def create_api_key(client: HookrelayClient, args: argparse.Namespace) -> Result:
     return Result(key, text + "\n(the token is shown only now: store it)")
 
 
+def open_portal(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    opened = client.open_portal_session(args.tenant_id, args.ttl)
+    text = fields([("session", opened.session_id), ("tenant", opened.tenant_id), ("expires", str(opened.expires_at))])
+    return Result(opened, f"{text}\n{opened.portal_url}\n(the link is shown only now; open it in a browser)")
+
+
 def revoke_api_key(client: HookrelayClient, args: argparse.Namespace) -> Result:
     client.revoke_api_key(args.key_id)
     return Result({"revoked": args.key_id}, f"revoked {args.key_id}")
@@ -646,6 +652,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--deprecated", action="store_true", help="mark it deprecated (still accepted and checked)")
     sub = command(catalogue, "delete", delete_event_type, "remove an event type (admin key)")
     sub.add_argument("name")
+    portal = commands.add_parser("portal", help="the consumer portal (tenant or admin key)").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    sub = command(portal, "open", open_portal, "make a short-lived link to a tenant's portal page")
+    sub.add_argument("--tenant-id", help="the tenant (admin keys); a tenant key opens its own")
+    sub.add_argument("--ttl", type=seconds, help="how long the link works: 60s to 1h (default 15m)")
 
     keys = commands.add_parser("api-keys", help="manage API keys (admin key)").add_subparsers(
         dest="action", required=True, metavar="ACTION"

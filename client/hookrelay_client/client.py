@@ -26,6 +26,7 @@ from hookrelay_client.models import (
     EventType,
     EventTypePage,
     IssuedApiKey,
+    PortalSession,
     PublishedEvent,
     Redrive,
     RedriveAccepted,
@@ -188,6 +189,14 @@ class HookrelayClient:
 
     def delete_event_type(self, name: str) -> None:
         self.request("DELETE", f"/v1/event-types/{_segment(name)}")
+
+    # -- the consumer portal ---------------------------------------------------------------------
+
+    def open_portal_session(self, tenant_id: str | None = None, ttl_seconds: int | None = None) -> PortalSession:
+        """A short-lived link to the tenant's portal page: a tenant key opens it for its own tenant (tenant_id
+        may be left out), an admin key for the tenant named."""
+        body = _without_none({"tenant_id": tenant_id, "ttl_seconds": ttl_seconds})
+        return self._post(PortalSession, "/v1/portal-sessions", body)
 
     # -- tenants: endpoints ----------------------------------------------------------------------
 

@@ -18,6 +18,17 @@ class IssuedApiKey(Model):
     token: str = Field(repr=False)  # shown once, at creation; kept out of reprs and logs
 
 
+class PortalSession(Model):
+    """A consumer portal session: its link (`<api>/portal#token=…`) opens the tenant's portal page."""
+
+    session_id: str
+    tenant_id: str
+    created_at: datetime
+    expires_at: datetime
+    token: str = Field(repr=False)  # shown once, at creation; kept out of reprs and logs
+    portal_url: str = Field(repr=False)  # holds the token
+
+
 class CreatedTenant(Model):
     tenant_id: str
     name: str

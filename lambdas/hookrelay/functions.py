@@ -76,6 +76,14 @@ class ApiRoutes:
 
 
 @dataclass(frozen=True)
+class PublicRoutes:
+    """Invoked by the HTTP API for these routes WITHOUT the authorizer: only the consumer portal's static page
+    (HTML, CSS, JavaScript; no data). Everything the page shows it fetches from the API's authorized routes."""
+
+    routes: tuple[Route, ...]
+
+
+@dataclass(frozen=True)
 class Authorizer:
     """Invoked by the HTTP API before every route: the API's Lambda authorizer."""
 
@@ -106,7 +114,7 @@ class Schedule:
             raise ValueError(f"a schedule runs every whole number of minutes, not {self.every_seconds} s")
 
 
-Trigger = ApiRoutes | Authorizer | QueueTrigger | Schedule
+Trigger = ApiRoutes | PublicRoutes | Authorizer | QueueTrigger | Schedule
 
 
 @dataclass(frozen=True)
@@ -124,9 +132,9 @@ AUTHORIZER = Function(
     "hookrelay.handlers.authorizer.handler",
     trigger=Authorizer(),
     memory_mb=LIGHT_MEMORY_MB,
-    # The keys only: its answers are cached (stacks/constructs/api.py), so the per-key rate limit is counted by the
-    # API functions, which see every request.
-    access=Access(tables={schema.API_KEYS: TableAccess.READ}),
+    # The keys and portal sessions only: its answers are cached (stacks/constructs/api.py), so the per-key rate
+    # limit is counted by the API functions, which see every request.
+    access=Access(tables={schema.API_KEYS: TableAccess.READ, schema.PORTAL_SESSIONS: TableAccess.READ}),
 )
 
 INGEST = Function(
@@ -155,6 +163,7 @@ API = Function(
         (
             Route("POST", "/v1/tenants"),
             Route("POST", "/v1/api-keys"),
+            Route("POST", "/v1/portal-sessions"),
             Route("DELETE", "/v1/api-keys/{key_id}"),
             Route("POST", "/v1/endpoints"),
             Route("GET", "/v1/endpoints"),
@@ -192,6 +201,7 @@ API = Function(
             schema.PARKING_LOT: TableAccess.READ,  # how many deliveries wait behind an open circuit
             schema.EVENT_TYPES: TableAccess.READ_WRITE,  # the catalogue: admins register and delete types
             schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
+            schema.PORTAL_SESSIONS: TableAccess.READ_REWRITE,  # a new session is one conditional PutItem
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
     ),
@@ -288,7 +298,16 @@ RECONCILER = Function(
     ),
 )
 
-FUNCTIONS: tuple[Function, ...] = (AUTHORIZER, INGEST, API, DELIVERY, REDRIVE, SWEEPER, RECONCILER)
+PORTAL = Function(
+    "portal",
+    "hookrelay.handlers.portal.handler",
+    # The page and its files (/portal/app.js, app.css, favicon.svg), packaged with the code. It touches nothing:
+    # the page carries no data, and its token (in the link's fragment) is never sent to these routes.
+    trigger=PublicRoutes((Route("GET", "/portal"), Route("GET", "/portal/{asset}"))),
+    access=Access(),
+)
+
+FUNCTIONS: tuple[Function, ...] = (AUTHORIZER, INGEST, API, DELIVERY, REDRIVE, SWEEPER, RECONCILER, PORTAL)
 BY_NAME: Mapping[str, Function] = {function.name: function for function in FUNCTIONS}
 
 # Which function serves each API route (derived from the table: the order routes are matched in).
@@ -296,6 +315,14 @@ ROUTES: Mapping[Route, Function] = {
     route: function
     for function in FUNCTIONS
     if isinstance(function.trigger, ApiRoutes)
+    for route in function.trigger.routes
+}
+
+# The routes served without the authorizer (only the portal page's).
+PUBLIC_ROUTES: Mapping[Route, Function] = {
+    route: function
+    for function in FUNCTIONS
+    if isinstance(function.trigger, PublicRoutes)
     for route in function.trigger.routes
 }
 

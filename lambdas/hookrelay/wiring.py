@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from hookrelay.services.ingest import IngestService
     from hookrelay.services.operational_events import OperationalEvents
     from hookrelay.services.parking import Parking
+    from hookrelay.services.portal import PortalSessionService
     from hookrelay.services.rate_limit import RateLimiter
     from hookrelay.services.reconcile import Reconciler
     from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
@@ -77,6 +78,15 @@ def authenticator() -> Authenticator:
     from hookrelay.services.authorize import Authenticator
 
     return Authenticator(DynamoCredentials(aws.client("dynamodb"), os.environ[schema.API_KEYS.env_var]))
+
+
+@cache
+def portal_session_service() -> PortalSessionService:
+    """Portal sessions: opened by the API, checked by the authorizer (which reads only the sessions table)."""
+    from hookrelay.adapters.dynamodb import PortalSessionTable, TenantTable
+    from hookrelay.services.portal import PortalSessionService
+
+    return PortalSessionService(PortalSessionTable(_table(schema.PORTAL_SESSIONS)), TenantTable(_table(schema.TENANTS)))
 
 
 @cache
@@ -378,6 +388,7 @@ _FACTORIES = (
     delivery_table,
     key_service,
     authenticator,
+    portal_session_service,
     rate_limiter,
     tenant_service,
     endpoint_service,

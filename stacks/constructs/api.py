@@ -15,7 +15,8 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from hookrelay.functions import ROUTES, Function, Route, authorizer
+from hookrelay.functions import PUBLIC_ROUTES, ROUTES, Function, Route, authorizer
+from stacks.nag import acknowledge
 
 # One JSON line per request; the authorizer's key_id attributes every call to a key without logging the key.
 ACCESS_LOG_FIELDS = {
@@ -64,6 +65,7 @@ class Api(Construct):
         *,
         functions: Mapping[str, lambda_.IFunction],
         api_routes: Mapping[Route, Function] = ROUTES,
+        public_routes: Mapping[Route, Function] = PUBLIC_ROUTES,
     ):
         """`functions`: every function by name, as made from the table (the authorizer's and the routes')."""
         super().__init__(scope, construct_id)
@@ -90,21 +92,40 @@ class Api(Construct):
             throttle=self.THROTTLE,
             access_log_settings=_AccessLogSettings(access_logs),
         )
+        self._integrations: dict[str, integrations.HttpLambdaIntegration] = {}
         self._add_routes(api_routes, functions)
+        # The consumer portal's static page: the only routes without the authorizer (it serves no data; every
+        # call the page makes goes to the routes above with the portal session's token).
+        self._add_routes(public_routes, functions, authorizer=apigwv2.HttpNoneAuthorizer())
 
     @property
     def url(self) -> str:
         return self.stage.url
 
-    def _add_routes(self, api_routes: Mapping[Route, Function], functions: Mapping[str, lambda_.IFunction]) -> None:
-        route_integrations: dict[str, integrations.HttpLambdaIntegration] = {}
+    def _add_routes(
+        self,
+        api_routes: Mapping[Route, Function],
+        functions: Mapping[str, lambda_.IFunction],
+        authorizer: apigwv2.IHttpRouteAuthorizer | None = None,
+    ) -> None:
+        """`authorizer`: None keeps the API's default (the Lambda authorizer)."""
         for route, function in api_routes.items():
-            if function.name not in route_integrations:
-                route_integrations[function.name] = integrations.HttpLambdaIntegration(
+            if function.name not in self._integrations:
+                self._integrations[function.name] = integrations.HttpLambdaIntegration(
                     f"{function.name.title()}Integration", functions[function.name]
                 )
-            self.http_api.add_routes(
+            added = self.http_api.add_routes(
                 path=route.path,
                 methods=[apigwv2.HttpMethod(route.method)],
-                integration=route_integrations[function.name],
+                integration=self._integrations[function.name],
+                **({"authorizer": authorizer} if authorizer is not None else {}),
             )
+            if authorizer is not None:
+                for public in added:
+                    acknowledge(
+                        public,
+                        "AwsSolutions-APIG4",
+                        "The consumer portal's static page (HTML, CSS, JavaScript, no data) is served without the "
+                        "authorizer so a browser can load it; every call it makes goes to routes behind the authorizer "
+                        "with the portal session's token.",
+                    )

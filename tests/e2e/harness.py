@@ -140,6 +140,7 @@ class LocalStack:
         self.tenant_id: str = ready["tenant_id"]
         self.tenant_key: str = ready["tenant_key"]
         self.aws_endpoint_url: str = ready["aws_endpoint_url"]
+        self.portal_url: str = ready["portal_url"]  # the demo tenant's portal link
         self.http = requests.Session()
 
     def call(self, method: str, path: str, token: str, body: Any = None) -> requests.Response:
@@ -173,6 +174,10 @@ class LocalStack:
         response = self.call("GET", f"/v1/deliveries?{query}", tenant_key)
         assert response.status_code == 200, f"GET deliveries?{query}: {response.status_code} {response.text}"
         return response.json()["data"]
+
+    def portal_link(self, tenant_key: str, **body: Any) -> str:
+        """A new consumer portal link for the key's tenant (POST /v1/portal-sessions)."""
+        return str(self.created("/v1/portal-sessions", tenant_key, body)["portal_url"])
 
     # Looking inside "AWS" (moto's server), read-only, for what the API does not show.
     def _aws(self, service: str) -> Any:

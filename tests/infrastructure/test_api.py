@@ -1,8 +1,9 @@
-"""The HTTP API serves exactly the table of functions' routes, every one behind its authorizer, logged and throttled."""
+"""The HTTP API serves exactly the table of functions' routes, every one behind its authorizer but the portal's
+static page, logged and throttled."""
 
 from __future__ import annotations
 
-from hookrelay.functions import ROUTES, authorizer
+from hookrelay.functions import PORTAL, PUBLIC_ROUTES, ROUTES, authorizer
 from tests.support.synth import Synthesized, function_logical_ids
 
 
@@ -15,12 +16,18 @@ def _authorizer(synthesized: Synthesized) -> tuple[str, dict]:
 
 def test_the_routes_are_exactly_the_route_table(synthesized: Synthesized) -> None:
     route_keys = sorted(props["RouteKey"] for props in synthesized.properties("AWS::ApiGatewayV2::Route"))
-    assert route_keys == sorted(route.route_key for route in ROUTES)
+    assert route_keys == sorted(route.route_key for route in {**ROUTES, **PUBLIC_ROUTES})
 
 
-def test_every_route_requires_the_authorizer(synthesized: Synthesized) -> None:
+def test_every_route_but_the_portal_page_requires_the_authorizer(synthesized: Synthesized) -> None:
     authorizer_id, _ = _authorizer(synthesized)
+    public = {route.route_key for route in PUBLIC_ROUTES}
+    assert public == {"GET /portal", "GET /portal/{asset}"}
+    assert {f.name for f in PUBLIC_ROUTES.values()} == {PORTAL.name}  # it touches no table, queue or topic
     for props in synthesized.properties("AWS::ApiGatewayV2::Route"):
+        if props["RouteKey"] in public:
+            assert props["AuthorizationType"] == "NONE", props["RouteKey"]
+            continue
         assert props["AuthorizationType"] == "CUSTOM", props["RouteKey"]
         assert props["AuthorizerId"] == {"Ref": authorizer_id}, props["RouteKey"]
 
@@ -40,10 +47,11 @@ def test_each_route_reaches_the_function_the_route_table_names(synthesized: Synt
     functions = function_logical_ids(synthesized)
     integrations = synthesized.template["Resources"]
     for props in synthesized.properties("AWS::ApiGatewayV2::Route"):
-        route = next(r for r in ROUTES if r.route_key == props["RouteKey"])
+        served = {**ROUTES, **PUBLIC_ROUTES}
+        route = next(r for r in served if r.route_key == props["RouteKey"])
         integration_id = props["Target"]["Fn::Join"][1][1]["Ref"]
         integration = integrations[integration_id]["Properties"]
-        assert integration["IntegrationUri"] == {"Fn::GetAtt": [functions[ROUTES[route].name], "Arn"]}, route.route_key
+        assert integration["IntegrationUri"] == {"Fn::GetAtt": [functions[served[route].name], "Arn"]}, route.route_key
         assert integration["PayloadFormatVersion"] == "2.0"
 
 

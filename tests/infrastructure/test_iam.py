@@ -60,14 +60,15 @@ def test_the_authorizer_only_reads_the_api_keys(synthesized: Synthesized) -> Non
     """Its answers are cached, so the per-key counters are the API functions' (below), not its own."""
     statements = role_statements(synthesized, function_role(synthesized, "authorizer"))
     api_keys = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ApiKeys")
+    sessions = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/PortalSessions")
     dynamodb = [s for s in statements if any(a.startswith("dynamodb:") for a in as_list(s["Action"]))]
     writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
-    on_keys = [s for s in dynamodb if {"Fn::GetAtt": [api_keys, "Arn"]} in as_list(s["Resource"])]
-    assert on_keys and not actions_on(on_keys, "dynamodb:") & writes
+    for read_only in (api_keys, sessions):  # API keys and portal sessions, read only: the rate limit is not here
+        on_table = [s for s in dynamodb if {"Fn::GetAtt": [read_only, "Arn"]} in as_list(s["Resource"])]
+        assert on_table and not actions_on(on_table, "dynamodb:") & writes
     assert {str(r) for s in dynamodb for r in as_list(s["Resource"])} <= {
-        str({"Fn::GetAtt": [api_keys, "Arn"]}),
-        str({"Ref": "AWS::NoValue"}),
-    }
+        str({"Fn::GetAtt": [table, "Arn"]}) for table in (api_keys, sessions)
+    } | {str({"Ref": "AWS::NoValue"})}
     assert actions_on(statements, "sqs:") == set()
 
 

@@ -17,6 +17,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from hookrelay.handlers.portal import ASSETS, PAGE_DIRECTORY
 from scripts.build_lambda_asset import RUNTIME_PROVIDED
 from stacks.constructs.functions import Functions
 from tests.support.synth import ROOT, Synthesized
@@ -146,3 +147,10 @@ def test_every_module_ships_bytecode_for_the_runtime(synthesized: Synthesized) -
     header = (asset / "hookrelay" / "__pycache__" / f"wiring.{tag}.pyc").read_bytes()[:8]
     assert header[:4] == importlib.util.MAGIC_NUMBER  # this interpreter's, i.e. the runtime's version (3.11)
     assert int.from_bytes(header[4:8], "little") == 0b01  # hash-based, unchecked: no stat of the source
+
+
+def test_the_asset_holds_the_portal_page(synthesized: Synthesized) -> None:
+    """The portal function serves files packaged beside the code: each one it may serve is in the asset."""
+    packaged = _asset_dir(synthesized) / "hookrelay" / PAGE_DIRECTORY.name
+    for name in ASSETS:
+        assert (packaged / name).read_bytes() == (PAGE_DIRECTORY / name).read_bytes(), name

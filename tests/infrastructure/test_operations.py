@@ -28,6 +28,7 @@ PINNED_TABLE_IDS = {
     "RateLimits": "StorageRateLimitsE7433BBF",
     "ParkingLot": "StorageParkingLot027D8C8F",
     "EventTypes": "StorageEventTypes37E4DCD5",  # new with the event catalogue: created empty on deploy
+    "PortalSessions": "StoragePortalSessions2D33C212",
 }
 
 

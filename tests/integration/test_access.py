@@ -38,6 +38,7 @@ def test_a_revoked_key_is_refused_at_once(platform: Platform) -> None:
         ("PUT", "/v1/event-types/order.created", "producer"),
         ("DELETE", "/v1/event-types/order.created", "tenant"),
         ("DELETE", "/v1/event-types/order.created", "producer"),
+        ("POST", "/v1/portal-sessions", "producer"),
     ],
 )
 def test_roles_are_enforced_per_route(platform: Platform, method: str, path: str, role: str) -> None:

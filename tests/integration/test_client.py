@@ -516,3 +516,19 @@ def test_the_cli_covers_the_event_type_catalogue(platform: Platform, tenant: dic
     assert code == 0 and "deleted" in out
     code, _, err = cli(token_of(tenant["client"]), "event-types", "show", "order.created")
     assert code == 1 and err.startswith("error: 404 ")
+
+
+def test_a_portal_session_through_the_client_and_cli(platform: Platform, tenant: dict[str, Any], cli) -> None:
+    opened = tenant["client"].open_portal_session(ttl_seconds=300)
+    assert opened.tenant_id == tenant["id"] and opened.portal_url.endswith(f"/portal#token={opened.token}")
+    assert opened.token not in repr(opened)
+    # The session's token is a client for the tenant's own routes.
+    portal_client = HookrelayClient(GATEWAY_URL, opened.token, session=gateway_session())
+    assert [e.id for e in portal_client.list_endpoints()] == [tenant["endpoint"].id]
+
+    code, out, _ = cli(platform.admin_token, "portal", "open", "--tenant-id", tenant["id"], "--ttl", "10m")
+    assert code == 0 and "/portal#token=hrp_ps_" in out and tenant["id"] in out
+    code, out, _ = cli(token_of(tenant["client"]), "--json", "portal", "open")
+    assert code == 0 and json.loads(out)["tenant_id"] == tenant["id"]
+    code, _, err = cli(opened.token, "portal", "open")  # a session cannot open another
+    assert code == 1 and "403" in err

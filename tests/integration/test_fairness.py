@@ -55,3 +55,13 @@ def test_without_a_configured_limit_nothing_is_counted(platform: Platform) -> No
     producer = platform.new_key("producer")
     event = {"tenant_id": tenant_id, "type": "order.created", "data": {}}
     assert {platform.call("POST", "/v1/events", producer, event).status for _ in range(10)} == {202}
+
+
+def test_portal_sessions_count_against_the_key_that_opened_them(limited: Platform) -> None:
+    """Opening more portal sessions buys no more requests a second than the tenant's key has."""
+    _, tenant = limited.new_tenant()
+    sessions = [limited.call("POST", "/v1/portal-sessions", tenant, {}).json()["token"] for _ in range(2)]
+    # The key has used 2 of its 3 this second (the two opens): one more request, through either session.
+    assert limited.call("GET", "/v1/endpoints", sessions[0]).status == 200
+    assert limited.call("GET", "/v1/endpoints", sessions[1]).status == 429
+    assert limited.call("GET", "/v1/endpoints", tenant).status == 429

@@ -78,3 +78,15 @@ def test_the_event_type_catalogue_is_the_platform_s_and_no_tenant_changes_it(pla
         assert platform.call("PUT", "/v1/event-types/order.created", token, {"deprecated": True}).status == 403
         assert platform.call("DELETE", "/v1/event-types/order.created", token).status == 403
     assert platform.call("GET", "/v1/event-types/order.created", a_token).json()["deprecated"] is False
+
+
+def test_a_portal_session_sees_only_its_own_tenant(platform: Platform) -> None:
+    _, a_token = platform.new_tenant("a")
+    _, b_token = platform.new_tenant("b")
+    b_endpoint = platform.new_endpoint(b_token, "https://example.com/b")
+    opened = platform.call("POST", "/v1/portal-sessions", a_token, {})
+    assert opened.status == 201
+    a_portal = opened.json()["token"]
+    assert platform.call("GET", "/v1/endpoints", a_portal).json()["data"] == []
+    assert platform.call("GET", f"/v1/endpoints/{b_endpoint['id']}", a_portal).status == 404
+    assert platform.call("POST", f"/v1/endpoints/{b_endpoint['id']}/disable", a_portal).status == 404

@@ -29,6 +29,7 @@ from hookrelay.domain.models import (
     EndpointState,
     Event,
     FailureNotice,
+    PortalSession,
     Tenant,
 )
 from hookrelay.domain.paging import Position
@@ -118,6 +119,17 @@ class ApiKeyTable:
             ConditionExpression="attribute_exists(key_id)",
             ExpressionAttributeValues={":at": to_rfc3339(at)},
         )
+
+
+class PortalSessionTable:
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def put(self, session: PortalSession) -> None:
+        self.table.put_item(Item=to_item(session), ConditionExpression="attribute_not_exists(id)")
+
+    def get(self, session_id: str) -> PortalSession | None:
+        return from_item(PortalSession, self.table.get_item(Key={"id": session_id}).get("Item"))
 
 
 _FAILING = schema.FAILING_ENDPOINTS_INDEX

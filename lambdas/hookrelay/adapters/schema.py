@@ -102,6 +102,8 @@ IDEMPOTENCY = TableSpec("Idempotency", "IDEMPOTENCY_TABLE", partition_key="id", 
 
 # Per-key request counters (domain/rate_limit.py): one item per key and second, expired by TTL.
 RATE_LIMITS = TableSpec("RateLimits", "RATE_LIMITS_TABLE", partition_key="id", ttl_attribute="expires_at")
+# Consumer portal sessions (domain/portal.py): one item per portal link, removed by TTL after it expires.
+PORTAL_SESSIONS = TableSpec("PortalSessions", "PORTAL_SESSIONS_TABLE", partition_key="id", ttl_attribute="expires_at")
 
 # The event-type catalogue (adapters/event_types.py): one partition, a type per name.
 EVENT_TYPES = TableSpec("EventTypes", "EVENT_TYPES_TABLE", partition_key="catalogue", sort_key="name")
@@ -117,6 +119,7 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     REDRIVES,
     RATE_LIMITS,
     EVENT_TYPES,
+    PORTAL_SESSIONS,
 )
 
 # Other environment the functions read (each queue's and topic's variable is on its spec).

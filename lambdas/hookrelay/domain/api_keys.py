@@ -59,8 +59,15 @@ def token_matches(token: str, stored_hash: str) -> bool:
 
 @dataclass(frozen=True)
 class Principal:
-    key_id: str
+    key_id: str  # the API key's id, or the portal session's id
     role: str
+    portal: bool = False  # a consumer portal session (domain/portal.py): the tenant's routes only
+    counted_as: str | None = None  # whose per-key rate limit its requests count against, when not its own
+
+    @property
+    def rate_limit_id(self) -> str:
+        """A portal session counts against the key that opened it: opening many sessions buys no extra rate."""
+        return self.counted_as or self.key_id
 
     @property
     def tenant_id(self) -> str | None:

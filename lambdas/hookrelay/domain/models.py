@@ -46,6 +46,17 @@ class ApiKey(Record):
         return self.revoked_at is None
 
 
+class PortalSession(Record):
+    """A tenant's consumer portal session (domain/portal.py): its token stored hashed, until `expires_at`."""
+
+    id: str
+    tenant_id: str
+    secret_hash: str
+    created_at: UtcDateTime
+    expires_at: int  # epoch seconds: the table's TTL attribute, and the moment the token stops working
+    opened_by: str  # the API key that opened it (audit)
+
+
 class EndpointState(StrEnum):
     ENABLED = "enabled"
     DISABLED = "disabled"  # new events' deliveries are recorded `cancelled`, not sent; redrivable once enabled

@@ -26,6 +26,7 @@ from hookrelay.handlers.idempotency import IdempotentCommand, register_lambda_co
 from hookrelay.handlers.schemas import (
     CreateApiKey,
     CreateEndpoint,
+    CreatePortalSession,
     CreateTenant,
     DeliveryListQuery,
     EventTypeListQuery,
@@ -41,6 +42,7 @@ from hookrelay.handlers.schemas import (
     endpoint_view,
     event_type_view,
     event_view,
+    portal_session_view,
     redrive_view,
     rotated_secret_view,
 )
@@ -80,6 +82,22 @@ def revoke_api_key(key_id: str) -> Response[str]:
     require(app, admin=True)
     wiring.key_service().revoke(key_id)
     return Response(status_code=204)
+
+
+@app.post("/v1/portal-sessions")
+def create_portal_session() -> Response[str]:
+    who = principal(app)
+    wiring.portal_session_service().check_opener(who)
+    body = parse_body(app, CreatePortalSession) if has_body(app) else CreatePortalSession()
+    opened = wiring.portal_session_service().open(who, body.tenant_id, timedelta(seconds=body.ttl_seconds))
+    return json_response(201, portal_session_view(opened.session, opened.token, _api_url()))
+
+
+def _api_url() -> str:
+    """This API's own base URL, as the caller reached it (the portal page is served beside the API)."""
+    headers = app.current_event.headers
+    host = headers.get("host") or app.current_event.request_context.domain_name
+    return f"{headers.get('x-forwarded-proto', 'https')}://{host}"
 
 
 @app.post("/v1/endpoints")

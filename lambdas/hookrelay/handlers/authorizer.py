@@ -1,4 +1,4 @@
-"""API Gateway (HTTP API) Lambda authorizer: a bearer API key in, the key's id and role out.
+"""API Gateway (HTTP API) Lambda authorizer: a bearer API key (or a portal session's token) in, its id and role out.
 
 API Gateway caches the answer per Authorization header for `Api.AUTHORIZER_CACHE_TTL` (stacks/constructs/api.py),
 so this runs once per key and TTL, not on every request: a revoked key keeps working until its cached answer
@@ -16,6 +16,8 @@ import logging
 from typing import Any
 
 from hookrelay import wiring
+from hookrelay.domain import portal
+from hookrelay.domain.api_keys import Principal
 from hookrelay.functions import AUTHORIZER
 
 logger = logging.getLogger(AUTHORIZER.name)
@@ -30,8 +32,20 @@ def bearer_token(authorization: str | None) -> str | None:
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     token = bearer_token((event.get("headers") or {}).get("authorization"))
-    who = wiring.authenticator().authenticate(token) if token else None
+    who = _authenticate(token) if token else None
     if who is None:
         logger.info("refused", extra={"route": event.get("routeKey")})
         return {"isAuthorized": False}
-    return {"isAuthorized": True, "context": {"key_id": who.key_id, "role": who.role}}
+    granted: dict[str, Any] = {"key_id": who.key_id, "role": who.role}
+    if who.portal:  # the tenant's routes only; its requests count against the key that opened it
+        granted[portal.SCOPE] = portal.PORTAL_SCOPE
+        granted[portal.COUNTED_AS] = who.rate_limit_id
+    return {"isAuthorized": True, "context": granted}
+
+
+def _authenticate(token: str) -> Principal | None:
+    """A portal token (its own prefix) is looked up among portal sessions (only then is that service loaded), any
+    other among API keys."""
+    if token.startswith(portal.TOKEN_PREFIX + "_"):
+        return wiring.portal_session_service().authenticate(token)
+    return wiring.authenticator().authenticate(token)

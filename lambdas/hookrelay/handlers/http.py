@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from hookrelay import wiring
 from hookrelay.adapters.aws import THROTTLED_RETRY_AFTER_SECONDS, throttled
+from hookrelay.domain import portal
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.errors import DomainError, Forbidden, InvalidDocument
 
@@ -79,10 +80,16 @@ def principal(app: APIGatewayHttpResolver) -> Principal:
     if not context.get("key_id") or not context.get("role"):
         # Unreachable behind the authorizer; refusing is the safe answer if it is ever misconfigured.
         raise Forbidden("no authenticated principal")
+    who = Principal(
+        key_id=context["key_id"],
+        role=context["role"],
+        portal=context.get(portal.SCOPE) == portal.PORTAL_SCOPE,
+        counted_as=context.get(portal.COUNTED_AS) or None,
+    )
     if not app.context.get(_RATE_COUNTED):
         app.context[_RATE_COUNTED] = True  # the resolver clears its context after each request
-        _admit(context["key_id"])
-    return Principal(key_id=context["key_id"], role=context["role"])
+        _admit(who.rate_limit_id)
+    return who
 
 
 def _admit(key_id: str) -> None:

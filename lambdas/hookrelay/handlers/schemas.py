@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_validator
 
+from hookrelay.domain import portal
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
 from hookrelay.domain.matching import MAX_FILTERS, filter_problem
-from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event
+from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event, PortalSession
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeliveryStatus
@@ -76,6 +77,29 @@ class UpdateEndpoint(Strict):
     def changes(self) -> dict[str, Any]:
         """Exactly the fields the request gave, as keyword arguments for `EndpointService.update`."""
         return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class CreatePortalSession(Strict):
+    """A tenant key opens a session for its own tenant (tenant_id may be left out); an admin names the tenant."""
+
+    tenant_id: str | None = Field(default=None, min_length=1, max_length=64)
+    ttl_seconds: int = Field(
+        default=int(portal.DEFAULT_LIFETIME.total_seconds()),
+        ge=int(portal.MIN_LIFETIME.total_seconds()),
+        le=int(portal.MAX_LIFETIME.total_seconds()),
+    )
+
+
+def portal_session_view(session: PortalSession, token: str, api_url: str) -> dict[str, Any]:
+    """The new session, with its token and link: shown once, in the response that created them."""
+    return {
+        "session_id": session.id,
+        "tenant_id": session.tenant_id,
+        "created_at": _time(session.created_at),
+        "expires_at": _time(datetime.fromtimestamp(session.expires_at, UTC)),
+        "token": token,
+        "portal_url": portal.portal_link(api_url, token),
+    }
 
 
 class RotateSecret(Strict):

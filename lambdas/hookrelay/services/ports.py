@@ -12,7 +12,16 @@ from hookrelay.domain.circuit import Via
 from hookrelay.domain.classification import FailureKind, Outcome
 from hookrelay.domain.event_types import EventType, Violation
 from hookrelay.domain.lifecycle import first_attempt_number
-from hookrelay.domain.models import ApiKey, Attempt, Delivery, Endpoint, Event, FailureNotice, Tenant
+from hookrelay.domain.models import (
+    ApiKey,
+    Attempt,
+    Delivery,
+    Endpoint,
+    Event,
+    FailureNotice,
+    PortalSession,
+    Tenant,
+)
 from hookrelay.domain.paging import Position
 from hookrelay.domain.platform_events import PlatformNotice
 from hookrelay.domain.redrive import Redrive
@@ -33,6 +42,11 @@ class ApiKeyRepository(Protocol):
     def put(self, key: ApiKey) -> None: ...
     def get(self, key_id: str) -> ApiKey | None: ...
     def revoke(self, key_id: str, at: datetime) -> bool: ...
+
+
+class PortalSessionRepository(Protocol):
+    def put(self, session: PortalSession) -> None: ...
+    def get(self, session_id: str) -> PortalSession | None: ...
 
 
 class RateCounters(Protocol):

@@ -1,0 +1,101 @@
+"""Screenshots of the consumer portal, each view at a desktop's and a phone's width: docs/portal-<view>-<width>.png.
+
+    make screenshots
+
+Starts the local stack (fast schedule) and two demo consumers, makes a tenant with a healthy endpoint and a
+failing one whose deliveries die, fixes it and redrives them, and drives headless Chromium through the portal
+as the tenant would: endpoints, the delivery log, one dead delivery with its attempts, the redrive's progress,
+and a refused link. Needs Debian's chromium and chromium-driver (`make browser`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.e2e import browser as chromium
+from tests.e2e.harness import REPO, Consumer, LocalStack, eventually, stack_and_consumers
+
+DOCS = REPO / "docs"
+WIDTHS = {"desktop": chromium.DESKTOP, "phone": chromium.PHONE}
+DEATH_WAIT = 60.0
+
+
+def shoot(browser: chromium.Browser, view: str, out: Path, ready: Callable[[], object]) -> list[Path]:
+    """The current view at each width, once `ready` has seen it drawn."""
+    written = []
+    for width_name, size in WIDTHS.items():
+        browser.size(size)
+        ready()
+        path = out / f"portal-{view}-{width_name}.png"
+        browser.screenshot(path, size)
+        written.append(path)
+    browser.size(chromium.DESKTOP)
+    return written
+
+
+def scene(stack: LocalStack, consumer: Callable[..., Consumer]) -> tuple[str, str, str]:
+    """A tenant with a healthy endpoint and a failing one: its link, the failing endpoint and a dead delivery."""
+    tenant_id, key = stack.new_tenant("Acme")
+    orders, billing = consumer("orders"), consumer("billing", mode="fail")
+    for name, demo, types in ((orders, orders, ["order.*"]), (billing, billing, ["invoice.*"])):
+        created = stack.created(
+            "/v1/endpoints", key, {"url": name.url, "event_types": types, "description": f"{name.name} service"}
+        )
+        demo.control(secret=created["secret"])
+        if demo is billing:
+            billing_id = created["id"]
+    for n in range(4):
+        stack.publish(tenant_id, "order.created", {"order_id": 1000 + n, "total": "49.90", "currency": "EUR"})
+    for n in range(3):
+        stack.publish(tenant_id, "invoice.paid", {"invoice_id": f"INV-{200 + n}", "amount": 120 + n})
+    dead = eventually(
+        lambda: stack.deliveries(key, f"endpoint_id={billing_id}&status=dead"),
+        "the billing deliveries die",
+        timeout=DEATH_WAIT,
+        predicate=lambda found: len(found) == 3,
+    )
+    billing.control(mode="ok")  # the fix is deployed: the redrive below succeeds
+    return stack.portal_link(key, ttl_seconds=600), billing_id, dead[-1]["id"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=DOCS, help="where the PNGs go (default docs/)")
+    args = parser.parse_args(argv)
+    reason = chromium.missing()
+    if reason:
+        print(f"no screenshots: {reason}", file=sys.stderr)
+        return 1
+    written: list[Path] = []
+    with stack_and_consumers("hookrelay-screenshots-") as (stack, consumer), chromium.chromium() as browser:
+        link, billing_id, dead_id = scene(stack, consumer)
+        browser.open(link)
+        card = f'.endpoint[data-endpoint="{billing_id}"]'
+        written += shoot(browser, "endpoints", args.out, lambda: browser.wait(card))
+
+        browser.click("#nav-deliveries")
+        written += shoot(browser, "deliveries", args.out, lambda: browser.wait(".row.delivery"))
+
+        browser.click(f'.row.delivery[data-delivery="{dead_id}"]')
+        written += shoot(browser, "delivery", args.out, lambda: browser.wait("#attempts .attempt"))
+
+        browser.click("#nav-endpoints")
+        browser.button("Redrive…", browser.wait(card)).click()
+        written += shoot(browser, "redrive-form", args.out, lambda: browser.wait(".redrive-form"))
+        browser.button("Start redrive", browser.wait(card)).click()
+        written += shoot(browser, "redrive", args.out, lambda: browser.wait_text("#redrive-state", "completed", 60))
+
+        browser.open(f"{stack.api_url}/portal/favicon.svg")
+        browser.driver.execute_script("window.sessionStorage.clear()")
+        browser.open(f"{stack.api_url}/portal#token=hrp_forged")
+        written += shoot(browser, "refused", args.out, lambda: browser.wait("#refused"))
+    for path in written:
+        print(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
