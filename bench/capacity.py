@@ -33,7 +33,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import table
-from bench.quotas import QUOTAS_READ, REGION, Quota, all_quotas
+from bench.quotas import QUOTAS_READ, REGION, Quota, all_quotas, authorizer_cache_seconds
 from hookrelay.adapters.schema import LOG_SHARDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,13 +76,16 @@ def measure_profile(events: int = PROFILE_EVENTS) -> dict[str, Any]:
 
     # Scheduled functions run on the clock, not per event: their reads are in the cost, not in the rates.
     scheduled = {name for name, function in BY_NAME.items() if isinstance(function.trigger, Schedule)}
-    memory_mb, _ = cost.deployed_settings()
+    # the deployed settings, as the cost benchmark prices them by default
+    settings = cost.settings_from(
+        argparse.Namespace(as_before=False, xray=False, events_per_month=1e6, producer_keys=1, cold_starts=0.01)
+    )
     profile: dict[str, Any] = {"events_measured": events, "payload_bytes": 1024, "scenarios": {}}
     distinct_all: set[str] = set()
     sharded: set[str] = set()
     for name in SCENARIOS:
         scenario = cost.SCENARIOS[name](events)
-        run = cost.run_scenario(scenario, 1024)
+        run = cost.run_scenario(scenario, 1024, settings)
         n = scenario.events
         calls: dict[str, float] = defaultdict(float)
         per_function_calls: dict[str, float] = defaultdict(float)
@@ -108,7 +111,7 @@ def measure_profile(events: int = PROFILE_EVENTS) -> dict[str, Any]:
         for invocation in run.meter.invocations:
             if invocation.function not in scheduled:
                 invocations[invocation.function] += 1
-        lines, _ = cost.bill(run, memory_mb)
+        lines, _ = cost.bill(run, settings)
         usd = sum(line.price.cost(line.quantity * 1e6 / n) for line in lines)
         profile["scenarios"][name] = {
             "events": n,
@@ -255,8 +258,9 @@ def _outage_extra(profile: dict[str, Any], path: Iterable[str]) -> float:
     return max(0.0, get("outage") - get("happy"))
 
 
-def _keys(profile: dict[str, Any], field_name: str) -> set[str]:
-    return {k for s in profile["scenarios"].values() for k in s[field_name]}
+def _keys(profile: dict[str, Any], field_name: str) -> list[str]:
+    """Sorted: ties between equal demands are broken the same way in every process (sets' order is not)."""
+    return sorted({k for s in profile["scenarios"].values() for k in s[field_name]})
 
 
 def per_event(profile: dict[str, Any], w: Workload, field_name: str, key: str) -> float:
@@ -288,6 +292,8 @@ def assess(w: Workload, profile: dict[str, Any] | None = None, quotas: dict[str,
     concurrency: dict[str, float] = {}
     for function in _keys(profile, "invocations"):
         invocations = per_event(profile, w, "invocations", function) * rate
+        if function == "authorizer":  # API Gateway caches its answers: once per key and TTL (a key per tenant)
+            invocations = min(invocations, w.tenants / authorizer_cache_seconds())
         calls_each = _mix(profile, ("calls_per_invocation", function), 1)
         seconds = (calls_each * CALL_MS + COMPUTE_MS) / 1000
         if function == "delivery":
@@ -526,7 +532,9 @@ def assumptions(profile: dict[str, Any]) -> str:
         f" bench/operation_profile.json (the cost benchmark's scenarios at {profile['events_measured']} events,"
         f" metered on moto). Durations: AWS calls x {CALL_MS:g} ms + {COMPUTE_MS:g} ms per invocation, plus the"
         f" endpoint's latency for deliveries. Cost: the cost benchmark's per-event bill ({measured}), linear in"
-        " fan-out and failing share. Outages: every failing"
+        " fan-out and failing share (an outage's fixed costs, its workflows, spread over the 40 events of the"
+        " measured outage: an upper bound). The authorizer: once per key (a key per tenant) and cache TTL."
+        " Outages: every failing"
         " endpoint is in an outage of the workload's length, outages start evenly."
     )
 

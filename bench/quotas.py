@@ -49,6 +49,17 @@ def _stage_throttle() -> tuple[float, float]:
     return float(match.group(1)), float(match.group(2))
 
 
+def authorizer_cache_seconds() -> float:
+    """How long API Gateway caches the authorizer's answer for a key, as the API construct sets it."""
+    import re
+
+    source = (ROOT / "stacks" / "constructs" / "api.py").read_text()
+    match = re.search(r"AUTHORIZER_CACHE_TTL = Duration.seconds\((\d+)\)", source)
+    if match is None:
+        raise RuntimeError("stacks/constructs/api.py no longer sets AUTHORIZER_CACHE_TTL as Duration.seconds(N)")
+    return max(1.0, float(match.group(1)))
+
+
 def _max_in_flight() -> float:
     """The largest max_in_flight the API accepts (the bound on the request model's field)."""
     import typing

@@ -25,8 +25,13 @@ def test_utilisation_is_linear_in_the_event_rate(profile: dict) -> None:
     one = assess(Workload(1_000, fanout=3, failing_share=0.01), profile)
     ten = assess(Workload(10_000, fanout=3, failing_share=0.01), profile)
     for a, b in zip(one.demands, ten.demands, strict=True):
-        if a.quota.key.startswith("sfn_"):  # outages' workflows: per endpoint in an outage, not per event
+        if a.quota.key.startswith("sfn_") or a.quota.key == "authorizer_reserved":
+            # outages' workflows: per endpoint in an outage; the authorizer: per key and cache TTL; not per event
             assert b.demand == pytest.approx(a.demand), a.quota.key
+            continue
+        if a.quota.key == "lambda_concurrency":  # all functions': the authorizer's part is the same at both rates
+            authorizer = one.concurrency["authorizer"]
+            assert b.demand - authorizer == pytest.approx(10 * (a.demand - authorizer), rel=1e-9)
             continue
         assert b.demand == pytest.approx(10 * a.demand, rel=1e-9), a.quota.key
     assert one.saturates_at(one.first) == pytest.approx(ten.saturates_at(ten.first))
