@@ -147,6 +147,14 @@ def measure_profile(events: int = PROFILE_EVENTS) -> dict[str, Any]:
 # and how often the drain looks at its window ride on real time (probes 1 s apart). Its counts must agree within
 # this share; the others exactly.
 OUTAGE_TOLERANCE = 0.25
+# The outage's workflow loop: how many times the drain's and the probe's workflows go round (their transitions, task
+# messages and answers) depends on how long each round takes on the machine, not on the code: left out of the check.
+TIMING_BORNE = (
+    "transitions",
+    "stepfunctions:SendTaskSuccess",
+    "stepfunctions:SendTaskFailure",
+    "sqs:SendMessage:fifo",
+)
 
 
 def deterministic(profile: dict[str, Any]) -> dict[str, Any]:
@@ -173,7 +181,15 @@ def drifted(measured: dict[str, Any], committed: dict[str, Any]) -> list[str]:
         elif a != b:
             found.append(f"{path}: measured {a!r}, committed {b!r}")
 
-    walk(deterministic(measured), deterministic(committed), "", 0.0)
+    def steady(profile: dict[str, Any]) -> dict[str, Any]:
+        kept = deterministic(profile)
+        outage = kept["scenarios"]["outage"]
+        for key in TIMING_BORNE:
+            outage.pop(key, None)
+            outage["calls"].pop(key, None)
+        return kept
+
+    walk(steady(measured), steady(committed), "", 0.0)
     return found
 
 
