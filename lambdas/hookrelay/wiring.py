@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from hookrelay.adapters.redrive_sqs import SqsRedriveJobs
     from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
     from hookrelay.adapters.telemetry import DeadLetterTelemetry, PowertoolsTelemetry
+    from hookrelay.domain.platform_events import PlatformNotice
     from hookrelay.domain.schedule import RetrySchedule
     from hookrelay.services.api_keys import KeyService
     from hookrelay.services.authorize import Authenticator
@@ -27,11 +28,12 @@ if TYPE_CHECKING:
     from hookrelay.services.delivery import DeliveryService
     from hookrelay.services.delivery_log import DeliveryLogService
     from hookrelay.services.endpoints import EndpointService
-    from hookrelay.services.event_types import EventTypeCatalogue
+    from hookrelay.services.event_types import EventDataCheck, EventTypeCatalogue
     from hookrelay.services.ingest import IngestService
     from hookrelay.services.operational_events import OperationalEvents
     from hookrelay.services.parking import Parking
     from hookrelay.services.portal import PortalSessionService
+    from hookrelay.services.ports import DeliveryLog
     from hookrelay.services.rate_limit import RateLimiter
     from hookrelay.services.reconcile import Reconciler
     from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
@@ -141,11 +143,17 @@ def enforce_event_catalogue() -> bool:
 
 @cache
 def ingest_service() -> IngestService:
-    from hookrelay.adapters.dynamodb import EndpointTable, EventTable, TenantTable
     from hookrelay.adapters.event_types import EventTypeTable
     from hookrelay.adapters.json_schema import FastJsonSchemas
-    from hookrelay.adapters.sqs import SqsDeliveryQueue
     from hookrelay.services.event_types import EventDataCheck
+
+    return _ingest(delivery_table(), EventDataCheck(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas()))
+
+
+def _ingest(deliveries: DeliveryLog, event_types: EventDataCheck | None) -> IngestService:
+    """Ingest as producers' events and platform events go through it: the same stores, queue and schedule."""
+    from hookrelay.adapters.dynamodb import EndpointTable, EventTable, TenantTable
+    from hookrelay.adapters.sqs import SqsDeliveryQueue
     from hookrelay.services.ingest import IngestService
     from hookrelay.services.reconcile import RECONCILE_GRACE
 
@@ -153,11 +161,11 @@ def ingest_service() -> IngestService:
         tenants=TenantTable(_table(schema.TENANTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         events=EventTable(_table(schema.EVENTS)),
-        deliveries=delivery_table(),
+        deliveries=deliveries,
         queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         schedule=retry_schedule(),
         writer_window=RECONCILE_GRACE,
-        event_types=EventDataCheck(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas()),
+        event_types=event_types,
     )
 
 
@@ -165,23 +173,19 @@ def ingest_service() -> IngestService:
 def operational_events() -> OperationalEvents:
     """Platform events to tenants' subscribed endpoints, through ingest (the sweeper, delivery and redrive functions).
     Deliveries are created one conditional put each: these functions may put deliveries, not batch-write them."""
-    from hookrelay.adapters.dynamodb import EndpointTable, EventTable, OneByOneDeliveryTable, TenantTable
-    from hookrelay.adapters.sqs import SqsDeliveryQueue
-    from hookrelay.services.ingest import IngestService
+    from hookrelay.adapters.dynamodb import OneByOneDeliveryTable
     from hookrelay.services.operational_events import OperationalEvents
-    from hookrelay.services.reconcile import RECONCILE_GRACE
 
-    return OperationalEvents(
-        IngestService(
-            tenants=TenantTable(_table(schema.TENANTS)),
-            endpoints=EndpointTable(_table(schema.ENDPOINTS)),
-            events=EventTable(_table(schema.EVENTS)),
-            deliveries=OneByOneDeliveryTable(_table(schema.DELIVERIES)),
-            queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
-            schedule=retry_schedule(),
-            writer_window=RECONCILE_GRACE,
-        )
-    )
+    return OperationalEvents(_ingest(OneByOneDeliveryTable(_table(schema.DELIVERIES)), event_types=None))
+
+
+class _EmitterOnFirstUse:
+    """The operational webhooks' emitter, built when a first platform event is emitted: most invocations of the
+    functions that may emit one (delivery, sweeper, redrive) emit none, and building ingest's service and stores
+    for them would add to every cold start."""
+
+    def emit(self, notice: PlatformNotice) -> None:
+        operational_events().emit(notice)
 
 
 def _parking() -> Parking:
@@ -237,7 +241,7 @@ def circuit_service() -> CircuitService:
         schedule=retry_schedule(),
         telemetry=_delivery_telemetry(),
         attempts=delivery_service(),
-        platform_events=operational_events(),
+        platform_events=_EmitterOnFirstUse(),
     )
 
 
@@ -263,7 +267,7 @@ def delivery_service() -> DeliveryService:
         telemetry=_delivery_telemetry(),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking(),
-        platform_events=operational_events(),
+        platform_events=_EmitterOnFirstUse(),
     )
 
 
@@ -310,7 +314,7 @@ def redrive_service() -> RedriveService:
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         replays=replay_service(),
         jobs=redrive_jobs(),
-        platform_events=operational_events(),
+        platform_events=_EmitterOnFirstUse(),
     )
 
 
@@ -379,7 +383,7 @@ def auto_disable_sweeper() -> AutoDisableSweeper:
         deliveries=delivery_table(),
         notices=SnsEndpointNotices(aws.client("sns"), os.environ[schema.ENDPOINT_NOTICES_TOPIC.env_var]),
         policy=auto_disable_policy(),
-        platform_events=operational_events(),
+        platform_events=_EmitterOnFirstUse(),
     )
 
 

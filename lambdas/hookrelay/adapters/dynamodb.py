@@ -296,7 +296,7 @@ class EventTable:
     def put_many(self, events: Sequence[Event]) -> None:
         with self.table.batch_writer() as batch:
             for event in events:
-                batch.put_item(Item=to_item(event))
+                batch.put_item(Item=event_item(event))
 
     def get(self, event_id: str) -> Event | None:
         if event_id.startswith(_SEQUENCE_SPACE):

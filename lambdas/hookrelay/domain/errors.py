@@ -6,6 +6,7 @@ from __future__ import annotations
 class DomainError(Exception):
     status = 400
     title = "Bad request"
+    kind: str | None = None  # the problem type's name; None: the class's name, lower-cased
 
     def __init__(self, detail: str) -> None:
         super().__init__(detail)
@@ -48,3 +49,17 @@ class InvalidDocument(InvalidRequest):
     def __init__(self, detail: str, errors: list[dict[str, str]]) -> None:
         super().__init__(detail)
         self.errors = errors
+
+
+class IdempotencyKeyReused(InvalidRequest):
+    """An idempotency key that published (or is publishing) something else."""
+
+    title = "Idempotency-Key reused"
+    kind = "idempotency-mismatch"
+
+
+class IdempotencyKeyInFlight(Conflict):
+    """An idempotency key whose first request may still be running."""
+
+    title = "Request in progress"
+    kind = "idempotency-in-flight"

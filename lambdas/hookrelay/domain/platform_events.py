@@ -144,18 +144,28 @@ def notice(tenant_id: str, kind: PlatformEventType, *, about: str, key: str, **d
 # --- The transitions' events, each keyed by what identifies its transition ---
 
 
+def _about_endpoint(endpoint: Endpoint, kind: PlatformEventType, *, key: str, **data: Any) -> PlatformNotice:
+    """An event about one endpoint: keyed by the endpoint and its transition's `key`, naming the endpoint."""
+    return notice(
+        endpoint.tenant_id,
+        kind,
+        about=endpoint.id,
+        key=f"{endpoint.id}:{key}",
+        endpoint_id=endpoint.id,
+        url=endpoint.url,
+        **data,
+    )
+
+
 def circuit_opened(
     endpoint: Endpoint, *, opened_at: datetime, failures: int, next_probe_at: datetime | None
 ) -> PlatformNotice:
     """Keyed by the opening's time: the same outage's event however often (and by whom) it is emitted."""
     opened = to_rfc3339(opened_at)
-    return notice(
-        endpoint.tenant_id,
+    return _about_endpoint(
+        endpoint,
         PlatformEventType.CIRCUIT_OPENED,
-        about=endpoint.id,
-        key=f"{endpoint.id}:{opened}",
-        endpoint_id=endpoint.id,
-        url=endpoint.url,
+        key=opened,
         reason=f"{failures} failed attempts in a row: deliveries wait while one probe retries on the schedule",
         circuit="open",
         opened_at=opened,
@@ -167,13 +177,10 @@ def circuit_opened(
 def circuit_closed(endpoint: Endpoint, *, closed_at: datetime) -> PlatformNotice:
     """Keyed by the outage's opening time (kept on the endpoint until it opens again)."""
     opened = to_rfc3339(endpoint.circuit_opened_at) if endpoint.circuit_opened_at else ""
-    return notice(
-        endpoint.tenant_id,
+    return _about_endpoint(
+        endpoint,
         PlatformEventType.CIRCUIT_CLOSED,
-        about=endpoint.id,
-        key=f"{endpoint.id}:{opened}",
-        endpoint_id=endpoint.id,
-        url=endpoint.url,
+        key=opened,
         reason="a probe got through and every parked delivery was released",
         circuit="closed",
         opened_at=opened or None,
@@ -186,13 +193,10 @@ def recovered(endpoint: Endpoint, *, at: datetime) -> PlatformNotice:
     """Keyed by the failing spell (its start): the spell ends once."""
     assert endpoint.failing_since is not None
     since = to_rfc3339(endpoint.failing_since)
-    return notice(
-        endpoint.tenant_id,
+    return _about_endpoint(
+        endpoint,
         PlatformEventType.ENDPOINT_RECOVERED,
-        about=endpoint.id,
-        key=f"{endpoint.id}:{since}",
-        endpoint_id=endpoint.id,
-        url=endpoint.url,
+        key=since,
         reason=f"a delivery got through after failing since {since}",
         failing_since=since,
         recovered_at=to_rfc3339(at),

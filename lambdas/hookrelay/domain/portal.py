@@ -5,8 +5,8 @@ Why an opaque token looked up in a table, not a signed (HMAC) token:
   authorizer and the API, rotated by someone; nothing in the stack holds such a secret today (endpoint
   secrets and API keys live hashed or encrypted in DynamoDB), and a leaked key would forge any tenant's link;
 - a stored session can be ended early (the record deleted or past `expires_at`) and audited (who opened it);
-- the cost is the one GetItem the authorizer already pays for an API key (its results are not cached, so
-  a revoked key stops at once: the same holds for a session).
+- the cost is the one GetItem the authorizer already pays for an API key (and, like a key's, the answer is
+  cached by API Gateway for `Api.AUTHORIZER_CACHE_TTL`: a session ended early stops within that delay).
 So the token is `hrp_<session id>_<secret>`: 256 random bits, stored as a SHA-256 (as API keys are, see
 domain/api_keys.py), its session id naming the one record to read. The record carries the tenant and the
 expiry; the authorizer refuses it once expired, whether or not DynamoDB's TTL has removed it yet.

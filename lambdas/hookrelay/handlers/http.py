@@ -55,6 +55,11 @@ def problem_document(status: int, title: str, detail: str, kind: str, **extra: A
     return {"type": PROBLEM_BASE + kind, "title": title, "status": status, "detail": detail, **extra}
 
 
+def problem_kind(error: DomainError) -> str:
+    """A domain error's problem type name: its own, or its class's name, lower-cased."""
+    return error.kind or type(error).__name__.lower()
+
+
 def problem_extra(error: DomainError) -> dict[str, Any]:
     """What a domain error's problem document carries beyond its title and detail: where a document fails."""
     return {"errors": error.errors} if isinstance(error, InvalidDocument) else {}
@@ -210,8 +215,9 @@ def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
         )
 
     def _domain(error: DomainError) -> Response[str]:
-        kind = type(error).__name__.lower()
-        return problem_response(error.status, error.title, error.detail, kind, instance(), **problem_extra(error))
+        return problem_response(
+            error.status, error.title, error.detail, problem_kind(error), instance(), **problem_extra(error)
+        )
 
     def _invalid(error: ValidationError) -> Response[str]:
         return problem_response(

@@ -35,6 +35,7 @@ from pydantic import BaseModel, SerializeAsAny
 
 from hookrelay.adapters import aws, schema
 from hookrelay.domain.api_keys import Principal
+from hookrelay.domain.errors import IdempotencyKeyInFlight, IdempotencyKeyReused
 from hookrelay.handlers.http import ProblemError
 
 IDEMPOTENCY_WINDOW_SECONDS = 24 * 3600
@@ -97,10 +98,6 @@ class IdempotentCommand(Generic[RequestT, ResultT]):
         try:
             return self._once(command=Keyed(idempotency_key=f"{who.key_id}:{key}", request=request))
         except IdempotencyValidationError:
-            raise ProblemError(
-                422, "Idempotency-Key reused", "this key was used with a different body", "idempotency-mismatch"
-            ) from None
+            raise IdempotencyKeyReused("this key was used with a different body") from None
         except IdempotencyAlreadyInProgressError:
-            raise ProblemError(
-                409, "Request in progress", "a request with this key is still being processed", "idempotency-in-flight"
-            ) from None
+            raise IdempotencyKeyInFlight("a request with this key is still being processed") from None

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from hookrelay import wiring
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.api_keys import Principal
-from hookrelay.domain.errors import DomainError
+from hookrelay.domain.errors import IdempotencyKeyReused
 from hookrelay.functions import INGEST
 from hookrelay.handlers import tracing
 from hookrelay.handlers.http import (
@@ -26,6 +26,7 @@ from hookrelay.handlers.http import (
     parse_body,
     problem_document,
     problem_extra,
+    problem_kind,
     require,
     validation_errors,
 )
@@ -35,8 +36,6 @@ from hookrelay.services.ingest import (
     Accepted,
     BatchAccepted,
     BatchItem,
-    IdempotencyKeyInFlight,
-    IdempotencyKeyReused,
     ItemOutcome,
 )
 
@@ -68,13 +67,6 @@ def post_event() -> Response[str]:
     metrics.add_metric(name="EventsAccepted", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="DeliveriesCreated", unit=MetricUnit.Count, value=len(accepted.delivery_ids))
     return json_response(202, accepted.model_dump())
-
-
-# The problem types of a refused batch item that the single route names the same way (handlers/idempotency.py).
-ITEM_PROBLEM_KINDS: dict[type[DomainError], str] = {
-    IdempotencyKeyReused: "idempotency-mismatch",
-    IdempotencyKeyInFlight: "idempotency-in-flight",
-}
 
 
 @app.post("/v1/events/batch")
@@ -123,8 +115,7 @@ def batch_item(who: Principal, position: int, raw: Any, keys: set[str]) -> Batch
     key = None
     if item.idempotency_key is not None:
         if item.idempotency_key in keys:
-            detail = "an earlier event of this batch has the same idempotency key"
-            return problem_document(422, "Idempotency-Key reused", detail, "idempotency-mismatch")
+            return item_result(IdempotencyKeyReused("an earlier event of this batch has the same idempotency key"))
         keys.add(item.idempotency_key)
         key = f"{who.key_id}:{item.idempotency_key}"  # scoped to the caller, as the single route's keys are
     return BatchItem(event_type=item.type, data=item.data, ordering_key=item.ordering_key, key=key)
@@ -133,8 +124,9 @@ def batch_item(who: Principal, position: int, raw: Any, keys: set[str]) -> Batch
 def item_result(outcome: ItemOutcome) -> dict[str, Any]:
     if isinstance(outcome, BatchAccepted):
         return {"status": 202, **outcome.model_dump()}
-    kind = ITEM_PROBLEM_KINDS.get(type(outcome), type(outcome).__name__.lower())
-    return problem_document(outcome.status, outcome.title, outcome.detail, kind, **problem_extra(outcome))
+    return problem_document(
+        outcome.status, outcome.title, outcome.detail, problem_kind(outcome), **problem_extra(outcome)
+    )
 
 
 @logger.inject_lambda_context

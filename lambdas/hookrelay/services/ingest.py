@@ -39,7 +39,13 @@ from pydantic import BaseModel
 
 from hookrelay.domain import ids
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.errors import Conflict, DomainError, InvalidDocument, InvalidRequest
+from hookrelay.domain.errors import (
+    DomainError,
+    IdempotencyKeyInFlight,
+    IdempotencyKeyReused,
+    InvalidDocument,
+    InvalidRequest,
+)
 from hookrelay.domain.lifecycle import awaits_first_message, new_delivery, new_event
 from hookrelay.domain.matching import type_matches
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
@@ -78,14 +84,6 @@ class BatchItem:
     data: dict[str, Any]
     ordering_key: str | None = None
     key: str | None = None  # its idempotency key, scoped to the caller: the event's id is derived from it
-
-
-class IdempotencyKeyReused(InvalidRequest):
-    title = "Idempotency-Key reused"
-
-
-class IdempotencyKeyInFlight(Conflict):
-    title = "Request in progress"
 
 
 ItemOutcome = BatchAccepted | DomainError
@@ -168,11 +166,12 @@ class IngestService:
         the writes batched as the module's docstring says."""
         if self.tenants.get(tenant_id) is None:
             raise InvalidRequest(f"unknown tenant {tenant_id!r}")
-        refused = self._refused_by_catalogue(items)
-        if refused:  # those items answer their problem in place; the others go on as a batch of their own
-            kept = [item for position, item in enumerate(items) if position not in refused]
-            answers = iter(self.publish_batch(tenant_id=tenant_id, items=kept) if kept else [])
-            return [refused[position] if position in refused else next(answers) for position in range(len(items))]
+        refused = self._refused_by_catalogue(items)  # those items answer their problem in place
+        kept = [item for position, item in enumerate(items) if position not in refused]
+        answers = iter(self._publish_items(tenant_id, kept) if kept else [])
+        return [refused[position] if position in refused else next(answers) for position in range(len(items))]
+
+    def _publish_items(self, tenant_id: str, items: Sequence[BatchItem]) -> list[ItemOutcome]:
         now = self.clock()
         endpoints = _deliverable(self.endpoints.list_for_tenant(tenant_id))
         events = self._new_events(tenant_id, items, now)

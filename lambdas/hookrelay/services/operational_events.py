@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from hookrelay.domain.models import Endpoint, EndpointState
-from hookrelay.domain.platform_events import PlatformEventType, PlatformNotice, subscribes
+from hookrelay.domain.platform_events import PlatformNotice, subscribes
 from hookrelay.services.ingest import IngestService
 from hookrelay.services.ports import EndpointRepository
 
@@ -30,10 +30,16 @@ class OperationalEvents:
     ingest: IngestService  # its endpoint repository is replaced, per event, by the subscribers' view
 
     def emit(self, notice: PlatformNotice) -> None:
-        recipients = _Subscribers(self.ingest.endpoints, notice.type, about=notice.about)
-        if not recipients.list_for_tenant(notice.tenant_id):
+        listed = [
+            endpoint
+            for endpoint in self.ingest.endpoints.list_for_tenant(notice.tenant_id)
+            if endpoint.id != notice.about
+            and endpoint.state is not EndpointState.DELETED
+            and subscribes(endpoint.event_types, notice.type)
+        ]
+        if not listed:
             return  # nobody asked for it (most tenants): nothing is written, no sequence is taken
-        replace(self.ingest, endpoints=recipients).publish(
+        replace(self.ingest, endpoints=_Subscribers(self.ingest.endpoints, listed)).publish(
             tenant_id=notice.tenant_id,
             event_type=notice.type.value,
             data=notice.data,
@@ -44,21 +50,15 @@ class OperationalEvents:
 
 @dataclass(frozen=True)
 class _Subscribers:
-    """The tenant's endpoints as ingest sees them for one platform event: those that ask for its type by name,
-    less the endpoint it is about. Reads only; every write goes to the repository underneath."""
+    """The tenant's endpoints as ingest sees them for one platform event: those that ask for its type by name, less
+    the endpoint it is about, as the emitter read them (one query per event, not one more in ingest). Reads only; every
+    write goes to the repository underneath."""
 
     endpoints: EndpointRepository
-    event_type: PlatformEventType
-    about: str
+    listed: list[Endpoint]
 
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
-        return [
-            endpoint
-            for endpoint in self.endpoints.list_for_tenant(tenant_id)
-            if endpoint.id != self.about
-            and endpoint.state is not EndpointState.DELETED
-            and subscribes(endpoint.event_types, self.event_type)
-        ]
+        return [endpoint for endpoint in self.listed if endpoint.tenant_id == tenant_id]
 
     def get(self, tenant_id: str, endpoint_id: str) -> Endpoint | None:
         return self.endpoints.get(tenant_id, endpoint_id)
