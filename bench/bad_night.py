@@ -174,7 +174,7 @@ def night(events: int, outage: float) -> dict[str, object]:
             "recovery to drained (s)": round(drained, 1),
             "healthy p50 ms: control / beside the outage": f"{median(base) * 1000:.0f} / {median(beside) * 1000:.0f}",
             "healthy p50 ratio": round(median(beside) / median(base), 2),
-            "healthy p95 ratio": round(percentile(beside, 95) / percentile(base, 95), 2),
+            "healthy p95 ratio": round(percentile(beside, 0.95) / percentile(base, 0.95), 2),
         }
 
 

@@ -57,7 +57,7 @@ def batched(driver: Driver, tenant_id: str, events: list[dict[str, Any]], keyed:
     requests = 0
     for start in range(0, len(events), BATCH):
         prefix = f"r{round_}-b{start}" if keyed else None
-        driver.publish_batch(None, tenant_id, events[start : start + BATCH], key_prefix=prefix)
+        driver.publish(None, tenant_id, events[start : start + BATCH], key_prefix=prefix)
         requests += 1
     return requests
 

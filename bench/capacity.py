@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import table
+from bench.common import SECONDS_PER_MONTH, table
 from bench.quotas import QUOTAS_READ, REGION, Quota, all_quotas, authorizer_cache_seconds
 from hookrelay.adapters.schema import LOG_SHARDS
 
@@ -40,13 +40,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PROFILE_PATH = ROOT / "bench" / "operation_profile.json"
 DOCS_PATH = ROOT / "docs" / "capacity.md"
 PROFILE_EVENTS = 20  # the happy path's events when measuring (outage: x2, fan-out: /4; see bench/cost.py)
-FANOUT_MEASURED = 10  # the cost benchmark's fan-out scenario
 SCENARIOS = ("happy", "fanout", "outage")
 TABLE_PREFIX = "hookrelay-"
 
 CALL_MS = 8.0  # one AWS API call from Lambda, same region (DynamoDB and SQS: single-digit milliseconds)
 COMPUTE_MS = 5.0  # the handler's own work per invocation, beside its calls
-SECONDS_PER_MONTH = 30 * 24 * 3600
 
 
 # --- the operation profile: measured from the code -------------------------------------------------------
@@ -76,10 +74,7 @@ def measure_profile(events: int = PROFILE_EVENTS) -> dict[str, Any]:
 
     # Scheduled functions run on the clock, not per event: their reads are in the cost, not in the rates.
     scheduled = {name for name, function in BY_NAME.items() if isinstance(function.trigger, Schedule)}
-    # the deployed settings, as the cost benchmark prices them by default
-    settings = cost.settings_from(
-        argparse.Namespace(as_before=False, xray=False, events_per_month=1e6, producer_keys=1, cold_starts=0.01)
-    )
+    settings = cost.deployed_run_settings()  # as the cost benchmark prices a run by default, rate limit included
     profile: dict[str, Any] = {"events_measured": events, "payload_bytes": 1024, "scenarios": {}}
     distinct_all: set[str] = set()
     sharded: set[str] = set()
@@ -248,30 +243,25 @@ class Assessment:
         return self.workload.events_per_second / demand.utilisation if demand.utilisation else math.inf
 
 
+def _value(profile: dict[str, Any], scenario: str, path: Iterable[str]) -> float:
+    value: Any = profile["scenarios"][scenario]
+    for key in path:
+        value = value.get(key, 0.0) if isinstance(value, dict) else 0.0
+    return float(value)
+
+
 def _mix(profile: dict[str, Any], path: Iterable[str], fanout: int) -> float:
-    """A per-event count at `fanout`: linear between the measured fan-outs of 1 and FANOUT_MEASURED."""
-
-    def get(name: str) -> float:
-        value: Any = profile["scenarios"][name]
-        for key in path:
-            value = value.get(key, 0.0) if isinstance(value, dict) else 0.0
-        return float(value)
-
-    one, many = get("happy"), get("fanout")
-    per_endpoint = (many - one) / (FANOUT_MEASURED - 1)
+    """A per-event count at `fanout`: linear between the measured fan-outs of 1 and the fan-out scenario's."""
+    path = tuple(path)
+    one, many = _value(profile, "happy", path), _value(profile, "fanout", path)
+    per_endpoint = (many - one) / (profile["scenarios"]["fanout"]["endpoints"] - 1)
     return one + (fanout - 1) * per_endpoint
 
 
 def _outage_extra(profile: dict[str, Any], path: Iterable[str]) -> float:
     """What one delivery to an endpoint in an outage costs beyond a delivered one (parking, probing, draining)."""
-
-    def get(name: str) -> float:
-        value: Any = profile["scenarios"][name]
-        for key in path:
-            value = value.get(key, 0.0) if isinstance(value, dict) else 0.0
-        return float(value)
-
-    return max(0.0, get("outage") - get("happy"))
+    path = tuple(path)
+    return max(0.0, _value(profile, "outage", path) - _value(profile, "happy", path))
 
 
 def _keys(profile: dict[str, Any], field_name: str) -> list[str]:
@@ -294,6 +284,11 @@ def per_outage(profile: dict[str, Any], key: str) -> float:
     return float(outage["calls"].get(key, 0.0)) * outage["events"]
 
 
+def function_seconds(profile: dict[str, Any], function: str) -> float:
+    """An invocation's duration but for the endpoint's answer: its AWS calls, and its own work."""
+    return (_mix(profile, ("calls_per_invocation", function), 1) * CALL_MS + COMPUTE_MS) / 1000
+
+
 def assess(w: Workload, profile: dict[str, Any] | None = None, quotas: dict[str, Quota] | None = None) -> Assessment:
     profile = profile or load_profile()
     q = quotas or all_quotas()
@@ -306,14 +301,15 @@ def assess(w: Workload, profile: dict[str, Any] | None = None, quotas: dict[str,
     calls = {k: per_event(profile, w, "calls", k) * rate for k in _keys(profile, "calls")}
 
     concurrency: dict[str, float] = {}
+    delivery_seconds = 0.0
     for function in _keys(profile, "invocations"):
         invocations = per_event(profile, w, "invocations", function) * rate
         if function == "authorizer":  # API Gateway caches its answers: once per key and TTL (a key per tenant)
             invocations = min(invocations, w.tenants / authorizer_cache_seconds())
-        calls_each = _mix(profile, ("calls_per_invocation", function), 1)
-        seconds = (calls_each * CALL_MS + COMPUTE_MS) / 1000
+        seconds = function_seconds(profile, function)
         if function == "delivery":
             seconds += w.endpoint_latency_ms / 1000
+            delivery_seconds = seconds
         concurrency[function] = invocations * seconds
     api_rps = _mix(profile, ("api_requests",), 1) * rate  # one request per event, whatever its fan-out
 
@@ -343,9 +339,6 @@ def assess(w: Workload, profile: dict[str, Any] | None = None, quotas: dict[str,
     sfn_transitions = outages_per_second * outage["transitions"]
     send_task = outages_per_second * sum(
         per_outage(profile, k) for k in _keys(profile, "calls") if k.startswith("stepfunctions:SendTask")
-    )
-    delivery_seconds = concurrency.get("delivery", 0.0) / max(
-        1e-9, per_event(profile, w, "invocations", "delivery") * rate
     )
     endpoint_in_flight = largest * delivery_seconds  # each of the largest tenant's endpoints gets all its events
     total_concurrency = sum(concurrency.values())
@@ -463,7 +456,7 @@ def standard_table(profile: dict[str, Any]) -> str:
 
 
 HEADROOM = 1.25  # settings sized for the workload with a quarter to spare
-HARD_CAPS = {"delivery_max_concurrency": 1000.0, "endpoint_groups": 50.0}  # beyond these, a design change
+DELIVERY_MAX_CONCURRENCY_CAP = 1000.0  # an SQS event source's maximum concurrency: beyond it, a design change
 
 
 def settings_table(profile: dict[str, Any]) -> str:
@@ -477,6 +470,11 @@ def settings_table(profile: dict[str, Any]) -> str:
         "endpoint_groups",
         "lambda_concurrency",
     ]
+    # beyond these, a design change: the event source's most, an endpoint's most message groups (the API's bound)
+    caps = {
+        "delivery_max_concurrency": DELIVERY_MAX_CONCURRENCY_CAP,
+        "endpoint_groups": all_quotas()["endpoint_groups"].limit,
+    }
     rows = []
     for w in standard_workloads():
         if w.failing_share != 0.01:
@@ -485,7 +483,7 @@ def settings_table(profile: dict[str, Any]) -> str:
         cells = []
         for key in keys:
             needed = math.ceil(demands[key] * HEADROOM)
-            cap = HARD_CAPS.get(key)
+            cap = caps.get(key)
             cells.append(f"{needed:,}" + (" **(over the cap)**" if cap is not None and needed > cap else ""))
         rows.append([f"{w.events_per_second:,}", w.fanout, *cells])
     return table(["events/s", "fan-out", *keys], rows, align="rr" + "r" * len(keys))
@@ -548,7 +546,8 @@ def assumptions(profile: dict[str, Any]) -> str:
         f" bench/operation_profile.json (the cost benchmark's scenarios at {profile['events_measured']} events,"
         f" metered on moto). Durations: AWS calls x {CALL_MS:g} ms + {COMPUTE_MS:g} ms per invocation, plus the"
         f" endpoint's latency for deliveries. Cost: the cost benchmark's per-event bill ({measured}), linear in"
-        " fan-out and failing share (an outage's fixed costs, its workflows, spread over the 40 events of the"
+        f" fan-out and failing share (an outage's fixed costs, its workflows, spread over the"
+        f" {profile['scenarios']['outage']['events']} events of the"
         " measured outage: an upper bound). The authorizer: once per key (a key per tenant) and cache TTL."
         " Outages: every failing"
         " endpoint is in an outage of the workload's length, outages start evenly."

@@ -7,11 +7,12 @@ The whole system runs in this process on moto (`tests.support.aws.moto_stack`): 
 event source (`local.sqs_source.poll_once`) and the real delivery function, and retries through the
 real retry workflow executed by moto's interpreter. `bench.metering` counts every AWS request made,
 sizes DynamoDB and SQS requests, and times every function invocation; state transitions are read
-from the executions' histories, and so are the bytes of the execution log Step Functions writes at level ALL
-(`execution_log_bytes`). Those counts, per event, times the list prices in PRICES give the
-cost per million events of three scenarios:
+from the executions' histories, and so are the bytes of the execution log Step Functions writes at the deployed
+level (`execution_log_bytes`). Those counts, per event, times the list prices in PRICES give the cost per million
+events of four scenarios:
 
-- happy path: one endpoint, every delivery answered 200;
+- happy path: one endpoint, every delivery answered 200, one event per request;
+- batched: the same, ten events per request (POST /v1/events/batch);
 - one endpoint down for a 6-hour outage, then back (the bad night of issue 9): its first five
   deliveries fail and open its circuit, every later one is parked, one probe workflow retries the oldest
   on the schedule, four probes fail (as many as the default schedule makes in 6 hours), the fifth gets
@@ -20,9 +21,10 @@ cost per million events of three scenarios:
   record updates it takes, not on how long the Wait states last;
 - fan-out: ten endpoints subscribed to every event, all answering 200.
 
-Not counted: the free tiers; fixed monthly costs (idle SQS polling by the event source, alarms,
-dashboards, custom metrics, storage); X-Ray traces; Lambda's own START/END/REPORT log lines; data
-transfer out to the endpoints.
+All in: besides requests, units, transitions and GB-s, the bill's lines for billed INIT, the functions' and
+Lambda's own log lines, API Gateway access logs, execution logs, log storage, X-Ray (when on), DynamoDB storage
+and PITR, and data transfer out, with their assumptions printed. Not counted: the free tiers; fixed monthly costs
+(idle SQS polling by the event source, alarms, dashboards).
 """
 
 from __future__ import annotations
@@ -43,14 +45,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import boto3
 
-from bench.common import heading, machine, median, table
+from bench.common import SECONDS_PER_MONTH, heading, machine, median, table
 from bench.metering import BENCH, EVENT_SOURCE, UNATTRIBUTED, ApiCall, Meter
 from hookrelay.adapters import schema
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, RetrySchedule
-from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, RECONCILER, ROUTES, queue_trigger
+from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, RECONCILER, queue_trigger
 from local import gateway
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
@@ -120,7 +122,6 @@ LOG_EVENT_OVERHEAD_BYTES = 26  # CloudWatch Logs bills each log event's message 
 # functions' system log level is above INFO (stacks/constructs/functions.py sets WARN).
 PLATFORM_LINES = 3
 PLATFORM_BYTES_PER_INVOCATION = 62 + 52 + 170
-SECONDS_PER_MONTH = 30 * 86400
 LOG_STORED_MONTHS = 1.0  # the log groups keep 30 days (LOG_RETENTION): each byte is stored about a month
 STORED_MONTHS = 1.0  # events and deliveries expire 30 days after they end: each event stored about a month
 SHORT_LIVED_TABLES = (schema.RATE_LIMITS, schema.IDEMPOTENCY)  # their items expire within minutes or hours
@@ -182,7 +183,6 @@ def deployed_telemetry() -> tuple[str, bool, bool]:
 
 WARM_UP_EVENTS = 3
 DRAIN_LIMIT_SECONDS = 120.0
-FUNCTIONS = (AUTHORIZER.name, INGEST.name, DELIVERY.name)  # the functions every event goes through
 
 
 def deployed_settings() -> tuple[int, int]:
@@ -273,12 +273,19 @@ class Driver:
                 self.call("POST", "/v1/endpoints", tenant["api_key"]["token"], {"url": url, "event_types": ["*"]})
         return tenant["tenant_id"]
 
-    def publish(self, run: Run | None, tenant_id: str, data: list[dict[str, Any]]) -> None:
-        """One request: one event (POST /v1/events), or a batch of them (POST /v1/events/batch, up to 100)."""
-        if len(data) == 1:
+    def publish(
+        self, run: Run | None, tenant_id: str, data: list[dict[str, Any]], key_prefix: str | None = None
+    ) -> None:
+        """One request: one event (POST /v1/events), or a batch of them (POST /v1/events/batch, up to 100), each
+        keyed `<key_prefix>-<n>` if a prefix is given (once per batch: a key reused with other data is refused)."""
+        if len(data) == 1 and key_prefix is None:
             path, body = "/v1/events", {"tenant_id": tenant_id, "type": "order.updated", "data": data[0]}
         else:
-            events = [{"type": "order.updated", "data": one} for one in data]
+            events = [
+                {"type": "order.updated", "data": one}
+                | ({"idempotency_key": f"{key_prefix}-{n}"} if key_prefix else {})
+                for n, one in enumerate(data)
+            ]
             path, body = BATCH_ROUTE, {"tenant_id": tenant_id, "events": events}
         if run is not None:
             run.api_requests += 1
@@ -286,23 +293,6 @@ class Driver:
         answer = self.call("POST", path, self.producer, body, run)
         if path == BATCH_ROUTE and answer["refused"]:
             raise RuntimeError(f"POST {BATCH_ROUTE} refused events: {answer['results']}")
-
-    def publish_batch(
-        self, run: Run | None, tenant_id: str, datas: list[dict[str, Any]], key_prefix: str | None = None
-    ) -> None:
-        """One POST /v1/events/batch of these events (up to 100); each keyed `<key_prefix>-<n>` if a prefix is given
-        (a prefix used once per batch: a key reused with other data is refused)."""
-        events = [
-            {"type": "order.updated", "data": data} | ({"idempotency_key": f"{key_prefix}-{n}"} if key_prefix else {})
-            for n, data in enumerate(datas)
-        ]
-        body = {"tenant_id": tenant_id, "events": events}
-        if run is not None:
-            run.api_requests += 1
-            run.api_units += max(1, math.ceil(len(json.dumps(body).encode()) / API_PAYLOAD_UNIT))
-        answer = self.call("POST", "/v1/events/batch", self.producer, body)
-        if answer["refused"]:
-            raise RuntimeError(f"POST /v1/events/batch refused events: {answer['results']}")
 
     def drain(self) -> None:
         """Feed the delivery function until the queue is empty and no retry workflow is running."""
@@ -750,10 +740,6 @@ WRU_TARGET = 6  # per event, on the happy path
 SUMMARY = "issue 12:"  # bench/run_all.py repeats these lines at the end of `make bench`
 
 
-def batch_route_served() -> bool:
-    return any(route.path == BATCH_ROUTE and route.method == "POST" for route in ROUTES)
-
-
 def init_seconds(runs: int) -> dict[str, float]:
     """Each function's handler import, median of fresh interpreters with bytecode (what the asset ships): the INIT
     phase Lambda bills at a cold start (clients are made on first use, inside the first invocation, timed there)."""
@@ -767,6 +753,18 @@ def init_seconds(runs: int) -> dict[str, float]:
 
 
 BEFORE_MEMORY_MB = 512  # every function's, before issue 12
+
+
+def deploy_rate_limit() -> None:
+    """As deployed (cdk.json's api_key_rate_per_second): the API functions count each key's requests."""
+    os.environ[schema.API_KEY_RATE_PER_SECOND] = str(DEFAULT_PER_KEY_PER_SECOND)
+
+
+def deployed_run_settings() -> Settings:
+    """The deployed stack's settings with this benchmark's default assumptions (what `main` runs without options),
+    the per-key rate limit in place: for other benchmarks that meter the same scenarios (bench/capacity.py)."""
+    deploy_rate_limit()
+    return settings_from(build_parser().parse_args([]))
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
@@ -838,7 +836,7 @@ def print_assumptions(settings: Settings, args: argparse.Namespace) -> None:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=100, help="events in the happy path (outage: x2, fan-out: /4)")
     parser.add_argument("--payload-bytes", type=int, default=1024, help="size of each event's data (default 1 KiB)")
@@ -853,9 +851,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the deployment settings before issue 12: authorizer uncached, START/END/REPORT lines, execution logs"
         " at ALL with execution data, X-Ray on (default sampling), 512 MB everywhere (on this checkout's code)",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
-    # As deployed (cdk.json's api_key_rate_per_second): the API functions count each key's requests.
-    os.environ[schema.API_KEY_RATE_PER_SECOND] = str(DEFAULT_PER_KEY_PER_SECOND)
+    deploy_rate_limit()
     memory_mb, attempt_timeout = deployed_settings()
     print(f"# Cost per million events ({machine()})")
     settings = settings_from(args)
@@ -863,13 +865,6 @@ def main(argv: list[str] | None = None) -> int:
     totals: dict[str, tuple[float, float]] = {}
     for name in args.scenario or ["happy", "batched", "fanout", "outage"]:
         scenario = SCENARIOS[name](args.events)
-        if scenario.events_per_request > 1 and not batch_route_served():
-            heading(scenario.title)
-            print(
-                f"Not measured: no function serves POST {BATCH_ROUTE} on this branch (the batch ingest is issue 12's"
-                " other part)."
-            )
-            continue
         started = time.monotonic()
         run = run_scenario(scenario, args.payload_bytes, settings)
         wru = sum(c.write_units for c in run.meter.calls if not_billed(c) is None and c.service == "dynamodb")

@@ -5,7 +5,7 @@ AWS's figures are the published defaults for us-east-1 as read on QUOTAS_READ; m
 (`adjustable`), and an account's own values are in the Service Quotas console. Where the published table gives
 a token bucket, `limit` is the refill rate (the sustained rate) and `burst` the bucket size.
 
-Used by `bench/capacity.py` (the model) and `bench/simulation.py` (token buckets), and printed by both.
+Used by `bench/capacity.py` (the model, which prints them) and `bench/simulation.py` (token buckets).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.common import stack_constant
 from hookrelay.functions import AUTHORIZER, DELIVERY, INGEST, queue_trigger
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,26 +39,15 @@ def _context() -> dict[str, object]:
 
 
 def _stage_throttle() -> tuple[float, float]:
-    """The HTTP API stage's throttle, as the API construct sets it (read from its source: importing the CDK
-    construct would load aws_cdk, seconds of import for two numbers)."""
-    import re
-
-    source = (ROOT / "stacks" / "constructs" / "api.py").read_text()
-    match = re.search(r"ThrottleSettings\(rate_limit=(\d+), burst_limit=(\d+)\)", source)
-    if match is None:
-        raise RuntimeError("stacks/constructs/api.py no longer sets the stage throttle as ThrottleSettings(...)")
-    return float(match.group(1)), float(match.group(2))
+    """The HTTP API stage's throttle (rate, burst), as the API construct sets it."""
+    rate = stack_constant(r"ThrottleSettings\(rate_limit=(\d+), burst_limit=\d+\)")
+    burst = stack_constant(r"ThrottleSettings\(rate_limit=\d+, burst_limit=(\d+)\)")
+    return float(rate), float(burst)
 
 
 def authorizer_cache_seconds() -> float:
     """How long API Gateway caches the authorizer's answer for a key, as the API construct sets it."""
-    import re
-
-    source = (ROOT / "stacks" / "constructs" / "api.py").read_text()
-    match = re.search(r"AUTHORIZER_CACHE_TTL = Duration.seconds\((\d+)\)", source)
-    if match is None:
-        raise RuntimeError("stacks/constructs/api.py no longer sets AUTHORIZER_CACHE_TTL as Duration.seconds(N)")
-    return max(1.0, float(match.group(1)))
+    return max(1.0, float(stack_constant(r"AUTHORIZER_CACHE_TTL = Duration.seconds\((\d+)\)")))
 
 
 def _max_in_flight() -> float:

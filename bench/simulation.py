@@ -2,8 +2,9 @@
 
 No AWS and no sleeping: a simulated clock and a heap of timed actions. It runs the real rules where they decide
 what happens: the message group of each delivery (`domain.envelope.message_group_id`), the circuit's gate and
-its opening count (`domain.circuit`), the retry schedule with its jitter and the probe schedule
-(`domain.schedule`, `domain.circuit.next_probe_at`). The rest is the shape of the system: producers send through
+its opening count (`domain.circuit`), the schedule's jittered retry times and the probe schedule
+(`RetrySchedule.next_attempt_at`, `domain.circuit.next_probe_after_failure`), on a compressed schedule
+(`PROBE_SCHEDULE`: the outage lasts seconds, not hours). The rest is the shape of the system: producers send through
 the API (its account quota, the stage throttle, the per-key rate: token buckets), the authorizer and ingest take
 a slot of their reserved concurrency for their duration (a pool), ingest writes to DynamoDB (the table's and the
 hot partition's write units: token buckets) and sends to the FIFO queue; the delivery event source takes one
@@ -13,8 +14,9 @@ endpoint's latency and writes the delivery's record.
 At the edge it does what the adapters do: a throttled AWS call is retried with exponential backoff and full
 jitter (botocore's standard mode: 3 attempts), then the work is handed back: the producer retries its request
 with the same idempotency key (nothing is accepted twice), or the message becomes visible again after its
-visibility timeout. The rate ramps from nothing to 1.5 times the model's first saturation; each quota's first
-sustained throttle (over 1% of its calls refused in a second) is its saturation point. At the end the outage
+visibility timeout. The rate ramps from 2% to 1.5 times the model's first saturation; each quota's first
+throttled second (over 1% of its calls refused in that second, or a pool's backlog past twice its size) is its
+saturation point. At the end the outage
 is over, the circuit drains, and every accepted event must be delivered: nothing lost.
 
 Scaling: the event rate and every quota's rate and concurrency are multiplied by one factor (at most 1) so that
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.capacity import CALL_MS, COMPUTE_MS, Workload, _mix, assess, load_profile, per_event
+from bench.capacity import Assessment, Workload, _mix, assess, function_seconds, load_profile, per_event
 from bench.common import table
 from bench.quotas import Quota, all_quotas
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState, Gate, Via, gate, next_probe_after_failure
@@ -117,7 +119,6 @@ class Endpoint:
     opened_at: float = 0.0
     probes: int = 0
     parked: list[str] = field(default_factory=list)
-    probing: bool = False
 
 
 @dataclass
@@ -131,10 +132,11 @@ class Outcome:
 
 
 class Simulation:
-    def __init__(self, workload: Workload, profile: dict[str, Any], quotas: dict[str, Quota], seed: int = 7) -> None:
-        self.w, self.profile, self.rng = workload, profile, random.Random(seed)
-        model = assess(workload, profile, quotas)
-        self.peak = 1.5 * model.saturates_at(model.first)
+    def __init__(
+        self, workload: Workload, profile: dict[str, Any], quotas: dict[str, Quota], model: Assessment, seed: int = 7
+    ) -> None:
+        self.w, self.rng = workload, random.Random(seed)
+        self.peak = 1.5 * model.saturates_at(model.first)  # the ramp's top: past the model's first saturation
         self.scale = min(1.0, SIM_PEAK_EVENTS / self.peak)
         s = self.scale
         self.now = 0.0
@@ -171,10 +173,7 @@ class Simulation:
         shards = profile["partition_shards"].get("Deliveries/by_tenant", 1)
         self.tenant_wru = _mix(profile, ("write_units", "Deliveries/by_tenant"), workload.fanout) / shards
         self.delivery_wru = 2.0  # the claim and the record of the attempt
-        self.seconds = {
-            f: (_mix(profile, ("calls_per_invocation", f), 1) * CALL_MS + COMPUTE_MS) / 1000
-            for f in ("authorizer", "ingest", "delivery")
-        }
+        self.seconds = {f: function_seconds(profile, f) for f in ("authorizer", "ingest", "delivery")}
         self.latency = workload.endpoint_latency_ms / 1000
         self.endpoints = self._endpoints()
         self.groups: dict[str, list[tuple[str, Endpoint, int]]] = defaultdict(list)
@@ -411,8 +410,8 @@ class Simulation:
         return Outcome(first, self.produced, self.accepted, self.delivered, self.duplicates, dict(self.throttles))
 
 
-# Workloads whose first bottlenecks differ: the stack's defaults; its limits raised (CDK context) with fan-out 10;
-# and one tenant sending half of everything.
+# The stack's limits raised (CDK context) and the account's concurrency (a quota increase): the CHECKED workloads
+# that raise them find AWS's own quotas and the design's limits first.
 RAISED = {
     "stage_throttle": 10_000.0,
     "api_key_rate": 10_000.0,
@@ -430,6 +429,8 @@ def raised(quotas: dict[str, Quota]) -> dict[str, Quota]:
     }
 
 
+# Workloads whose first bottlenecks differ (the stack's own throttle, the event source, an endpoint's groups, a hot
+# partition): the model's first must be the simulation's.
 CHECKED: list[tuple[str, Workload, bool]] = [
     ("the stack's defaults", Workload(1_000), False),
     ("limits raised, fan-out 10", Workload(10_000, fanout=10), True),
@@ -451,7 +452,7 @@ def compare() -> list[tuple[str, Workload, str, float, str, float, Outcome]]:
     for name, workload, raise_limits in CHECKED:
         quotas = raised(all_quotas()) if raise_limits else all_quotas()
         model = assess(workload, profile, quotas)
-        outcome = Simulation(workload, profile, quotas).run()
+        outcome = Simulation(workload, profile, quotas, model).run()
         sim_first = min(outcome.first.items(), key=lambda kv: kv[1], default=("none", float("inf")))
         rows.append(
             (

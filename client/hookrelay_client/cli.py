@@ -23,7 +23,7 @@ import requests
 from pydantic import BaseModel
 
 from hookrelay_client.client import MAX_BATCH_EVENTS, UNCHANGED, HookrelayClient
-from hookrelay_client.errors import HookrelayError
+from hookrelay_client.errors import HookrelayError, Problem
 from hookrelay_client.models import (
     BatchEventResult,
     Delivery,
@@ -140,19 +140,20 @@ def send(client: HookrelayClient, args: argparse.Namespace) -> Result:
 def send_batch(client: HookrelayClient, args: argparse.Namespace) -> Result:
     """Publish the events in requests of up to 100; one line per event, in order. Exit 1 if any was refused."""
     results: list[BatchEventResult] = []
+    requests_made = 0
     for start in range(0, len(args.events), MAX_BATCH_EVENTS):
         results += client.publish_events(args.tenant_id, args.events[start : start + MAX_BATCH_EVENTS]).results
+        requests_made += 1
     refused = sum(not result.accepted for result in results)
-    requests_made = -(-len(args.events) // MAX_BATCH_EVENTS)
     lines = [f"{position}  {describe_batch_result(result)}" for position, result in enumerate(results)]
     lines.append(f"{len(results) - refused} accepted, {refused} refused, in {requests_made} request(s)")
     return Result(results, "\n".join(lines), EXIT_API_ERROR if refused else EXIT_OK)
 
 
 def describe_batch_result(result: BatchEventResult) -> str:
-    if not result.accepted:
-        fields = "".join(f"\n     - {e.get('field', '')}: {e.get('message', e)}" for e in result.errors)
-        return f"refused {result.status} {result.title}: {result.detail}{fields}"
+    if not result.accepted:  # a problem document, as the API's own: rendered the same way (field or pointer)
+        problem = Problem(result.status, result.title or "", result.detail, errors=result.errors)
+        return "refused " + problem.describe().replace("\n", "\n   ")
     count = len(result.delivery_ids)
     sequence = f", sequence {result.sequence}" if result.sequence is not None else ""
     again = " (published before under its idempotency key)" if result.duplicate else ""

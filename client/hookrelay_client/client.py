@@ -176,13 +176,7 @@ class HookrelayClient:
 
     def iter_event_types(self, *, limit: int | None = None) -> Iterator[EventType]:
         """Every registered event type, by name, page by page."""
-        cursor = None
-        while True:
-            page = self.list_event_types(limit=limit, cursor=cursor)
-            yield from page.data
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        return _every_page(self.list_event_types, None, limit=limit)
 
     def get_event_type(self, name: str) -> EventType:
         return self._get(EventType, f"/v1/event-types/{_segment(name)}")
@@ -304,13 +298,7 @@ class HookrelayClient:
 
     def iter_deliveries(self, **filters: Any) -> Iterator[DeliverySummary]:
         """Every delivery matching the filters (those of `list_deliveries`), newest first, page by page."""
-        cursor = filters.pop("cursor", None)
-        while True:
-            page = self.list_deliveries(cursor=cursor, **filters)
-            yield from page.data
-            if not page.next_cursor:
-                return
-            cursor = page.next_cursor
+        return _every_page(self.list_deliveries, filters.pop("cursor", None), **filters)
 
     def get_delivery(self, delivery_id: str) -> Delivery:
         return self._get(Delivery, f"/v1/deliveries/{_segment(delivery_id)}")
@@ -360,3 +348,13 @@ class HookrelayClient:
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"redrive {redrive_id} still running after {timeout}s")
             sleep(poll_interval)
+
+
+def _every_page(list_page: Callable[..., Any], cursor: str | None, **query: Any) -> Iterator[Any]:
+    """Every item of a paged list, following `next_cursor` from `cursor` to the end."""
+    while True:
+        page = list_page(cursor=cursor, **query)
+        yield from page.data
+        if not page.next_cursor:
+            return
+        cursor = page.next_cursor

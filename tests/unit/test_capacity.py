@@ -50,11 +50,16 @@ def test_a_larger_tenant_share_heats_its_partitions_and_nothing_else(profile: di
 
 
 def test_the_stack_limits_are_read_from_the_code_that_sets_them() -> None:
-    from hookrelay.functions import DELIVERY, queue_trigger  # noqa: F401  (the table the stack is built from)
+    import typing
+
+    from hookrelay.handlers.schemas import MaxInFlight
+    from stacks.constructs.api import Api
 
     quotas = all_quotas()
-    assert quotas["stage_throttle"].limit > 0 and quotas["stage_throttle"].burst
-    assert quotas["endpoint_groups"].limit == 50
+    assert quotas["stage_throttle"].limit == Api.THROTTLE.rate_limit
+    assert quotas["stage_throttle"].burst == Api.THROTTLE.burst_limit
+    [bound] = [m.le for m in typing.get_args(MaxInFlight)[1].metadata if hasattr(m, "le")]
+    assert quotas["endpoint_groups"].limit == bound
     assert all(q.source for q in quotas.values())
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import yaml
 from hookrelay_client.cli import KEY_TYPES
+from hookrelay_client.client import MAX_BATCH_EVENTS as CLIENT_MAX_BATCH_EVENTS
 from openapi_spec_validator import validate
 
 from hookrelay.domain.event_types import MAX_DESCRIPTION
@@ -138,5 +139,6 @@ def test_a_batch_documents_the_servers_item_pattern_and_cap(document: dict[str, 
     schemas = document["components"]["schemas"]
     assert schemas["PublishBatchItem"]["properties"]["type"]["pattern"] == EVENT_TYPE_PATTERN.pattern
     assert schemas["PublishBatch"]["properties"]["events"]["maxItems"] == MAX_BATCH_EVENTS
+    assert CLIENT_MAX_BATCH_EVENTS == MAX_BATCH_EVENTS  # the client splits its batches at the server's cap
     item_fields = set(schemas["PublishBatchItem"]["properties"])
     assert item_fields == set(schemas["PublishEvent"]["properties"]) - {"tenant_id"} | {"idempotency_key"}
