@@ -67,14 +67,22 @@ def _scope(owners: int, events: int, endpoints: int) -> str:
 
 
 def measure_profile(events: int = PROFILE_EVENTS) -> dict[str, Any]:
-    """Run the cost benchmark's scenarios on moto and keep what the handlers did, per event."""
+    """Run the cost benchmark's scenarios on moto and keep what the handlers did, per event: as the cost benchmark
+    runs them by default (deployed settings, the per-key rate limit counted), the setting undone after."""
+    from bench import cost
+
+    with cost.deployed_run_settings() as settings:
+        return _measured(events, settings)
+
+
+def _measured(events: int, settings: Any) -> dict[str, Any]:
+    """The scenarios metered under the given settings (measure_profile sets and restores them)."""
     from bench import cost
     from bench.metering import BENCH
     from hookrelay.functions import BY_NAME, Schedule
 
     # Scheduled functions run on the clock, not per event: their reads are in the cost, not in the rates.
     scheduled = {name for name, function in BY_NAME.items() if isinstance(function.trigger, Schedule)}
-    settings = cost.deployed_run_settings()  # as the cost benchmark prices a run by default, rate limit included
     profile: dict[str, Any] = {"events_measured": events, "payload_bytes": 1024, "scenarios": {}}
     distinct_all: set[str] = set()
     sharded: set[str] = set()

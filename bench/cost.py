@@ -36,6 +36,8 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -760,11 +762,20 @@ def deploy_rate_limit() -> None:
     os.environ[schema.API_KEY_RATE_PER_SECOND] = str(DEFAULT_PER_KEY_PER_SECOND)
 
 
-def deployed_run_settings() -> Settings:
+@contextmanager
+def deployed_run_settings() -> Iterator[Settings]:
     """The deployed stack's settings with this benchmark's default assumptions (what `main` runs without options),
-    the per-key rate limit in place: for other benchmarks that meter the same scenarios (bench/capacity.py)."""
+    the per-key rate limit in place while inside: for other benchmarks that meter the same scenarios
+    (bench/capacity.py), which may run inside a test process that must not keep the setting."""
+    before = os.environ.get(schema.API_KEY_RATE_PER_SECOND)
     deploy_rate_limit()
-    return settings_from(build_parser().parse_args([]))
+    try:
+        yield settings_from(build_parser().parse_args([]))
+    finally:
+        if before is None:
+            os.environ.pop(schema.API_KEY_RATE_PER_SECOND, None)
+        else:
+            os.environ[schema.API_KEY_RATE_PER_SECOND] = before
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
