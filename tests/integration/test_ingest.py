@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import boto3
 import pytest
 
 from hookrelay.adapters.dynamodb import DeliveryTable, EventTable, event_of
+from hookrelay.adapters.schema import IDEMPOTENCY
+from hookrelay.functions import INGEST
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
 
@@ -265,3 +268,15 @@ def test_data_dynamodb_could_not_hold_as_a_map_round_trips_exactly(setup, data: 
     assert fetched.json()["data"] == data
     assert json.loads(fetched.json()["body"])["data"] == data
     assert events_table().get(accepted.json()["event_id"]).data == data
+
+
+def test_a_keyed_requests_in_progress_record_expires_with_its_invocation(setup) -> None:
+    """So a producer retrying after a crashed invocation waits the invocation's time, not the key's 24 hours."""
+    platform, tenant_id, _, producer = setup
+    before = time.time()
+    platform.call(
+        "POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a", "data": {}}, {"idempotency-key": "k"}
+    )
+    (record,) = boto3.resource("dynamodb").Table(os.environ[IDEMPOTENCY.env_var]).scan()["Items"]
+    expires_ms = int(record["in_progress_expiration"])
+    assert before * 1000 < expires_ms <= (time.time() + INGEST.timeout_seconds) * 1000

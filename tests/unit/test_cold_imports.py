@@ -114,3 +114,30 @@ def test_with_tracing_off_no_handler_imports_the_xray_sdk(function: Function, tr
 def test_with_tracing_on_the_xray_sdk_is_loaded() -> None:
     """The check above can fail: with tracing on, Powertools' Tracer loads the X-Ray SDK."""
     assert within(loaded_by(handler_module(DELIVERY), "false"), "aws_xray_sdk")
+
+
+# What a handler loads on the first request that needs it, never at a cold start.
+ON_FIRST_USE = (
+    "cryptography",  # about 40 ms; only Ed25519 keys need it, HMAC signing (most endpoints) never does
+    "aws_lambda_powertools.utilities.idempotency",  # only requests with an Idempotency-Key
+)
+
+
+@pytest.mark.parametrize("module", ON_FIRST_USE)
+@pytest.mark.parametrize("function", FUNCTIONS, ids=lambda f: f.name)
+def test_no_handler_imports_at_a_cold_start_what_only_some_requests_use(function: Function, module: str) -> None:
+    assert within(loaded_by(handler_module(function)), module) == []
+
+
+def test_an_ed25519_key_loads_cryptography_when_used() -> None:
+    """The check above can fail: the first Ed25519 key used loads it."""
+    program = (
+        "import sys; from hookrelay.domain import signing; "
+        "signing.public_key(signing.generate_private_key()); "
+        "print(any(m.startswith('cryptography') for m in sys.modules))"
+    )
+    child = subprocess.run(  # noqa: S603 - this interpreter, a fixed program
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.strip() == "True"

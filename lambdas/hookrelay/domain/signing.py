@@ -17,10 +17,12 @@ import secrets
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 from standardwebhooks import Webhook
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 SECRET_PREFIX = "whsec_"
 SECRET_BYTES = 32  # within the contract's 24-64
@@ -61,6 +63,10 @@ def key_type_of(key: str) -> KeyType:
 
 
 def _ed25519(private_key: str) -> Ed25519PrivateKey:
+    # Imported here: cryptography costs a cold start about 40 ms, and only Ed25519 keys need it (every function
+    # imports this module through the models; most endpoints sign with HMAC).
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
     seed = base64.b64decode(private_key.removeprefix(PRIVATE_KEY_PREFIX), validate=True)
     if len(seed) != ED25519_KEY_BYTES:
         raise ValueError("an Ed25519 signing key is 32 bytes")
@@ -71,6 +77,8 @@ def public_key(key: str) -> str | None:
     """The `whpk_` key consumers verify `v1a` signatures with; None for an HMAC secret (it has none)."""
     if key_type_of(key) is KeyType.HMAC:
         return None
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
     raw = _ed25519(key).public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     return PUBLIC_KEY_PREFIX + base64.b64encode(raw).decode()
 

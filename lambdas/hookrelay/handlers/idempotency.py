@@ -16,20 +16,10 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from functools import cached_property
-from typing import Generic, TypeVar, cast
+from functools import cache, cached_property
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
-from aws_lambda_powertools.utilities.idempotency import (
-    DynamoDBPersistenceLayer,
-    IdempotencyConfig,
-    idempotent_function,
-)
-from aws_lambda_powertools.utilities.idempotency.exceptions import (
-    IdempotencyAlreadyInProgressError,
-    IdempotencyValidationError,
-)
-from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, SerializeAsAny
 
@@ -38,12 +28,25 @@ from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.errors import IdempotencyKeyInFlight, IdempotencyKeyReused
 from hookrelay.handlers.http import ProblemError
 
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+# Powertools' idempotency utility is imported on the first request that carries a key, not at a cold start: most
+# requests carry none, and importing it costs the API and ingest about a tenth of their import time.
 IDEMPOTENCY_WINDOW_SECONDS = 24 * 3600
-CONFIG = IdempotencyConfig(
-    event_key_jmespath="idempotency_key",
-    payload_validation_jmespath="request",
-    expires_after_seconds=IDEMPOTENCY_WINDOW_SECONDS,
-)
+_invocation: list[LambdaContext] = []  # the invocation being served, for the in-progress record's expiry
+
+
+@cache
+def config() -> IdempotencyConfig:
+    from aws_lambda_powertools.utilities.idempotency import IdempotencyConfig
+
+    return IdempotencyConfig(
+        event_key_jmespath="idempotency_key",
+        payload_validation_jmespath="request",
+        expires_after_seconds=IDEMPOTENCY_WINDOW_SECONDS,
+    )
+
 
 RequestT = TypeVar("RequestT", bound=BaseModel)
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -57,8 +60,9 @@ class Keyed(BaseModel):
 
 
 def register_lambda_context(context: LambdaContext) -> None:
-    """An in-progress record then expires with the invocation, so a crashed request can be retried."""
-    CONFIG.register_lambda_context(context)
+    """An in-progress record then expires with the invocation, so a crashed request can be retried (registered
+    with Powertools when a request uses a key)."""
+    _invocation[:] = [context]
 
 
 class IdempotentCommand(Generic[RequestT, ResultT]):
@@ -71,6 +75,9 @@ class IdempotentCommand(Generic[RequestT, ResultT]):
     @cached_property
     def _once(self) -> Callable[..., ResultT]:
         # Built on first use, not at import: no AWS client at cold start, and tests can start moto first.
+        from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, idempotent_function
+        from aws_lambda_powertools.utilities.idempotency.serialization.pydantic import PydanticSerializer
+
         persistence = DynamoDBPersistenceLayer(
             table_name=os.environ[schema.IDEMPOTENCY.env_var], boto3_client=aws.client("dynamodb")
         )
@@ -84,7 +91,7 @@ class IdempotentCommand(Generic[RequestT, ResultT]):
         once: Callable[..., ResultT] = idempotent_function(  # unannotated in Powertools: it returns `run`, wrapped
             data_keyword_argument="command",
             persistence_store=persistence,
-            config=CONFIG,
+            config=config(),
             output_serializer=PydanticSerializer(self.result),
         )(run)
         return once
@@ -95,6 +102,13 @@ class IdempotentCommand(Generic[RequestT, ResultT]):
             return self.command(request, None)
         if not 1 <= len(key) <= 255:
             raise ProblemError(400, "Invalid Idempotency-Key", "the key must be 1 to 255 characters", "idempotency-key")
+        from aws_lambda_powertools.utilities.idempotency.exceptions import (
+            IdempotencyAlreadyInProgressError,
+            IdempotencyValidationError,
+        )
+
+        if _invocation:
+            config().register_lambda_context(_invocation[0])
         try:
             return self._once(command=Keyed(idempotency_key=f"{who.key_id}:{key}", request=request))
         except IdempotencyValidationError:
