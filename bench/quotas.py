@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.common import stack_constant
+from hookrelay import functions
 from hookrelay.functions import AUTHORIZER, DELIVERY, INGEST, queue_trigger
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +48,7 @@ def _stage_throttle() -> tuple[float, float]:
 
 def authorizer_cache_seconds() -> float:
     """How long API Gateway caches the authorizer's answer for a key, as the API construct sets it."""
-    return max(1.0, float(stack_constant(r"AUTHORIZER_CACHE_TTL = Duration.seconds\((\d+)\)")))
+    return max(1.0, float(functions.authorizer_cache_seconds()))
 
 
 def _max_in_flight() -> float:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -27,6 +29,39 @@ class GatewayResponse:
 
     def json(self) -> Any:
         return json.loads(self.body)
+
+
+@dataclass
+class AuthorizerCache:
+    """API Gateway's cache of the authorizer's answers: per Authorization header, for `seconds` (the deployed
+    `Authorizer.cache_seconds`). The local stack's server uses it, so that it answers as the deployed API does
+    (a revoked key works until its cached answer expires) and does not invoke the authorizer on every request;
+    the in-process gateway of the integration tests has none, so a test sees a revocation at once."""
+
+    seconds: float
+    clock: Callable[[], float] = time.monotonic
+    max_entries: int = 10_000  # a flood of distinct bad tokens evicts the oldest answers, it does not grow memory
+    _answers: dict[str, tuple[float, dict[str, Any]]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, identity: str) -> dict[str, Any] | None:
+        with self._lock:
+            cached = self._answers.get(identity)
+            if cached is None:
+                return None
+            if cached[0] <= self.clock():
+                del self._answers[identity]
+                return None
+            return cached[1]
+
+    def put(self, identity: str, answer: dict[str, Any]) -> None:
+        if self.seconds <= 0:
+            return
+        with self._lock:
+            self._answers.pop(identity, None)  # re-inserted last: the dict's order is the eviction order
+            self._answers[identity] = (self.clock() + self.seconds, answer)
+            while len(self._answers) > self.max_entries:
+                del self._answers[next(iter(self._answers))]
 
 
 def _pattern(route: Route) -> re.Pattern[str]:
@@ -67,7 +102,12 @@ def _refusal(status: int, message: str) -> GatewayResponse:
 
 
 def handle(
-    method: str, path: str, query: str = "", headers: dict[str, str] | None = None, body: bytes = b""
+    method: str,
+    path: str,
+    query: str = "",
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+    authorizer_cache: AuthorizerCache | None = None,
 ) -> GatewayResponse:
     # API Gateway tells the function how the caller reached it (here: plain HTTP on 127.0.0.1).
     headers = {"x-forwarded-proto": "http"} | {k.lower(): v for k, v in (headers or {}).items()}
@@ -77,7 +117,7 @@ def handle(
     route, function, path_parameters = found
     context = _request_context(method.upper(), path, route.route_key)
     if route not in PUBLIC_ROUTES:  # the portal's static page is the one route without the authorizer
-        decision = _authorize(route, method, path, query, headers, context, path_parameters)
+        decision = _authorize(route, method, path, query, headers, context, path_parameters, authorizer_cache)
         if isinstance(decision, GatewayResponse):
             return decision
         context = context | {"authorizer": {"lambda": decision}}
@@ -116,11 +156,33 @@ def _authorize(
     headers: dict[str, str],
     context: dict[str, Any],
     path_parameters: dict[str, str],
+    cache: AuthorizerCache | None = None,
 ) -> GatewayResponse | dict[str, Any]:
     """The authorizer's context for the function, or API Gateway's own refusal."""
     # API Gateway refuses a request without the identity source before calling the authorizer.
-    if not headers.get("authorization"):
+    identity = headers.get("authorization")
+    if not identity:
         return _refusal(401, "Unauthorized")
+    decision = cache.get(identity) if cache is not None else None
+    if decision is None:
+        decision = _invoke_authorizer(route, method, path, query, headers, context, path_parameters)
+        if cache is not None:
+            cache.put(identity, decision)
+    if not decision.get("isAuthorized"):
+        return _refusal(403, "Forbidden")
+    granted: dict[str, Any] = decision.get("context", {})
+    return granted
+
+
+def _invoke_authorizer(
+    route: Route,
+    method: str,
+    path: str,
+    query: str,
+    headers: dict[str, str],
+    context: dict[str, Any],
+    path_parameters: dict[str, str],
+) -> dict[str, Any]:
     authorizer_event = {
         "version": "2.0",
         "type": "REQUEST",
@@ -133,8 +195,5 @@ def _authorize(
         "requestContext": context,
         "pathParameters": path_parameters,
     }
-    decision = invoke(authorizer().name, authorizer_event)
-    if not decision.get("isAuthorized"):
-        return _refusal(403, "Forbidden")
-    granted: dict[str, Any] = decision.get("context", {})
-    return granted
+    decision: dict[str, Any] = invoke(authorizer().name, authorizer_event)
+    return decision

@@ -39,7 +39,8 @@ class GatewayRequestHandler(BaseHTTPRequestHandler):
             key = name.lower()
             headers[key] = f"{headers[key]},{value}" if key in headers else value
         try:
-            response = gateway.handle(self.command, url.path, url.query, headers, body)
+            cache = self.server.authorizer_cache if isinstance(self.server, GatewayServer) else None
+            response = gateway.handle(self.command, url.path, url.query, headers, body, cache)
         except Exception:  # what API Gateway answers when the integration fails
             log.exception("%s %s failed", self.command, url.path)
             response = gateway.GatewayResponse(
@@ -63,12 +64,18 @@ class GatewayRequestHandler(BaseHTTPRequestHandler):
         log.info("%s %s", self.address_string(), format % args)
 
 
-class ApiServer:
-    """Serves the API on 127.0.0.1:`port` (0: any free port) on a background thread."""
+class GatewayServer(ThreadingHTTPServer):
+    daemon_threads = True
+    authorizer_cache: gateway.AuthorizerCache | None = None
 
-    def __init__(self, port: int) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), GatewayRequestHandler)
-        self.httpd.daemon_threads = True
+
+class ApiServer:
+    """Serves the API on 127.0.0.1:`port` (0: any free port) on a background thread; the authorizer's answers
+    cached as API Gateway caches them (`authorizer_cache`), or not at all (None)."""
+
+    def __init__(self, port: int, authorizer_cache: gateway.AuthorizerCache | None = None) -> None:
+        self.httpd = GatewayServer(("127.0.0.1", port), GatewayRequestHandler)
+        self.httpd.authorizer_cache = authorizer_cache
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="api", daemon=True)
 
     @property

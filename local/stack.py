@@ -86,6 +86,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"delivery function invocations at once (default {DEFAULT_DELIVERY_CONCURRENCY})",
     )
     parser.add_argument(
+        "--authorizer-cache-seconds",
+        type=float,
+        default=functions.authorizer_cache_seconds(),
+        help="keep the authorizer's answer per Authorization header this long, as API Gateway does (default"
+        f" {functions.authorizer_cache_seconds()}, as deployed; 0: check every request, revocations at once)",
+    )
+    parser.add_argument(
         "--log-level",
         default=os.environ.get("POWERTOOLS_LOG_LEVEL", "INFO"),
         help="log level of the Lambda functions and the local stack, logged to stderr (default INFO)",
@@ -220,7 +227,14 @@ def provision_environment(schedule_name: str, *, fast: bool) -> dict[str, str]:
     return env
 
 
-def start(port: int, *, fast: bool, concurrency: int, log_level: str = "INFO") -> LocalStack:
+def start(
+    port: int,
+    *,
+    fast: bool,
+    concurrency: int,
+    log_level: str = "INFO",
+    authorizer_cache_seconds: float = functions.authorizer_cache_seconds(),
+) -> LocalStack:
     schedule_name = "fast" if fast else "default"
     aws = start_aws_endpoint()
     workers: FunctionWorkers | None = None
@@ -230,7 +244,7 @@ def start(port: int, *, fast: bool, concurrency: int, log_level: str = "INFO") -
         lambda_runtime.use_workers(workers)
         workers.warm_up([function.name for function in functions.FUNCTIONS])
         keys = issue_keys(env[schema.API_KEYS.env_var])
-        api = ApiServer(port)
+        api = ApiServer(port, gateway.AuthorizerCache(authorizer_cache_seconds))  # 0 s: keeps nothing
         portal_url = open_portal(api.url, keys.tenant_key)
         triggers = event_sources(env, concurrency)
     except BaseException:
@@ -323,7 +337,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = configure_process(args.log_level)
     try:
-        stack = start(args.port, fast=args.fast, concurrency=args.concurrency, log_level=args.log_level)
+        stack = start(
+            args.port,
+            fast=args.fast,
+            concurrency=args.concurrency,
+            log_level=args.log_level,
+            authorizer_cache_seconds=args.authorizer_cache_seconds,
+        )
     except OSError as error:  # most likely the port is taken
         print(
             f"could not start the local stack: {error} (--port N picks another port, 0 any free one)", file=sys.stderr

@@ -85,7 +85,15 @@ class PublicRoutes:
 
 @dataclass(frozen=True)
 class Authorizer:
-    """Invoked by the HTTP API before every route: the API's Lambda authorizer."""
+    """Invoked by the HTTP API before every route: the API's Lambda authorizer.
+
+    API Gateway keeps its answer per Authorization header for `cache_seconds` (the local stack's gateway too): a
+    producer's steady stream costs one invocation per key and period instead of one per request (bench/cost.py
+    prices both). The price: a revoked key or ended portal session keeps working up to that long (README, "API
+    keys").
+    """
+
+    cache_seconds: int = 60
 
 
 @dataclass(frozen=True)
@@ -331,6 +339,13 @@ def authorizer() -> Function:
     """The function the HTTP API calls before every route."""
     [found] = [f for f in FUNCTIONS if isinstance(f.trigger, Authorizer)]
     return found
+
+
+def authorizer_cache_seconds() -> int:
+    """How long API Gateway keeps the authorizer's answer per Authorization header."""
+    trigger = authorizer().trigger
+    assert isinstance(trigger, Authorizer)
+    return trigger.cache_seconds
 
 
 def queue_trigger(function: Function) -> QueueTrigger:

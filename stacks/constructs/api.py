@@ -15,7 +15,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from hookrelay.functions import PUBLIC_ROUTES, ROUTES, Function, Route, authorizer
+from hookrelay.functions import PUBLIC_ROUTES, ROUTES, Function, Route, authorizer, authorizer_cache_seconds
 from stacks.nag import acknowledge
 
 # One JSON line per request; the authorizer's key_id attributes every call to a key without logging the key.
@@ -53,10 +53,8 @@ class Api(Construct):
     # before the stage is.
     THROTTLE = apigwv2.ThrottleSettings(rate_limit=200, burst_limit=400)
     LOG_RETENTION = logs.RetentionDays.ONE_MONTH
-    # API Gateway keeps the authorizer's answer per Authorization header this long: a producer's steady stream
-    # costs one authorizer invocation per key a minute instead of one per request (bench/cost.py prices both).
-    # The price: a revoked key keeps working for up to this long after its revocation (README, "API keys").
-    AUTHORIZER_CACHE_TTL = Duration.seconds(60)
+    # API Gateway keeps the authorizer's answer per Authorization header this long (why: functions.Authorizer).
+    AUTHORIZER_CACHE_TTL = Duration.seconds(authorizer_cache_seconds())
 
     def __init__(
         self,
