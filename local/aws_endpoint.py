@@ -11,6 +11,7 @@ standard `AWS_ENDPOINT_URL`.
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import signal
@@ -84,25 +85,30 @@ def start_aws_endpoint(port: int = 0) -> AwsEndpoint:
 
 
 def serve_requests_faster() -> None:
-    """Two costs of moto's server per request that a steady stream of AWS calls need not pay.
+    """Costs of moto's server per request that a steady stream of AWS calls need not pay.
 
     It answers HTTP/1.0, so every call is a new connection and a new thread; HTTP/1.1 keeps the
-    connections of the functions' clients open (every response has a length). And it finds the service a
-    request is for by listing moto's package directory, on every request; the list does not change.
+    connections of the functions' clients open (every response has a length). It finds the service a
+    request is for by listing moto's package directory, on every request; the list does not change. And it
+    finds the action's method by listing the response class's methods (through `inspect`) and converting the
+    action's name, on every request; neither changes while the server runs.
     """
     from moto import backends
+    from moto.core import responses
     from moto.moto_server.werkzeug_app import MotoRequestHandler
 
     MotoRequestHandler.protocol_version = "HTTP/1.1"
     modules = tuple(backends.list_of_moto_modules())
     backends.list_of_moto_modules = lambda: modules
+    responses.method_names_from_class = functools.cache(responses.method_names_from_class)
+    responses.camelcase_to_underscores = functools.lru_cache(maxsize=4096)(responses.camelcase_to_underscores)
 
 
 def serve(port: int) -> None:
     """The server process: moto's server until SIGTERM, or until the local stack that started it is gone."""
     from moto.server import ThreadedMotoServer
 
-    from local import moto_sqs, moto_stepfunctions, moto_transactions
+    from local import moto_dynamodb, moto_sqs, moto_stepfunctions, moto_transactions
     from local.processes import exit_with_parent, leave_interrupts_to_the_parent
 
     exit_with_parent()
@@ -112,6 +118,7 @@ def serve(port: int) -> None:
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
     moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
     moto_sqs.install()  # long polls that wait instead of spinning, sends that do not count the queue
+    moto_dynamodb.install()  # item operations' answers written as JSON, not walked member by member
     serve_requests_faster()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

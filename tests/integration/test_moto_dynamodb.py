@@ -1,0 +1,185 @@
+"""The local stack's fast DynamoDB answers (local/moto_dynamodb.py) parse, in boto3, to what moto's own serializer
+gives: the same item operations, every attribute type, pages, batch and transaction answers, refusals."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from local import moto_dynamodb
+from tests.support.aws import moto_stack
+
+ITEM = {
+    "pk": {"S": "tenant#1"},
+    "sk": {"S": "0001"},
+    "string": {"S": 'é ✓ "quoted" \\ back'},
+    "number": {"N": "-12.5e3"},
+    "binary": {"B": b"\x00\xffbytes"},
+    "flag": {"BOOL": False},
+    "nothing": {"NULL": True},
+    "strings": {"SS": ["a", "b"]},
+    "numbers": {"NS": ["1", "2.5"]},
+    "binaries": {"BS": [b"\x01", b"\x02"]},
+    "list": {"L": [{"S": "x"}, {"N": "1"}, {"M": {"deep": {"L": []}}}]},
+    "map": {"M": {"a": {"S": "b"}, "empty": {"M": {}}}},
+    "gsi": {"S": "g"},
+}
+
+
+def operations(dynamodb: Any) -> list[Any]:
+    """Every item operation the functions make, and their answers as boto3 parsed them."""
+    dynamodb.create_table(
+        TableName="t",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "gsi", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by_gsi",
+                "KeySchema": [{"AttributeName": "gsi", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    key = {"pk": ITEM["pk"], "sk": ITEM["sk"]}
+    answers: list[Any] = [
+        dynamodb.put_item(TableName="t", Item=ITEM, ReturnConsumedCapacity="TOTAL"),
+        dynamodb.put_item(TableName="t", Item=ITEM | {"number": {"N": "1"}}, ReturnValues="ALL_OLD"),
+        dynamodb.get_item(TableName="t", Key=key, ConsistentRead=True),
+        dynamodb.get_item(TableName="t", Key={"pk": {"S": "none"}, "sk": {"S": "none"}}),
+        dynamodb.get_item(
+            TableName="t", Key=key, ProjectionExpression="#m.a, strings", ExpressionAttributeNames={"#m": "map"}
+        ),
+        dynamodb.update_item(
+            TableName="t",
+            Key=key,
+            UpdateExpression="SET #n = #n + :one, added = :b REMOVE nothing",
+            ExpressionAttributeNames={"#n": "number"},
+            ExpressionAttributeValues={":one": {"N": "1"}, ":b": {"B": b"\x07"}},
+            ReturnValues="ALL_NEW",
+        ),
+        dynamodb.update_item(
+            TableName="t", Key=key, UpdateExpression="SET flag = :t", ExpressionAttributeValues={":t": {"BOOL": True}}
+        ),
+        dynamodb.update_item(
+            TableName="t",
+            Key=key,
+            UpdateExpression="ADD numbers :n",
+            ExpressionAttributeValues={":n": {"NS": ["3"]}},
+            ReturnValues="UPDATED_OLD",
+        ),
+    ]
+    for n in range(5):
+        dynamodb.put_item(TableName="t", Item={"pk": {"S": "tenant#1"}, "sk": {"S": f"1{n}"}, "gsi": {"S": "g"}})
+    answers += [
+        dynamodb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p",
+            ExpressionAttributeValues={":p": {"S": "tenant#1"}},
+            Limit=2,
+        ),
+        dynamodb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p AND begins_with(sk, :s)",
+            ExpressionAttributeValues={":p": {"S": "tenant#1"}, ":s": {"S": "1"}},
+            ExclusiveStartKey={"pk": {"S": "tenant#1"}, "sk": {"S": "11"}},
+            ScanIndexForward=False,
+            Select="COUNT",
+        ),
+        dynamodb.query(
+            TableName="t",
+            IndexName="by_gsi",
+            KeyConditionExpression="gsi = :g",
+            ExpressionAttributeValues={":g": {"S": "g"}},
+        ),
+        dynamodb.scan(TableName="t", Limit=3),
+        dynamodb.batch_get_item(RequestItems={"t": {"Keys": [key, {"pk": {"S": "tenant#1"}, "sk": {"S": "12"}}]}}),
+        dynamodb.batch_write_item(
+            RequestItems={
+                "t": [{"PutRequest": {"Item": {"pk": {"S": "b"}, "sk": {"S": "1"}}}}, {"DeleteRequest": {"Key": key}}]
+            }
+        ),
+        dynamodb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": "t", "Item": {"pk": {"S": "c"}, "sk": {"S": "1"}}}},
+                {
+                    "Update": {
+                        "TableName": "t",
+                        "Key": {"pk": {"S": "b"}, "sk": {"S": "1"}},
+                        "UpdateExpression": "SET x = :x",
+                        "ExpressionAttributeValues": {":x": {"N": "1"}},
+                    }
+                },
+            ]
+        ),
+        dynamodb.transact_get_items(
+            TransactItems=[{"Get": {"TableName": "t", "Key": {"pk": {"S": "b"}, "sk": {"S": "1"}}}}]
+        ),
+        dynamodb.delete_item(TableName="t", Key={"pk": {"S": "c"}, "sk": {"S": "1"}}, ReturnValues="ALL_OLD"),
+    ]
+    for refused in (
+        lambda: dynamodb.put_item(
+            TableName="t",
+            Item={"pk": {"S": "b"}, "sk": {"S": "1"}},
+            ConditionExpression="attribute_not_exists(pk)",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        ),
+        lambda: dynamodb.get_item(TableName="missing", Key=key),
+        lambda: dynamodb.transact_write_items(
+            TransactItems=[
+                {
+                    "ConditionCheck": {
+                        "TableName": "t",
+                        "Key": {"pk": {"S": "b"}, "sk": {"S": "1"}},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            ]
+        ),
+    ):
+        with pytest.raises(ClientError) as error:
+            refused()
+        answers.append({k: v for k, v in error.value.response.items() if k != "ResponseMetadata"})
+    return [{k: v for k, v in answer.items() if k != "ResponseMetadata"} for answer in answers]
+
+
+def answers_with(fast: bool) -> list[Any]:
+    (moto_dynamodb.install if fast else moto_dynamodb.uninstall)()
+    try:
+        with moto_stack():
+            return operations(boto3.client("dynamodb"))
+    finally:
+        moto_dynamodb.uninstall()
+
+
+@pytest.fixture
+def fast_answers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The bodies the fast path wrote, so the comparison cannot pass with the fast path unused."""
+    written: list[str] = []
+    plain_json = moto_dynamodb.plain_json
+
+    def recording(result: dict[str, Any]) -> str | None:
+        body = plain_json(result)
+        if body is not None:
+            written.append(body)
+        return body
+
+    monkeypatch.setattr(moto_dynamodb, "plain_json", recording)
+    yield written
+
+
+def test_the_fast_answers_parse_as_motos_own(fast_answers: list[str]) -> None:
+    generic = answers_with(fast=False)
+    assert fast_answers == []
+    fast = answers_with(fast=True)
+    assert len(fast_answers) >= 12  # most answers took the fast path (binary values take the generic one)
+    assert fast == generic
+
