@@ -182,4 +182,3 @@ def test_the_fast_answers_parse_as_motos_own(fast_answers: list[str]) -> None:
     fast = answers_with(fast=True)
     assert len(fast_answers) >= 12  # most answers took the fast path (binary values take the generic one)
     assert fast == generic
-
