@@ -1,11 +1,15 @@
-"""moto's server on 127.0.0.1 as the AWS endpoint of every AWS call the local stack makes, in its own process.
+"""moto's servers on 127.0.0.1 as the AWS endpoints of every AWS call the local stack makes, each in its own process.
 
-`start_aws_endpoint` runs `python -m local.aws_endpoint`, which starts moto's server on a free port with Step
-Functions executions switched on (moto's own interpreter runs the retry workflow's ASL, and finds the server
-through `MOTO_PORT`), with the local stack's fixes to moto installed in that process (`moto_transactions`,
-`moto_sqs`), and prints its port. moto has its own interpreter, so its work (most of the stack's) never
-waits for the functions' lock, nor they for its. Every boto3 client made afterwards finds it through the
-standard `AWS_ENDPOINT_URL`.
+`start_aws_endpoints` runs `python -m local.aws_endpoint` twice: one server for DynamoDB, one for every other
+service (SQS, Step Functions, SNS), with Step Functions executions switched on (moto's own interpreter runs the
+retry workflow's ASL, whose tasks only send to SQS queues, and finds its server through `MOTO_PORT`). Each has
+the local stack's fixes to moto installed (`moto_transactions`, `moto_sqs`, `moto_dynamodb`) and prints its
+port. DynamoDB gets a process of its own because it is most of the stack's AWS work (nine of an event's twelve
+calls, about three quarters of moto's time): with one server, moto's one interpreter lock was the stack's
+bottleneck on a 2-core machine; with two, the queue's and the tables' work run at once. moto keeps each
+service's state in the process that serves it, so no state is shared between the two. Every boto3 client
+made afterwards finds them through the standard `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_DYNAMODB` (the AWS
+CLI reads the same two).
 """
 
 from __future__ import annotations
@@ -58,30 +62,69 @@ class AwsEndpoint:
                 self.process.wait()
 
 
-def start_aws_endpoint(port: int = 0) -> AwsEndpoint:
-    """Start moto's server process, switch on state machine execution, and point this process's AWS clients at it."""
-    process = subprocess.Popen(  # noqa: S603 - our own interpreter and module, fixed arguments
-        [sys.executable, "-m", "local.aws_endpoint", "--port", str(port)],
+@dataclass
+class AwsEndpoints:
+    default: AwsEndpoint  # every service but DynamoDB; Step Functions' interpreter sends its tasks here
+    dynamodb: AwsEndpoint
+
+    @property
+    def url(self) -> str:
+        return self.default.url
+
+    def environment(self) -> dict[str, str]:
+        """The variables that point boto3 (and the AWS CLI) at these servers."""
+        return {"AWS_ENDPOINT_URL": self.default.url, "AWS_ENDPOINT_URL_DYNAMODB": self.dynamodb.url}
+
+    def stop(self) -> None:
+        for endpoint in (self.default, self.dynamodb):
+            endpoint.stop()
+
+
+def _launch() -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "local.aws_endpoint", "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
         env=os.environ | {"TZ": "UTC"},
     )
+
+
+def _ready(process: subprocess.Popen[str]) -> AwsEndpoint:
+    """The server once it has said its port; one that never does is ended."""
     assert process.stdout is not None
-    ready = threading.Timer(READY_TIMEOUT_SECONDS, process.kill)  # a server that never says its port is ended
+    ready = threading.Timer(READY_TIMEOUT_SECONDS, process.kill)
     ready.start()
     line = process.stdout.readline()
     ready.cancel()
     if not line.strip().isdigit():
         process.kill()
         raise OSError(f"moto's server did not start (exit {process.wait()})")
-    endpoint = AwsEndpoint(process, int(line))
+    return AwsEndpoint(process, int(line))
+
+
+def start_aws_endpoints() -> AwsEndpoints:
+    """Start moto's two server processes (at once), switch on state machine execution, and point this process's
+    AWS clients at them."""
+    launched = [_launch(), _launch()]
+    started: list[AwsEndpoint] = []
+    try:
+        for process in launched:
+            started.append(_ready(process))
+    except BaseException:
+        for endpoint in started:
+            endpoint.stop()
+        for process in launched[len(started) :]:
+            process.kill()
+            process.wait()
+        raise
+    endpoints = AwsEndpoints(default=started[0], dynamodb=started[1])
     os.environ.update(FAKE_CREDENTIALS)
-    os.environ["AWS_ENDPOINT_URL"] = endpoint.url
+    os.environ.update(endpoints.environment())
     response = requests.post(
-        f"{endpoint.url}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}}, timeout=5
+        f"{endpoints.default.url}/moto-api/config", json={"stepfunctions": {"execute_state_machine": True}}, timeout=5
     )
     response.raise_for_status()
-    return endpoint
+    return endpoints
 
 
 def serve_requests_faster() -> None:

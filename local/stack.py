@@ -30,7 +30,7 @@ from hookrelay.domain import portal
 from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.auto_disable import WARNINGS
 from local import gateway, lambda_runtime
-from local.aws_endpoint import AwsEndpoint, start_aws_endpoint, use_utc
+from local.aws_endpoint import AwsEndpoints, start_aws_endpoints, use_utc
 from local.function_workers import FunctionWorkers
 from local.http_api import ApiServer
 from local.provision import provision
@@ -77,7 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--json",
         action="store_true",
         help="once ready, print one line of JSON (api_url, admin_key, producer_key, tenant_id, tenant_key,"
-        " aws_endpoint_url, portal_url), and nothing else, on stdout",
+        " aws_endpoint_url, dynamodb_endpoint_url, portal_url), and nothing else, on stdout",
     )
     parser.add_argument(
         "--concurrency",
@@ -152,7 +152,7 @@ def open_portal(api_url: str, tenant_key: str) -> str:
 
 @dataclass
 class LocalStack:
-    aws: AwsEndpoint
+    aws: AwsEndpoints
     api: ApiServer
     triggers: list[EventSource]
     keys: Keys
@@ -167,6 +167,7 @@ class LocalStack:
             "api_url": self.api.url,
             **asdict(self.keys),
             "aws_endpoint_url": self.aws.url,
+            "dynamodb_endpoint_url": self.aws.dynamodb.url,
             "portal_url": self.portal_url,
         }
 
@@ -236,7 +237,7 @@ def start(
     authorizer_cache_seconds: float = functions.authorizer_cache_seconds(),
 ) -> LocalStack:
     schedule_name = "fast" if fast else "default"
-    aws = start_aws_endpoint()
+    aws = start_aws_endpoints()
     workers: FunctionWorkers | None = None
     try:
         env = provision_environment(schedule_name, fast=fast)
@@ -278,7 +279,8 @@ def describe(stack: LocalStack) -> str:
             "hookrelay is running on 127.0.0.1 (no AWS account: moto's server stands in for AWS)",
             "",
             f"  API            {stack.api.url}",
-            f"  AWS endpoint   {stack.aws.url}   (moto's server: point AWS_ENDPOINT_URL here to look inside)",
+            f"  AWS endpoints  {stack.aws.url}, DynamoDB {stack.aws.dynamodb.url}   (moto's servers; to look inside:",
+            "                 export " + " ".join(f"{k}={v}" for k, v in stack.aws.environment().items()) + ")",
             f"  retry schedule {schedule.name}: gaps {', '.join(map(str, schedule.gaps))} s"
             + (f", then every {schedule.repeat_every} s" if schedule.repeat_every else "")
             + f", horizon {schedule.horizon} s",

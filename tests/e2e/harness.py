@@ -140,6 +140,7 @@ class LocalStack:
         self.tenant_id: str = ready["tenant_id"]
         self.tenant_key: str = ready["tenant_key"]
         self.aws_endpoint_url: str = ready["aws_endpoint_url"]
+        self.dynamodb_endpoint_url: str = ready["dynamodb_endpoint_url"]  # DynamoDB has a server of its own
         self.portal_url: str = ready["portal_url"]  # the demo tenant's portal link
         self.http = requests.Session()
 
@@ -183,7 +184,7 @@ class LocalStack:
     def _aws(self, service: str) -> Any:
         return boto3.client(
             service,
-            endpoint_url=self.aws_endpoint_url,
+            endpoint_url=self.dynamodb_endpoint_url if service == "dynamodb" else self.aws_endpoint_url,
             region_name="us-east-1",
             aws_access_key_id="local",
             aws_secret_access_key="local",

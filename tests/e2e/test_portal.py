@@ -121,7 +121,7 @@ def test_an_expired_link_is_refused(stack: LocalStack, browser: chromium.Browser
     now = utcnow()
     sessions = boto3.resource(
         "dynamodb",
-        endpoint_url=stack.aws_endpoint_url,
+        endpoint_url=stack.dynamodb_endpoint_url,
         region_name="us-east-1",
         aws_access_key_id="local",
         aws_secret_access_key="local",
