@@ -117,7 +117,8 @@ def handle(
     route, function, path_parameters = found
     context = _request_context(method.upper(), path, route.route_key)
     if route not in PUBLIC_ROUTES:  # the portal's static page is the one route without the authorizer
-        decision = _authorize(route, method, path, query, headers, context, path_parameters, authorizer_cache)
+        event = _authorizer_event(route, method, path, query, headers, context, path_parameters)
+        decision = _authorize(event, authorizer_cache)
         if isinstance(decision, GatewayResponse):
             return decision
         context = context | {"authorizer": {"lambda": decision}}
@@ -148,33 +149,7 @@ def handle(
     return GatewayResponse(int(result.get("statusCode", 200)), response_headers, raw)
 
 
-def _authorize(
-    route: Route,
-    method: str,
-    path: str,
-    query: str,
-    headers: dict[str, str],
-    context: dict[str, Any],
-    path_parameters: dict[str, str],
-    cache: AuthorizerCache | None = None,
-) -> GatewayResponse | dict[str, Any]:
-    """The authorizer's context for the function, or API Gateway's own refusal."""
-    # API Gateway refuses a request without the identity source before calling the authorizer.
-    identity = headers.get("authorization")
-    if not identity:
-        return _refusal(401, "Unauthorized")
-    decision = cache.get(identity) if cache is not None else None
-    if decision is None:
-        decision = _invoke_authorizer(route, method, path, query, headers, context, path_parameters)
-        if cache is not None:
-            cache.put(identity, decision)
-    if not decision.get("isAuthorized"):
-        return _refusal(403, "Forbidden")
-    granted: dict[str, Any] = decision.get("context", {})
-    return granted
-
-
-def _invoke_authorizer(
+def _authorizer_event(
     route: Route,
     method: str,
     path: str,
@@ -183,11 +158,12 @@ def _invoke_authorizer(
     context: dict[str, Any],
     path_parameters: dict[str, str],
 ) -> dict[str, Any]:
-    authorizer_event = {
+    """What API Gateway sends the authorizer (payload 2.0, REQUEST): the identity source and the request."""
+    return {
         "version": "2.0",
         "type": "REQUEST",
         "routeArn": f"arn:aws:execute-api:us-east-1:123456789012:local/$default/{method.upper()}{path}",
-        "identitySource": [headers["authorization"]],
+        "identitySource": [headers.get("authorization", "")],
         "routeKey": route.route_key,
         "rawPath": path,
         "rawQueryString": query,
@@ -195,5 +171,20 @@ def _invoke_authorizer(
         "requestContext": context,
         "pathParameters": path_parameters,
     }
-    decision: dict[str, Any] = invoke(authorizer().name, authorizer_event)
-    return decision
+
+
+def _authorize(event: dict[str, Any], cache: AuthorizerCache | None) -> GatewayResponse | dict[str, Any]:
+    """The authorizer's context for the function, or API Gateway's own refusal."""
+    # API Gateway refuses a request without the identity source before calling the authorizer.
+    identity = event["identitySource"][0]
+    if not identity:
+        return _refusal(401, "Unauthorized")
+    decision = cache.get(identity) if cache is not None else None
+    if decision is None:
+        decision = invoke(authorizer().name, event)
+        if cache is not None:
+            cache.put(identity, decision)
+    if not decision.get("isAuthorized"):
+        return _refusal(403, "Forbidden")
+    granted: dict[str, Any] = decision.get("context", {})
+    return granted
