@@ -47,6 +47,9 @@ class ScheduledFunction:
             except Exception:  # as in Lambda, a failed invocation is logged and the schedule goes on
                 log.exception("scheduled %s invocation failed", self.function)
 
-    def stop(self) -> None:
+    def stop(self, grace_seconds: float = 30.0) -> None:
+        """No more invocations; wait up to `grace_seconds` for one that is running (its thread is a daemon). The
+        local stack gives it little: it ends the function workers next, as Lambda ends an environment, and a sweep
+        of a long backlog would otherwise hold a stop past what a caller waits for."""
         self._stopping.set()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=grace_seconds)

@@ -47,6 +47,9 @@ DEFAULT_PORT = 8080
 DEFAULT_DELIVERY_CONCURRENCY = 32
 # What API Gateway's functions (authorizer and routes) may run at once here; Lambda's limit is the account's.
 API_CONCURRENCY = 16
+# How long a stop waits for invocations still running (a sweep of a long backlog, an attempt at a hanging
+# endpoint) before the workers are ended, as Lambda ends an environment: the whole stop stays within seconds.
+STOP_GRACE_SECONDS = 2.0
 
 
 # The table of functions' schedules (`hookrelay.functions`), sooner here: a minute, and in --fast mode a few
@@ -175,9 +178,9 @@ class LocalStack:
         # Outside in: no new requests, then no new invocations, then AWS itself.
         self.api.stop()
         for timer in self.timers:
-            timer.stop()
+            timer.stop(grace_seconds=STOP_GRACE_SECONDS)
         for trigger in self.triggers:
-            trigger.stop()
+            trigger.stop(grace_seconds=STOP_GRACE_SECONDS)
         self.workers.stop()
         self.aws.stop()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -20,6 +21,7 @@ from hookrelay.domain.models import Endpoint
 from hookrelay.functions import SWEEPER
 from hookrelay.handlers.sweeper import handler as sweeper_handler
 from hookrelay.services.auto_disable import AutoDisableSweeper, SweepReport
+from local import schedule as local_schedule
 from local.lambda_runtime import LocalContext
 from local.schedule import ScheduledFunction
 from local.sqs_source import poll_once
@@ -241,3 +243,22 @@ def test_the_local_timer_sweeps_an_endpoint_into_disabled_on_a_shortened_day(
         wiring.reset()
     assert tenant.endpoint(endpoint_id)["state"] == "disabled"
     assert [attributes["kind"] for attributes, _, _ in inbox.read()] == ["failing_1d", "failing_3d", "disabled"]
+
+
+def test_stopping_a_timer_waits_for_a_running_invocation_only_its_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local stack's stop gives a long sweep two seconds, then ends the workers; it does not wait it out."""
+    started, release, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def long_sweep(function: str, event: dict) -> None:
+        started.set()
+        release.wait(60)
+        finished.set()
+
+    monkeypatch.setattr(local_schedule, "invoke", long_sweep)
+    timer = ScheduledFunction("sweeper", every_seconds=0.01)
+    timer.start()
+    assert started.wait(10)
+    threading.Timer(5, release.set).start()  # the sweep ends in 5 s: a stop that waited for it would see it end
+    timer.stop(grace_seconds=0.1)
+    assert not finished.is_set()  # stop returned while the invocation was still running
+    assert finished.wait(10)
