@@ -1,6 +1,7 @@
 """`python -m local`: the whole system on 127.0.0.1, no AWS account, no Docker.
 
-moto's server stands in for AWS, in its own process (tables, queues and the retry state machine, created
+moto's servers stand in for AWS, each in its own process (`local.aws_endpoint`: DynamoDB in one, the other
+services in the other; tables, queues and the retry state machine, created
 from the same definitions the CDK stack uses, the ASL run by moto's interpreter); the API is served on
 localhost through `local.gateway`, which calls the real authorizer and handlers; SQS event sources feed the
 real delivery and redrive functions. This process serves the API and polls the queues; every invocation
@@ -279,7 +280,7 @@ def describe(stack: LocalStack) -> str:
     first_event = json.dumps({"tenant_id": keys.tenant_id, "type": "order.created", "data": {"order_id": 1}})
     return "\n".join(
         [
-            "hookrelay is running on 127.0.0.1 (no AWS account: moto's server stands in for AWS)",
+            "hookrelay is running on 127.0.0.1 (no AWS account: moto's servers stand in for AWS)",
             "",
             f"  API            {stack.api.url}",
             f"  AWS endpoints  {stack.aws.url}, DynamoDB {stack.aws.dynamodb.url}   (moto's servers; to look inside:",

@@ -69,6 +69,14 @@ def operations(dynamodb: Any) -> list[Any]:
         dynamodb.update_item(
             TableName="t", Key=key, UpdateExpression="SET flag = :t", ExpressionAttributeValues={":t": {"BOOL": True}}
         ),
+        dynamodb.update_item(  # the first update's expression again, other values: a kept parse must not carry them
+            TableName="t",
+            Key=key,
+            UpdateExpression="SET #n = #n + :one, added = :b REMOVE nothing",
+            ExpressionAttributeNames={"#n": "number"},
+            ExpressionAttributeValues={":one": {"N": "5"}, ":b": {"S": "text"}},
+            ReturnValues="ALL_NEW",
+        ),
         dynamodb.update_item(
             TableName="t",
             Key=key,
