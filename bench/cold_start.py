@@ -133,11 +133,11 @@ def timed_rounds(modules: list[tuple[str, str, Path]], runs: int, *, cached: boo
     return times
 
 
-def ratio_rows(times: dict[str, list[float]], labels: list[str]) -> list[list[str]]:
+def ratio_rows(times: dict[str, list[float]], labels: dict[str, str]) -> list[list[str]]:
+    """`labels`: each timed handler's label and its function's name (whose target applies)."""
     floor_min, floor_median = min(times[BOTO3]), median(times[BOTO3])
     rows = [[BOTO3, f"{1000 * floor_min:.0f}", f"{1000 * floor_median:.0f}", "1.00", "1.00", "", ""]]
-    for label in labels:
-        name = label.split(" ")[0]
+    for label, name in labels.items():
         target = TARGETS.get(name, DEFAULT_TARGET)
         best, middle = min(times[label]), median(times[label])
         ratio = middle / floor_median
@@ -161,11 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, help="another checkout's lambdas/ directory, timed in the same rounds")
     args = parser.parse_args(argv)
     print(f"# Cold start ({machine()})")
-    handlers = [(f.name, f.handler.rpartition(".")[0], ROOT / "lambdas") for f in FUNCTIONS]
-    if args.before:
-        handlers += [(f"{f.name} (before)", f.handler.rpartition(".")[0], args.before) for f in FUNCTIONS]
+    checkouts = [("", ROOT / "lambdas"), *([(" (before)", args.before)] if args.before else [])]
+    labels = {f"{f.name}{suffix}": f.name for suffix, _ in checkouts for f in FUNCTIONS}
+    handlers = [
+        (f"{f.name}{suffix}", f.handler.rpartition(".")[0], code) for suffix, code in checkouts for f in FUNCTIONS
+    ]
     modules = [(BOTO3, BOTO3, ROOT / "lambdas"), *handlers]
-    labels = [label for label, _, _ in handlers]
     headers = ["import", "min ms", "median ms", "ratio (min)", "ratio (median)", "target", ""]
     heading(f"Import time as a ratio to `import boto3`, with bytecode, {args.runs} interleaved rounds")
     for _, module, code in modules:  # an untimed round first: it writes the bytecode the timed rounds read

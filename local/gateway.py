@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
 
-from hookrelay.functions import PUBLIC_ROUTES, ROUTES, Function, Route, authorizer
+from hookrelay.functions import PUBLIC_ROUTES, SERVED_ROUTES, Function, Route, authorizer
 from local.lambda_runtime import invoke
 
 
@@ -68,7 +68,7 @@ def _pattern(route: Route) -> re.Pattern[str]:
     return re.compile("^" + re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(route.path)) + "$")
 
 
-_COMPILED = [(route, function, _pattern(route)) for route, function in {**ROUTES, **PUBLIC_ROUTES}.items()]
+_COMPILED = [(route, function, _pattern(route)) for route, function in SERVED_ROUTES.items()]
 
 
 def match(method: str, path: str) -> tuple[Route, Function, dict[str, str]] | None:

@@ -66,14 +66,14 @@ class GatewayRequestHandler(BaseHTTPRequestHandler):
 
 class GatewayServer(ThreadingHTTPServer):
     daemon_threads = True
-    authorizer_cache: gateway.AuthorizerCache | None = None
+    authorizer_cache: gateway.AuthorizerCache
 
 
 class ApiServer:
     """Serves the API on 127.0.0.1:`port` (0: any free port) on a background thread; the authorizer's answers
-    cached as API Gateway caches them (`authorizer_cache`), or not at all (None)."""
+    cached as API Gateway caches them (`authorizer_cache`; one of 0 s keeps nothing)."""
 
-    def __init__(self, port: int, authorizer_cache: gateway.AuthorizerCache | None = None) -> None:
+    def __init__(self, port: int, authorizer_cache: gateway.AuthorizerCache) -> None:
         self.httpd = GatewayServer(("127.0.0.1", port), GatewayRequestHandler)
         self.httpd.authorizer_cache = authorizer_cache
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="api", daemon=True)

@@ -334,6 +334,9 @@ PUBLIC_ROUTES: Mapping[Route, Function] = {
     for route in function.trigger.routes
 }
 
+# Every route the HTTP API serves, with or without the authorizer.
+SERVED_ROUTES: Mapping[Route, Function] = {**ROUTES, **PUBLIC_ROUTES}
+
 
 def authorizer() -> Function:
     """The function the HTTP API calls before every route."""

@@ -3,7 +3,7 @@ static page, logged and throttled."""
 
 from __future__ import annotations
 
-from hookrelay.functions import PORTAL, PUBLIC_ROUTES, ROUTES, authorizer
+from hookrelay.functions import PORTAL, PUBLIC_ROUTES, SERVED_ROUTES, authorizer
 from tests.support.synth import Synthesized, function_logical_ids
 
 
@@ -16,7 +16,7 @@ def _authorizer(synthesized: Synthesized) -> tuple[str, dict]:
 
 def test_the_routes_are_exactly_the_route_table(synthesized: Synthesized) -> None:
     route_keys = sorted(props["RouteKey"] for props in synthesized.properties("AWS::ApiGatewayV2::Route"))
-    assert route_keys == sorted(route.route_key for route in {**ROUTES, **PUBLIC_ROUTES})
+    assert route_keys == sorted(route.route_key for route in SERVED_ROUTES)
 
 
 def test_every_route_but_the_portal_page_requires_the_authorizer(synthesized: Synthesized) -> None:
@@ -47,11 +47,11 @@ def test_each_route_reaches_the_function_the_route_table_names(synthesized: Synt
     functions = function_logical_ids(synthesized)
     integrations = synthesized.template["Resources"]
     for props in synthesized.properties("AWS::ApiGatewayV2::Route"):
-        served = {**ROUTES, **PUBLIC_ROUTES}
-        route = next(r for r in served if r.route_key == props["RouteKey"])
+        route = next(r for r in SERVED_ROUTES if r.route_key == props["RouteKey"])
         integration_id = props["Target"]["Fn::Join"][1][1]["Ref"]
         integration = integrations[integration_id]["Properties"]
-        assert integration["IntegrationUri"] == {"Fn::GetAtt": [functions[served[route].name], "Arn"]}, route.route_key
+        function = SERVED_ROUTES[route]
+        assert integration["IntegrationUri"] == {"Fn::GetAtt": [functions[function.name], "Arn"]}, route.route_key
         assert integration["PayloadFormatVersion"] == "2.0"
 
 

@@ -35,7 +35,7 @@ def authorizer_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-def call(platform: Platform, cache: gateway.AuthorizerCache | None, token: str, path: str = "/v1/endpoints"):
+def call(cache: gateway.AuthorizerCache | None, token: str, path: str = "/v1/endpoints"):
     return gateway.handle("GET", path, "", {"authorization": f"Bearer {token}"}, b"", cache)
 
 
@@ -44,10 +44,10 @@ def test_a_keys_requests_invoke_the_authorizer_once_per_period(platform: Platfor
     cache = gateway.AuthorizerCache(authorizer_cache_seconds(), clock)
     _, tenant_key = platform.new_tenant()
     authorizer_calls.clear()
-    assert [call(platform, cache, tenant_key).status for _ in range(5)] == [200] * 5
+    assert [call(cache, tenant_key).status for _ in range(5)] == [200] * 5
     assert len(authorizer_calls) == 1
     clock.now += authorizer_cache_seconds()
-    assert call(platform, cache, tenant_key).status == 200
+    assert call(cache, tenant_key).status == 200
     assert len(authorizer_calls) == 2
 
 
@@ -55,23 +55,23 @@ def test_a_revoked_key_works_until_its_cached_answer_expires(platform: Platform)
     clock = Clock()
     cache = gateway.AuthorizerCache(authorizer_cache_seconds(), clock)
     created = platform.call("POST", "/v1/api-keys", platform.admin_token, {"role": "producer"}).json()
-    assert call(platform, cache, created["token"], "/v1/event-types").status == 200
+    assert call(cache, created["token"], "/v1/event-types").status == 200
     assert platform.call("DELETE", f"/v1/api-keys/{created['key_id']}", platform.admin_token).status == 204
 
     clock.now += authorizer_cache_seconds() - 1
-    assert call(platform, cache, created["token"], "/v1/event-types").status == 200
+    assert call(cache, created["token"], "/v1/event-types").status == 200
     clock.now += 1
-    assert call(platform, cache, created["token"], "/v1/event-types").status == 403
+    assert call(cache, created["token"], "/v1/event-types").status == 403
 
 
 def test_without_a_cache_a_revocation_is_seen_at_once(platform: Platform) -> None:
     created = platform.call("POST", "/v1/api-keys", platform.admin_token, {"role": "producer"}).json()
-    assert call(platform, None, created["token"], "/v1/event-types").status == 200
+    assert call(None, created["token"], "/v1/event-types").status == 200
     assert platform.call("DELETE", f"/v1/api-keys/{created['key_id']}", platform.admin_token).status == 204
-    assert call(platform, None, created["token"], "/v1/event-types").status == 403
+    assert call(None, created["token"], "/v1/event-types").status == 403
 
 
-def test_a_flood_of_distinct_tokens_keeps_at_most_max_entries(platform: Platform) -> None:
+def test_a_flood_of_distinct_tokens_keeps_at_most_max_entries() -> None:
     cache = gateway.AuthorizerCache(60, max_entries=3)
     for n in range(5):
         cache.put(f"Bearer t{n}", {"isAuthorized": False})

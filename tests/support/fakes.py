@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.event_types import EventType
-from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice
+from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice, Tenant
 from hookrelay.domain.paging import Position
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
@@ -18,6 +18,7 @@ from hookrelay.services.ports import (
     AttemptRecord,
     CircuitCommand,
     DeliveryFilter,
+    DeliveryMessage,
     DeliveryPage,
     ParkedDelivery,
     ParkOutcome,
@@ -659,3 +660,27 @@ class FakeEventTypes:
 
     def names(self) -> list[str]:
         return sorted(self.types)
+
+
+class KnownTenants:
+    """A tenant store that knows these tenant ids (reads only: the services under test never create tenants)."""
+
+    def __init__(self, *ids: str, created_at: datetime = datetime(2026, 1, 1, tzinfo=UTC)) -> None:
+        self.ids = ids
+        self.created_at = created_at
+
+    def put(self, tenant: Tenant) -> None:
+        raise NotImplementedError
+
+    def get(self, tenant_id: str) -> Tenant | None:
+        return Tenant(id=tenant_id, name="acme", created_at=self.created_at) if tenant_id in self.ids else None
+
+
+@dataclass
+class RecordingQueue:
+    """The delivery queue: keeps what was enqueued, in order."""
+
+    sent: list[DeliveryMessage] = field(default_factory=list)
+
+    def enqueue(self, messages: Sequence[DeliveryMessage]) -> None:
+        self.sent.extend(messages)

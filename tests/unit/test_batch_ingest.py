@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hookrelay.domain.models import Delivery, EndpointState, Tenant
+from hookrelay.domain.models import Delivery, EndpointState
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ingest import (
@@ -20,27 +20,10 @@ from hookrelay.services.ingest import (
     IdempotencyKeyReused,
     IngestService,
 )
-from hookrelay.services.ports import DeliveryMessage
 from tests.support.builders import T0, TENANT, an_endpoint
-from tests.support.fakes import FakeDeliveries, FakeEndpoints, FakeEvents
+from tests.support.fakes import FakeDeliveries, FakeEndpoints, FakeEvents, KnownTenants, RecordingQueue
 
 WINDOW = timedelta(minutes=1)
-
-
-class Tenants:
-    def put(self, tenant: Tenant) -> None:
-        raise NotImplementedError
-
-    def get(self, tenant_id: str) -> Tenant | None:
-        return Tenant(id=TENANT, name="acme", created_at=T0) if tenant_id == TENANT else None
-
-
-class Queue:
-    def __init__(self) -> None:
-        self.sent: list[DeliveryMessage] = []
-
-    def enqueue(self, messages: Sequence[DeliveryMessage]) -> None:
-        self.sent.extend(messages)
 
 
 class CountingEvents(FakeEvents):
@@ -60,19 +43,19 @@ class CountingEvents(FakeEvents):
 @pytest.fixture
 def service() -> IngestService:
     return IngestService(
-        tenants=Tenants(),
+        tenants=KnownTenants(TENANT, created_at=T0),
         endpoints=FakeEndpoints(an_endpoint("ep_1"), an_endpoint("ep_2", event_types=["order.*"])),
         events=CountingEvents(),
         deliveries=FakeDeliveries(),  # type: ignore[arg-type]  # the delivery-log reads are not used here
-        queue=Queue(),
+        queue=RecordingQueue(),
         schedule=DEFAULT_SCHEDULE,
         writer_window=WINDOW,
         clock=lambda: T0,
     )
 
 
-def queue_of(service: IngestService) -> Queue:
-    assert isinstance(service.queue, Queue)
+def queue_of(service: IngestService) -> RecordingQueue:
+    assert isinstance(service.queue, RecordingQueue)
     return service.queue
 
 

@@ -50,15 +50,15 @@ def test_a_larger_tenant_share_heats_its_partitions_and_nothing_else(profile: di
 
 
 def test_the_stack_limits_are_read_from_the_code_that_sets_them() -> None:
-    import typing
-
-    from hookrelay.handlers.schemas import MaxInFlight
+    from hookrelay.handlers.schemas import CreateEndpoint
     from stacks.constructs.api import Api
 
     quotas = all_quotas()
     assert quotas["stage_throttle"].limit == Api.THROTTLE.rate_limit
     assert quotas["stage_throttle"].burst == Api.THROTTLE.burst_limit
-    [bound] = [m.le for m in typing.get_args(MaxInFlight)[1].metadata if hasattr(m, "le")]
+    # What the API tells a client the field accepts (its OpenAPI schema), not the same introspection quotas.py does.
+    field = CreateEndpoint.model_json_schema()["properties"]["max_in_flight"]
+    [bound] = [choice["maximum"] for choice in field["anyOf"] if "maximum" in choice]
     assert quotas["endpoint_groups"].limit == bound
     assert all(q.source for q in quotas.values())
 

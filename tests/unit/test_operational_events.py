@@ -4,7 +4,6 @@ guide's table of them), and the emits at the sweeper's notices, at recovery and 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,7 +13,7 @@ import pytest
 
 from hookrelay.domain import platform_events
 from hookrelay.domain.circuit import CircuitState
-from hookrelay.domain.models import Endpoint, EndpointState, Event, FailureNotice, SigningSecret, Tenant
+from hookrelay.domain.models import Endpoint, EndpointState, Event, FailureNotice, SigningSecret
 from hookrelay.domain.platform_events import (
     CATALOGUE,
     PlatformEventType,
@@ -49,8 +48,10 @@ from tests.support.fakes import (
     FakeDeliveries,
     FakeEvents,
     FakeParkingLot,
+    KnownTenants,
     NoDeliveries,
     RecordingDeadLetters,
+    RecordingQueue,
     RecordingTelemetry,
     RecordingWorkflow,
     nothing_parked,
@@ -77,22 +78,6 @@ def endpoint(endpoint_id: str, event_types: list[str], **fields: Any) -> Endpoin
     return Endpoint(**(values | fields))
 
 
-class Tenants:
-    def put(self, tenant: Tenant) -> None:
-        raise NotImplementedError
-
-    def get(self, tenant_id: str) -> Tenant | None:
-        return Tenant(id=tenant_id, name="acme", created_at=SINCE) if tenant_id == "tn_1" else None
-
-
-@dataclass
-class RecordingQueue:
-    sent: list[DeliveryMessage] = field(default_factory=list)
-
-    def enqueue(self, messages: Sequence[DeliveryMessage]) -> None:
-        self.sent.extend(messages)
-
-
 @dataclass
 class Pipeline:
     endpoints: ConditionalEndpoints
@@ -103,7 +88,13 @@ class Pipeline:
     @property
     def emitter(self) -> OperationalEvents:
         ingest = IngestService(
-            Tenants(), self.endpoints, self.events, self.deliveries, self.queue, SCHEDULE, writer_window=RECONCILE_GRACE
+            KnownTenants("tn_1", created_at=SINCE),
+            self.endpoints,
+            self.events,
+            self.deliveries,
+            self.queue,
+            SCHEDULE,
+            writer_window=RECONCILE_GRACE,
         )
         return OperationalEvents(ingest)
 

@@ -10,8 +10,9 @@ import pytest
 from hookrelay.domain import portal
 from hookrelay.domain.api_keys import ADMIN, PRODUCER, Principal, tenant_role
 from hookrelay.domain.errors import Forbidden, InvalidRequest, NotFound
-from hookrelay.domain.models import PortalSession, Tenant
+from hookrelay.domain.models import PortalSession
 from hookrelay.services.portal import PortalSessionService
+from tests.support.fakes import KnownTenants
 
 TENANT = "ten_01JDZ3B8Q9XH7K2M4N6P8R0S1T"
 OTHER = "ten_01JDZ3B8Q9XH7K2M4N6P8R0S1V"
@@ -29,20 +30,8 @@ class Sessions:
         return self.items.get(session_id)
 
 
-class Tenants:
-    def put(self, tenant: Tenant) -> None:
-        raise NotImplementedError
-
-    def get(self, tenant_id: str) -> Tenant | None:
-        return (
-            Tenant.model_validate({"id": tenant_id, "name": "t", "created_at": "2026-01-01T00:00:00Z"})
-            if tenant_id in (TENANT, OTHER)
-            else None
-        )
-
-
 def service() -> PortalSessionService:
-    return PortalSessionService(Sessions(), Tenants())
+    return PortalSessionService(Sessions(), KnownTenants(TENANT, OTHER))
 
 
 def tenant_key(tenant_id: str = TENANT) -> Principal:

@@ -128,14 +128,17 @@ class IngestService:
         data: dict[str, Any],
         ordering_key: str | None = None,
         request_key: str | None = None,
+        recipients: list[Endpoint] | None = None,
     ) -> Accepted:
         """`request_key`: the request's `Idempotency-Key` (scoped to the caller) and body, when it has one: the
-        event's id is derived from it, so that a retry after a crash converges on the event the first run stored."""
+        event's id is derived from it, so that a retry after a crash converges on the event the first run stored.
+        `recipients`: the endpoints to fan out to when the caller has chosen them (operational webhooks, which
+        listed them already); otherwise the tenant's."""
         if self.tenants.get(tenant_id) is None:
             raise InvalidRequest(f"unknown tenant {tenant_id!r}")
         if self.event_types is not None:
             self.event_types.check(event_type, data)
-        now = utcnow()
+        now = self.clock()
         sequence = self.events.next_sequence(tenant_id, ordering_key) if ordering_key is not None else None
         event = new_event(
             tenant_id=tenant_id,
@@ -153,7 +156,8 @@ class IngestService:
             if stored is None or stored.tenant_id != tenant_id:
                 raise LookupError(f"event {event.id} was stored and is not readable")
             event = stored
-        deliveries = _fan_out(event, _deliverable(self.endpoints.list_for_tenant(tenant_id)), now)
+        endpoints = self.endpoints.list_for_tenant(tenant_id) if recipients is None else recipients
+        deliveries = _fan_out(event, _deliverable(endpoints), now)
         if deliveries:
             unsent = self._record(deliveries) if fresh else self._record_again(deliveries)
             self.queue.enqueue([first_attempt_message(d) for d in unsent])
