@@ -5,7 +5,8 @@ service (SQS, Step Functions, SNS), with Step Functions executions switched on (
 retry workflow's ASL, whose tasks only send to SQS queues, and finds its server through `MOTO_PORT`). Each has
 the local stack's fixes to moto installed (`moto_transactions`, `moto_sqs`, `moto_dynamodb`) and prints its
 port. DynamoDB gets a process of its own because it is most of the stack's AWS work (nine of an event's twelve
-calls, about three quarters of moto's time): with one server, moto's one interpreter lock was the stack's
+calls; its operations alone took about half of moto's busy time in a py-spy profile, before their share of the
+per-request overhead): with one server, moto's one interpreter lock was the stack's
 bottleneck on a 2-core machine; with two, the queue's and the tables' work run at once. moto keeps each
 service's state in the process that serves it, so no state is shared between the two. Every boto3 client
 made afterwards finds them through the standard `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_DYNAMODB` (the AWS
