@@ -39,11 +39,16 @@ consumer: install
 cli: install
 	@PYTHONPATH=client $(RUN) python -m hookrelay_client $(ARGS)
 
+# The tiers that run in one process each go to TEST_WORKERS pytest-xdist workers (one per core); the end-to-end
+# tier runs after them, alone: its local stacks start processes of their own, which workers beside it would crowd.
+TEST_WORKERS ?= 2
+
 test: install browser
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
-	$(RUN) pytest $(ARGS)
+	$(RUN) pytest -n $(TEST_WORKERS) --ignore=tests/e2e $(ARGS)
+	$(RUN) pytest tests/e2e $(ARGS)
 
 unit: install
 	$(RUN) pytest tests/unit $(ARGS)

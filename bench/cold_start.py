@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import ROOT, heading, machine, median, table
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from hookrelay.functions import DELIVERY, FUNCTIONS, INGEST
+from hookrelay.functions import DELIVERY, FUNCTIONS, INGEST, INTERPRETER_ENVIRONMENT
 
 ASSET = ROOT / "build" / "lambda-asset"
 # Lambda's limits for a function's deployment package (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
@@ -46,6 +46,7 @@ LAMBDA_ENV = {
     "POWERTOOLS_SERVICE_NAME": "bench",
     "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
     "POWERTOOLS_TRACE_DISABLED": "true",  # no X-Ray daemon here
+    **INTERPRETER_ENVIRONMENT,  # as every function's environment sets it
 }
 TIMED_IMPORT = (
     "import importlib, time; started = time.perf_counter(); importlib.import_module({module!r}); "

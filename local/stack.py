@@ -115,6 +115,8 @@ def configure_process(log_level: str) -> TextIO:
     sys.stdout.flush()
     console = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
+    for name, value in functions.INTERPRETER_ENVIRONMENT.items():  # as every deployed function's environment sets them
+        os.environ.setdefault(name, value)
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "hookrelay-local")
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", METRICS_NAMESPACE)

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import argparse
 import compileall
+import fcntl
 import hashlib
 import py_compile
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,11 +180,25 @@ def build(python_version: str, architecture: str, output: Path = DEFAULT_OUTPUT)
     requirements = locked_requirements()
     wanted = fingerprint(requirements, target)
     marker = output.parent / f"{output.name}.dependencies.sha256"  # beside the asset, not shipped in it
-    if not marker.exists() or marker.read_text().strip() != wanted:
-        _install_dependencies(output, requirements, target)
-        marker.write_text(wanted + "\n")  # written last: an interrupted install is redone next time
-    _copy_code(output)
+    with _exclusive(output.parent / f"{output.name}.lock"):
+        if not marker.exists() or marker.read_text().strip() != wanted:
+            _install_dependencies(output, requirements, target)
+            marker.write_text(wanted + "\n")  # written last: an interrupted install is redone next time
+        _copy_code(output)
     return output
+
+
+@contextmanager
+def _exclusive(lock_file: Path) -> Iterator[None]:
+    """One build of an asset at a time: synths running side by side (the test suite's workers, two `cdk synth`s)
+    would otherwise delete and copy the same tree under each other. The kernel drops the lock if a build dies."""
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with lock_file.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def main() -> None:

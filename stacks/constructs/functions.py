@@ -21,7 +21,15 @@ from constructs import Construct
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from hookrelay.functions import FUNCTIONS, Access, Function, QueueTrigger, Schedule, TableAccess
+from hookrelay.functions import (
+    FUNCTIONS,
+    INTERPRETER_ENVIRONMENT,
+    Access,
+    Function,
+    QueueTrigger,
+    Schedule,
+    TableAccess,
+)
 from stacks.constructs.notices import Notices
 from stacks.constructs.queues import Queues
 from stacks.constructs.storage import Storage
@@ -110,6 +118,7 @@ class Functions(Construct):
             log_group=log_group,
             role=role,
             environment={
+                **INTERPRETER_ENVIRONMENT,
                 **self._powertools_environment(entry.name),
                 **environment,
                 **self._resource_environment(entry.access),

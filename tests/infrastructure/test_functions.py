@@ -9,7 +9,14 @@ import pytest
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, schedule_from_config
-from hookrelay.functions import DELIVERY, FUNCTIONS, ApiRoutes, queue_trigger, queue_triggered
+from hookrelay.functions import (
+    DELIVERY,
+    FUNCTIONS,
+    INTERPRETER_ENVIRONMENT,
+    ApiRoutes,
+    queue_trigger,
+    queue_triggered,
+)
 from stacks.constructs.functions import Functions
 from tests.support.synth import (
     CUSTOM_RETRY_SCHEDULE,
@@ -40,6 +47,12 @@ def test_every_function_is_arm64_on_the_chosen_python(synthesized: Synthesized) 
         assert props["Architectures"] == ["arm64"]
         assert props["Runtime"] == Functions.RUNTIME.name
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == METRICS_NAMESPACE
+
+
+def test_every_function_starts_its_interpreter_with_the_cold_start_settings(synthesized: Synthesized) -> None:
+    for props in synthesized.properties("AWS::Lambda::Function"):
+        variables = props["Environment"]["Variables"]
+        assert {name: variables.get(name) for name in INTERPRETER_ENVIRONMENT} == INTERPRETER_ENVIRONMENT
 
 
 def test_all_functions_share_one_code_asset(synthesized: Synthesized) -> None:
@@ -97,6 +110,7 @@ def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthes
     for function in FUNCTIONS:
         access = function.access
         variables = set(_function(synthesized, function.name)["Environment"]["Variables"]) - shared
+        variables -= set(INTERPRETER_ENVIRONMENT)  # the same for every function (the cold start's settings)
         expected = {spec.env_var for spec in access.tables}
         expected |= {spec.env_var for spec in (*access.sends_to, *access.drains)}
         if access.starts_retries or access.answers_retries:

@@ -17,7 +17,7 @@ from functools import cache
 
 import pytest
 
-from hookrelay.functions import API, AUTHORIZER, DELIVERY, FUNCTIONS, INGEST, Function
+from hookrelay.functions import API, AUTHORIZER, DELIVERY, FUNCTIONS, INGEST, INTERPRETER_ENVIRONMENT, Function
 
 # The management API's own use cases: no other function has any business importing them.
 API_SERVICES = (
@@ -141,3 +141,25 @@ def test_an_ed25519_key_loads_cryptography_when_used() -> None:
     )
     assert child.returncode == 0, child.stderr
     assert child.stdout.strip() == "True"
+
+
+# Building a model with importlib.metadata's entry point lookup made to fail: pydantic's plugin lookup is the only
+# reader of entry points at a handler's cold start.
+PLUGIN_LOOKUP = (
+    "import importlib.metadata as metadata\n"
+    "def refused(**_):\n"
+    "    raise SystemExit('entry points read')\n"
+    "metadata.entry_points = refused\n"
+    "import hookrelay.domain.models\n"
+)
+
+
+@pytest.mark.parametrize("environment", [INTERPRETER_ENVIRONMENT, {}], ids=["as-deployed", "without-it"])
+def test_the_functions_environment_spares_pydantic_its_plugin_lookup(environment: dict[str, str]) -> None:
+    """Every function's environment keeps pydantic from reading each installed distribution's entry points for
+    plugins at its first model; without it (the control) the lookup happens."""
+    env = {k: v for k, v in os.environ.items() if k not in INTERPRETER_ENVIRONMENT} | dict(environment)
+    child = subprocess.run(  # noqa: S603 - this interpreter, a fixed program
+        [sys.executable, "-c", PLUGIN_LOOKUP], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert (child.returncode == 0) == bool(environment), child.stderr
