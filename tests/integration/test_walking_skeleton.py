@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from standardwebhooks import Webhook
 
+from hookrelay.services.ports import INLINE_EVENT_MAX_BYTES
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
 
@@ -33,3 +35,20 @@ def test_event_is_delivered_signed_and_verifiable(platform: Platform, consumer: 
     }
     assert request.headers["webhook-id"] == event_id
     assert json.loads(request.body)["id"] == event_id
+
+
+@pytest.mark.parametrize("size", [100, INLINE_EVENT_MAX_BYTES + 1], ids=["carried", "read"])
+def test_small_and_large_events_arrive_exactly_as_signed(
+    platform: Platform, consumer: ScriptedConsumer, size: int
+) -> None:
+    """A small event travels in its first attempt's message, a larger one is read from its table: the webhook is
+    the same either way."""
+    tenant_id, tenant_token = platform.new_tenant()
+    endpoint = platform.new_endpoint(tenant_token, consumer.url)
+    data = {"note": "é" * size}  # two bytes a character: past the limit in bytes well before in characters
+    producer = platform.new_key("producer")
+    accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a", "data": data})
+    assert accepted.status == 202, accepted.body
+    assert platform.pump() == 1
+    [request] = consumer.wait_for(1)
+    assert Webhook(endpoint["secret"]).verify(request.body, request.headers)["data"] == data

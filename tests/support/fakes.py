@@ -228,6 +228,7 @@ class FakeEvents:
         self.items = {e.id: e for e in events}
         self.extensions: list[tuple[str, int]] = []
         self.sequences: dict[tuple[str, str], int] = {}  # apart from the events, as the adapter keeps them
+        self.reads: list[str] = []  # the ids `get` was asked for, in order
 
     def put(self, event: Event) -> bool:
         if event.id in self.items:
@@ -236,6 +237,7 @@ class FakeEvents:
         return True
 
     def get(self, event_id: str) -> Event | None:
+        self.reads.append(event_id)
         return self.items.get(event_id)
 
     def put_many(self, events: Sequence[Event]) -> None:

@@ -6,9 +6,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic import ValidationError
+
 from hookrelay.adapters.schema import SQS_MAX_BATCH as SQS_BATCH
 from hookrelay.adapters.stepfunctions import parse_command
 from hookrelay.domain.circuit import Via
+from hookrelay.domain.models import Event
 from hookrelay.services.ports import CircuitCommand, DeliveryMessage
 
 
@@ -24,6 +27,8 @@ def message_body(message: DeliveryMessage) -> str:
         body["via"] = message.via.value
     if message.reply_to:
         body["task_token"] = message.reply_to  # the name the ASL gives it (retry workflow's SendAttempt)
+    if message.event is not None:
+        body["event"] = message.event.model_dump(mode="json")
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -38,7 +43,19 @@ def parse_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMe
         reply_to=data.get("task_token"),
         endpoint_id=data.get("endpoint_id"),
         via=Via(data.get("via", Via.QUEUE.value)),
+        event=_event(data.get("event")),
     )
+
+
+def _event(data: Any) -> Event | None:
+    """The event a first attempt's message carries; None when it carries none, or one this code cannot read (the
+    attempt reads the stored event then)."""
+    if not isinstance(data, dict):
+        return None
+    try:
+        return Event.model_validate(data)
+    except ValidationError:
+        return None
 
 
 def parse_queue_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMessage | CircuitCommand:

@@ -94,9 +94,7 @@ class DeliveryService:
             endpoint = self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
         if endpoint is None or endpoint.state is not EndpointState.ENABLED:
             return self._cancel(delivery, message, now)
-        event = self.events.get(delivery.event_id)
-        if event is None:  # cannot happen while the event outlives its deliveries; never send nothing
-            raise LookupError(f"event {delivery.event_id} of delivery {delivery.id} is missing")
+        event = self._event_of(message, delivery)
 
         started = self._not_before(delivery.next_attempt_at, now)
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
@@ -110,6 +108,17 @@ class DeliveryService:
             except Exception as error:  # the attempt is recorded and handed over: the message is done
                 self.telemetry.bookkeeping_failed(FAILING_SPELL_ERRORS, delivery.id, error)
         return report
+
+    def _event_of(self, message: DeliveryMessage, delivery: Delivery) -> Event:
+        """The event the message carries (ingest sends small ones along with the first attempt), or the stored one.
+        Events never change once stored but for their expiry, which only grows: a carried copy's may be short of
+        the stored one, and `_keep_event` then asks to extend it, conditionally, which cannot shorten it."""
+        if message.event is not None and message.event.id == delivery.event_id:
+            return message.event
+        event = self.events.get(delivery.event_id)
+        if event is None:  # cannot happen while the event outlives its deliveries; never send nothing
+            raise LookupError(f"event {delivery.event_id} of delivery {delivery.id} is missing")
+        return event
 
     def _endpoint_of(self, message: DeliveryMessage) -> Endpoint | None:
         """The endpoint the message's delivery goes to, read before any claim (the circuit decides first)."""

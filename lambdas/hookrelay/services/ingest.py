@@ -167,7 +167,7 @@ class IngestService:
         deliveries = _fan_out(event, _deliverable(endpoints), now)
         if deliveries:
             unsent = self._record(deliveries) if fresh else self._record_again(deliveries)
-            self.queue.enqueue([first_attempt_message(d) for d in unsent])
+            self.queue.enqueue([first_attempt_message(d, event) for d in unsent])
         return Accepted(event_id=event.id, delivery_ids=[d.id for d in deliveries], sequence=event.sequence)
 
     def publish_batch(self, *, tenant_id: str, items: Sequence[BatchItem]) -> list[ItemOutcome]:
@@ -205,7 +205,7 @@ class IngestService:
                 outcomes.append(self._published_before(tenant_id, item, event.id, endpoints, now))
         planned = [outcome for outcome in outcomes if isinstance(outcome, _Planned)]
         self.deliveries.put_many([d for p in planned if not p.duplicate for d in p.deliveries])
-        self.queue.enqueue([first_attempt_message(d) for p in planned for d in p.unsent])
+        self.queue.enqueue([first_attempt_message(d, p.event) for p in planned for d in p.unsent])
         return [_answer(outcome) for outcome in outcomes]
 
     def _refused_by_catalogue(self, items: Sequence[BatchItem]) -> dict[int, DomainError]:
