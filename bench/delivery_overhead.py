@@ -14,9 +14,9 @@ through the event source, then N bare POSTs after; it is inflated by moto's rece
 measuring the two paths at different times, and kept only for comparison with earlier figures.
 
 The delivery path is the one the local stack runs: the SQS event source (`local.sqs_source.poll_once`,
-one message per invocation as deployed) invoking the real delivery handler, whose service claims the
-delivery, reads endpoint and event, signs, POSTs and records the attempt through the real adapters,
-on moto in this process. The bare path POSTs the same body with the same headers to the same consumer
+one message per invocation as deployed) invoking the real delivery handler, whose service reads the endpoint,
+claims the delivery (the event comes in the message when small), signs, POSTs and records the attempt through the
+real adapters, on moto in this process. The bare path POSTs the same body with the same headers to the same consumer
 (a ScriptedConsumer on 127.0.0.1 that answers 200 at once, one connection per request for both).
 
 The AWS calls are timed one by one (bench.metering), so the overhead can be split into what moto
