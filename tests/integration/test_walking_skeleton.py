@@ -7,7 +7,7 @@ import json
 import pytest
 from standardwebhooks import Webhook
 
-from hookrelay.services.ports import INLINE_EVENT_MAX_BYTES
+from hookrelay.adapters.sqs import CARRIED_EVENT_MAX_BYTES
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
 
@@ -37,7 +37,7 @@ def test_event_is_delivered_signed_and_verifiable(platform: Platform, consumer: 
     assert json.loads(request.body)["id"] == event_id
 
 
-@pytest.mark.parametrize("size", [100, INLINE_EVENT_MAX_BYTES + 1], ids=["carried", "read"])
+@pytest.mark.parametrize("size", [100, CARRIED_EVENT_MAX_BYTES], ids=["carried", "read"])
 def test_small_and_large_events_arrive_exactly_as_signed(
     platform: Platform, consumer: ScriptedConsumer, size: int
 ) -> None:
@@ -45,7 +45,7 @@ def test_small_and_large_events_arrive_exactly_as_signed(
     the same either way."""
     tenant_id, tenant_token = platform.new_tenant()
     endpoint = platform.new_endpoint(tenant_token, consumer.url)
-    data = {"note": "é" * size}  # two bytes a character: past the limit in bytes well before in characters
+    data = {"note": "é" * size}  # six bytes a character once escaped into the message: past the limit
     producer = platform.new_key("producer")
     accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a", "data": data})
     assert accepted.status == 202, accepted.body

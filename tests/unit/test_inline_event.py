@@ -1,14 +1,18 @@
-"""A first attempt's message carries its event when the event is small (INLINE_EVENT_MAX_BYTES): the attempt signs
-and sends the carried event and reads none; a large event, or a message without one, is read as before."""
+"""A first attempt's message carries its event when the event is small (adapters/sqs.py: CARRIED_EVENT_MAX_BYTES):
+the attempt signs and sends the carried event and reads none; a larger event, or a message without one, is read."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
-from hookrelay.adapters.sqs import message_body, parse_message
+from hookrelay.adapters.sqs import CARRIED_EVENT_MAX_BYTES, message_body, parse_message
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.ports import INLINE_EVENT_MAX_BYTES, first_attempt_message
+from hookrelay.services.ports import first_attempt_message
 from tests.support.delivery_world import OK, make_world
+
+SQS_CHUNK_BYTES = 64 * 1024  # SQS bills a request per 64 KiB chunk of its payload
+SQS_BATCH = 10
 
 
 def test_the_carried_event_is_sent_and_none_is_read() -> None:
@@ -36,13 +40,10 @@ def test_a_carried_event_of_another_delivery_is_not_used() -> None:
     assert world.sender.sent[0].body == world.event.body.encode()
 
 
-def test_ingest_sends_small_events_along_and_large_ones_not() -> None:
+def test_a_first_attempt_message_takes_its_own_event_only() -> None:
     world = make_world()
-    small = first_attempt_message(world.delivery, world.event)
-    assert small.event == world.event
-    large_body = '{"data":"' + "é" * (INLINE_EVENT_MAX_BYTES // 2) + '"}'  # under the limit in characters, not bytes
-    large = first_attempt_message(world.delivery, world.event.model_copy(update={"body": large_body}))
-    assert large.event is None
+    assert first_attempt_message(world.delivery, world.event).event == world.event
+    assert first_attempt_message(world.delivery, world.event.model_copy(update={"id": "evt_other"})).event is None
     assert first_attempt_message(world.delivery).event is None
 
 
@@ -51,6 +52,27 @@ def test_the_carried_event_survives_the_queue_exactly() -> None:
     message = first_attempt_message(world.delivery, world.event)
     parsed = parse_message(message_body(message), message.group_id, message.deduplication_id)
     assert parsed == message and parsed.event is not None and parsed.event.body == world.event.body
+
+
+def test_an_event_too_large_encoded_stays_out_of_the_message() -> None:
+    """The limit is on the encoded event: characters escaped as JSON count as what they take in the message."""
+    world = make_world()
+    body = json.dumps({"data": "é" * (CARRIED_EVENT_MAX_BYTES // 3)}, ensure_ascii=False)  # under it in characters
+    message = first_attempt_message(world.delivery, world.event.model_copy(update={"body": body}))
+    assert len(body) < CARRIED_EVENT_MAX_BYTES and message.event is not None
+    parsed = parse_message(message_body(message), message.group_id, message.deduplication_id)
+    assert parsed.event is None and "event" not in json.loads(message_body(message))
+
+
+def test_ten_messages_carrying_the_largest_events_fit_one_billed_chunk() -> None:
+    world = make_world()
+    event = world.event.model_copy(update={"ordering_key": "k" * 256, "sequence": 10**12})
+    overhead = len(json.dumps(event.model_dump(mode="json"), separators=(",", ":"))) - len(event.body)
+    largest = event.model_copy(update={"body": "x" * (CARRIED_EVENT_MAX_BYTES - overhead)})
+    delivery = world.delivery.model_copy(update={"id": "dlv_" + "d" * 60, "tenant_id": "tn_" + "t" * 61})
+    bodies = [message_body(first_attempt_message(delivery, largest)) for _ in range(SQS_BATCH)]
+    assert all('"event"' in body for body in bodies)
+    assert sum(len(body.encode()) for body in bodies) <= SQS_CHUNK_BYTES
 
 
 def test_a_message_whose_event_cannot_be_read_falls_back_to_the_stored_one() -> None:

@@ -14,6 +14,11 @@ from hookrelay.domain.circuit import Via
 from hookrelay.domain.models import Event
 from hookrelay.services.ports import CircuitCommand, DeliveryMessage
 
+# The most a carried event may add to a message, as encoded (JSON, non-ASCII escaped: SQS refuses some characters
+# that JSON allows raw): ten messages with one each, and their other fields, still fit one 64 KiB chunk of a
+# SendMessageBatch, which SQS bills as one request. A larger event stays out of the message: the attempt reads it.
+CARRIED_EVENT_MAX_BYTES = 5 * 1024
+
 
 def message_body(message: DeliveryMessage) -> str:
     body: dict[str, Any] = {
@@ -28,7 +33,9 @@ def message_body(message: DeliveryMessage) -> str:
     if message.reply_to:
         body["task_token"] = message.reply_to  # the name the ASL gives it (retry workflow's SendAttempt)
     if message.event is not None:
-        body["event"] = message.event.model_dump(mode="json")
+        event = message.event.model_dump(mode="json")
+        if len(json.dumps(event, separators=(",", ":"))) <= CARRIED_EVENT_MAX_BYTES:  # ASCII: a character a byte
+            body["event"] = event
     return json.dumps(body, separators=(",", ":"))
 
 

@@ -304,7 +304,7 @@ class DeliveryMessage:
     reply_to: str | None = None  # opaque to services: where the workflow that sent this attempt waits
     endpoint_id: str | None = None  # None in messages sent before the circuit existed: read from the delivery
     via: Via = Via.QUEUE
-    # The event itself, when ingest sent it along (`first_attempt_message`): the attempt then reads no event.
+    # The event itself, when the message carries it (`first_attempt_message`): the attempt then reads no event.
     event: Event | None = None
 
 
@@ -535,17 +535,11 @@ class MessageSource(Protocol):
     def delete(self, message: QueuedMessage) -> None: ...
 
 
-# An event whose body is at most this long travels in its first attempt's message, so that the attempt reads no
-# event (a round trip before the POST, and its read units). Ten such messages, escaped into their JSON bodies, still
-# fit one 64 KiB chunk of a SendMessageBatch (SQS bills each chunk as a request), and far inside the request limit;
-# a longer event is read by the attempt, as retries, replays and redrives read theirs.
-INLINE_EVENT_MAX_BYTES = 4 * 1024
-
-
 def first_attempt_message(delivery: Delivery, event: Event | None = None) -> DeliveryMessage:
     """The message asking for a new delivery's first attempt; FIFO deduplicates it on the delivery id. `event`: the
-    delivery's event, sent along when it is small enough."""
-    inline = event is not None and event.id == delivery.event_id and len(event.body.encode()) <= INLINE_EVENT_MAX_BYTES
+    delivery's event, for the queue to carry when it is small enough (adapters/sqs.py: CARRIED_EVENT_MAX_BYTES), so
+    that the attempt reads none."""
+    inline = event is not None and event.id == delivery.event_id
     return DeliveryMessage(
         delivery_id=delivery.id,
         tenant_id=delivery.tenant_id,
