@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from bench.metering import SQS_CHUNK_BYTES
+from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import CARRIED_EVENT_MAX_BYTES, message_body, parse_message
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import first_attempt_message
 from tests.support.delivery_world import OK, make_world
-
-SQS_CHUNK_BYTES = 64 * 1024  # SQS bills a request per 64 KiB chunk of its payload
-SQS_BATCH = 10
 
 
 def test_the_carried_event_is_sent_and_none_is_read() -> None:
@@ -70,7 +69,7 @@ def test_ten_messages_carrying_the_largest_events_fit_one_billed_chunk() -> None
     overhead = len(json.dumps(event.model_dump(mode="json"), separators=(",", ":"))) - len(event.body)
     largest = event.model_copy(update={"body": "x" * (CARRIED_EVENT_MAX_BYTES - overhead)})
     delivery = world.delivery.model_copy(update={"id": "dlv_" + "d" * 60, "tenant_id": "tn_" + "t" * 61})
-    bodies = [message_body(first_attempt_message(delivery, largest)) for _ in range(SQS_BATCH)]
+    bodies = [message_body(first_attempt_message(delivery, largest)) for _ in range(SQS_MAX_BATCH)]
     assert all('"event"' in body for body in bodies)
     assert sum(len(body.encode()) for body in bodies) <= SQS_CHUNK_BYTES
 
