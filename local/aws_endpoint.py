@@ -154,7 +154,7 @@ def serve(port: int) -> None:
     from moto.server import ThreadedMotoServer
 
     from local import moto_dynamodb, moto_sqs, moto_stepfunctions, moto_transactions
-    from local.processes import exit_with_parent, leave_interrupts_to_the_parent
+    from local.processes import exit_with_parent, leave_interrupts_to_the_parent, wait_for_signal
 
     exit_with_parent()
     leave_interrupts_to_the_parent()
@@ -170,11 +170,8 @@ def serve(port: int) -> None:
     bound = server.get_host_and_port()[1]
     os.environ.update(FAKE_CREDENTIALS)
     os.environ["MOTO_PORT"] = str(bound)  # where moto's Step Functions interpreter sends its own AWS calls
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     print(bound, flush=True)
-    while not stopping.wait(0.5):
-        pass
+    wait_for_signal(signal.SIGTERM)
     server.stop()
 
 

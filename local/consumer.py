@@ -27,6 +27,8 @@ from typing import Any, TextIO
 
 from standardwebhooks import Webhook, WebhookVerificationError
 
+from local.processes import wait_for_signal
+
 CONTROL_PATH = "/_control"
 RECEIVED_PATH = "/_received"
 MODES = ("ok", "fail", "hang", "429", "410")
@@ -218,11 +220,7 @@ class DemoConsumer:
     def serve_until_signal(self) -> None:
         thread = threading.Thread(target=self.httpd.serve_forever, name="consumer", daemon=True)
         thread.start()
-        stopping = threading.Event()
-        for number in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(number, lambda *_: stopping.set())
-        while not stopping.wait(0.5):
-            pass
+        wait_for_signal(signal.SIGINT, signal.SIGTERM)
         self.httpd.shutdown()
         self.httpd.server_close()
 

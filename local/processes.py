@@ -12,8 +12,11 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
+from types import FrameType
 
 WATCH_EVERY_SECONDS = 0.2
+SIGNAL_POLL_SECONDS = 0.2
 
 
 def exit_with_parent() -> None:
@@ -31,3 +34,23 @@ def exit_with_parent() -> None:
 def leave_interrupts_to_the_parent() -> None:
     """In a child: Ctrl-C reaches the whole terminal's process group; the parent decides how everything stops."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def wait_for_signal(*numbers: signal.Signals) -> int:
+    """Block until the first of these signals arrives; its number.
+
+    The handler only appends to a list and takes no lock. A Python signal handler runs in the main thread between two
+    of its bytecodes, so a handler that set a threading.Event could be interrupted, holding the Event's lock, by the
+    next signal's handler, whose `set` then waited for that lock forever. Ctrl-C, `make`'s forwarding and a
+    supervisor's SIGTERM can come together: the local stack's stop hung that way once (a py-spy dump showed the two
+    handlers, one inside the other)."""
+    received: list[int] = []
+
+    def on_signal(number: int, _frame: FrameType | None) -> None:
+        received.append(number)
+
+    for number in numbers:
+        signal.signal(number, on_signal)
+    while not received:
+        time.sleep(SIGNAL_POLL_SECONDS)
+    return received[0]

@@ -18,7 +18,6 @@ import os
 import shlex
 import signal
 import sys
-import threading
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any, TextIO
@@ -34,6 +33,7 @@ from local import gateway, lambda_runtime
 from local.aws_endpoint import AwsEndpoints, start_aws_endpoints, use_utc
 from local.function_workers import FunctionWorkers
 from local.http_api import ApiServer
+from local.processes import wait_for_signal
 from local.provision import provision
 from local.schedule import ScheduledFunction
 from local.sqs_source import EventSource
@@ -326,21 +326,6 @@ def _health_policy() -> str:
     return f"failing endpoints warned at {warned}, disabled at {policy.disable_after.total_seconds():g} s"
 
 
-def wait_for_stop_signal() -> int:
-    stopping = threading.Event()
-    received: list[int] = []
-
-    def on_signal(number: int, _frame: Any) -> None:
-        received.append(number)
-        stopping.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    while not stopping.wait(0.5):
-        pass
-    return received[0]
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     console = configure_process(args.log_level)
@@ -362,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         console.write(describe(stack))
     console.flush()
-    number = wait_for_stop_signal()
+    number = wait_for_signal(signal.SIGINT, signal.SIGTERM)
     log.info("%s: stopping", signal.Signals(number).name)
     stack.stop()
     return 0
