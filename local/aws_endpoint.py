@@ -4,7 +4,7 @@
 service (SQS, Step Functions, SNS), with Step Functions executions switched on (moto's own interpreter runs the
 retry workflow's ASL, whose tasks only send to SQS queues, and finds its server through `MOTO_PORT`). Each has
 the local stack's fixes to moto installed (`moto_transactions`, `moto_sqs`, `moto_dynamodb`) and prints its
-port. DynamoDB gets a process of its own because it is most of the stack's AWS work (nine of an event's twelve
+port. DynamoDB gets a process of its own because it is most of the stack's AWS work (six of an event's nine
 calls; its operations alone took about half of moto's busy time in a py-spy profile, before their share of the
 per-request overhead): with one server, moto's one interpreter lock was the stack's
 bottleneck on a 2-core machine; with two, the queue's and the tables' work run at once. moto keeps each
@@ -135,8 +135,8 @@ def serve_requests_faster() -> None:
     not change. And it finds the action's method by listing the response class's methods (through `inspect`) and
     converting the action's name, on every request; neither changes while the server runs. (What it does not
     save: werkzeug's server ends every connection after one answer, whatever the protocol version says, so each
-    AWS call is a new connection and a new server thread; a keep-alive server saved 7-10% of the server's CPU per
-    call in a micro-benchmark, bench/README.md says why it was left out.)
+    AWS call is a new connection and a new server thread; a keep-alive server saved about 10% of the server's CPU
+    per call in a micro-benchmark, bench/README.md says why it was left out.)
     """
     from moto import backends
     from moto.core import responses

@@ -32,11 +32,17 @@ def message_body(message: DeliveryMessage) -> str:
         body["via"] = message.via.value
     if message.reply_to:
         body["task_token"] = message.reply_to  # the name the ASL gives it (retry workflow's SendAttempt)
-    if message.event is not None:
-        event = message.event.model_dump(mode="json")
-        if len(json.dumps(event, separators=(",", ":"))) <= CARRIED_EVENT_MAX_BYTES:  # ASCII: a character a byte
-            body["event"] = event
-    return json.dumps(body, separators=(",", ":"))
+    text = json.dumps(body, separators=(",", ":"))
+    carried = _carried(message.event)
+    return text if carried is None else f'{text[:-1]},"event":{carried}}}'  # one more member of the object
+
+
+def _carried(event: Event | None) -> str | None:
+    """The event as the message carries it, encoded once (pydantic's own serializer); None if it is too large."""
+    if event is None:
+        return None
+    encoded = event.model_dump_json(ensure_ascii=True)  # ASCII: a character is a byte
+    return encoded if len(encoded) <= CARRIED_EVENT_MAX_BYTES else None
 
 
 def parse_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMessage:
