@@ -8,7 +8,8 @@ port. DynamoDB gets a process of its own because it is most of the stack's AWS w
 calls; its operations alone took about half of moto's busy time in a py-spy profile, before their share of the
 per-request overhead): with one server, moto's one interpreter lock was the stack's
 bottleneck on a 2-core machine; with two, the queue's and the tables' work run at once. moto keeps each
-service's state in the process that serves it, so no state is shared between the two. Every boto3 client
+service's state in the process that serves it, so no state is shared between the two. DynamoDB's server
+answers one request at a time (`MotoServer`, `--one-at-a-time`). Every boto3 client
 made afterwards finds them through the standard `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_DYNAMODB` (the AWS
 CLI reads the same two).
 """
@@ -20,10 +21,12 @@ import functools
 import logging
 import os
 import signal
+import socketserver
 import subprocess
 import sys
 import threading
 import time
+import wsgiref.simple_server
 from dataclasses import dataclass
 
 import requests
@@ -81,9 +84,9 @@ class AwsEndpoints:
             endpoint.stop()
 
 
-def _launch() -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "local.aws_endpoint", "--port", "0"],
+def _launch(*, one_at_a_time: bool = False) -> subprocess.Popen[str]:
+    return subprocess.Popen(  # noqa: S603 - our own interpreter and module, fixed arguments
+        [sys.executable, "-m", "local.aws_endpoint", "--port", "0", *(["--one-at-a-time"] if one_at_a_time else [])],
         stdout=subprocess.PIPE,
         text=True,
         env=os.environ | {"TZ": "UTC"},
@@ -106,7 +109,7 @@ def _ready(process: subprocess.Popen[str]) -> AwsEndpoint:
 def start_aws_endpoints() -> AwsEndpoints:
     """Start moto's two server processes (at once), switch on state machine execution, and point this process's
     AWS clients at them."""
-    launched = [_launch(), _launch()]
+    launched = [_launch(), _launch(one_at_a_time=True)]
     started: list[AwsEndpoint] = []
     try:
         for process in launched:
@@ -149,9 +152,62 @@ def serve_requests_faster() -> None:
     responses.camelcase_to_underscores = functools.lru_cache(maxsize=4096)(responses.camelcase_to_underscores)
 
 
-def serve(port: int) -> None:
+# Connections that may wait for DynamoDB's server at once: more than every worker the local stack can run (see
+# tests/unit/test_local_aws_servers.py). socketserver's default, 5, made a burst's sixth connection wait for the
+# kernel's one-second SYN retry.
+ONE_AT_A_TIME_BACKLOG = 128
+
+
+class _OneAtATimeServer(wsgiref.simple_server.WSGIServer):
+    request_queue_size = ONE_AT_A_TIME_BACKLOG
+
+
+class _QuietRequestHandler(wsgiref.simple_server.WSGIRequestHandler):
+    wbufsize = 64 * 1024  # an answer's status line, headers and body leave in one write, not three
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass  # one line per AWS call is noise, not information
+
+
+class MotoServer:
+    """moto's WSGI app on 127.0.0.1:`port`, served from a background thread.
+
+    By default a thread per request (moto's own `ThreadedMotoServer`): SQS's long polls wait in theirs. With
+    `one_at_a_time`, the standard library's `wsgiref` server answers each request in turn on that one thread, for
+    DynamoDB's server, whose every request is CPU work and none waits. Measured under the throughput benchmark's
+    load, a thread per request cost more than the requests' work: each new thread waited for the interpreter lock
+    before it could even say it had started, and werkzeug's server then waits up to 10 ms after every answer for
+    the client to close (`run_wsgi`), each call paying both in latency (bench/README.md has the figures).
+    """
+
+    def __init__(self, port: int, *, one_at_a_time: bool) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
+
+        app = DomainDispatcherApplication(create_backend_app)
+        self.server: socketserver.TCPServer
+        if one_at_a_time:
+            self.server = wsgiref.simple_server.make_server(
+                "127.0.0.1", port, app, server_class=_OneAtATimeServer, handler_class=_QuietRequestHandler
+            )
+        else:
+            self.server = make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+        self.thread = threading.Thread(target=self.server.serve_forever, name="moto", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.thread.join()
+
+
+def serve(port: int, *, one_at_a_time: bool = False) -> None:
     """The server process: moto's server until SIGTERM, or until the local stack that started it is gone."""
-    from moto.server import ThreadedMotoServer
 
     from local import moto_dynamodb, moto_sqs, moto_stepfunctions, moto_transactions
     from local.processes import exit_with_parent, leave_interrupts_to_the_parent, wait_for_signal
@@ -165,9 +221,9 @@ def serve(port: int) -> None:
     moto_sqs.install()  # long polls that wait instead of spinning, sends that do not count the queue
     moto_dynamodb.install()  # item operations' answers written as JSON, not walked member by member
     serve_requests_faster()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = MotoServer(port, one_at_a_time=one_at_a_time)
     server.start()
-    bound = server.get_host_and_port()[1]
+    bound = server.port
     os.environ.update(FAKE_CREDENTIALS)
     os.environ["MOTO_PORT"] = str(bound)  # where moto's Step Functions interpreter sends its own AWS calls
     print(bound, flush=True)
@@ -178,4 +234,6 @@ def serve(port: int) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m local.aws_endpoint")
     parser.add_argument("--port", type=int, default=0)
-    serve(parser.parse_args().port)
+    parser.add_argument("--one-at-a-time", action="store_true", help="serve requests in turn, on one thread")
+    arguments = parser.parse_args()
+    serve(arguments.port, one_at_a_time=arguments.one_at_a_time)

@@ -110,6 +110,7 @@ class ConsumerState:
 def make_handler(state: ConsumerState, out: TextIO) -> type[BaseHTTPRequestHandler]:
     class ConsumerHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # see local.http_api: no 40 ms stall per answer on a kept-alive connection
 
         def do_GET(self) -> None:
             if self.path.split("?")[0] == RECEIVED_PATH:
