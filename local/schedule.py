@@ -29,11 +29,13 @@ def scheduled_event(rule_name: str) -> dict[str, Any]:
 
 
 class ScheduledFunction:
-    """Invokes `function` every `every_seconds` (the first time one interval after `start`) until `stop`."""
+    """Invokes `function` every `every_seconds` (the first time one interval after `start`) until `stop`, with the
+    scheduled event and `extra` in it."""
 
-    def __init__(self, function: str, every_seconds: float) -> None:
+    def __init__(self, function: str, every_seconds: float, extra: dict[str, Any] | None = None) -> None:
         self.function = function
         self.every_seconds = every_seconds
+        self.extra = extra or {}
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"{function}-schedule", daemon=True)
 
@@ -43,9 +45,12 @@ class ScheduledFunction:
     def _run(self) -> None:
         while not self._stopping.wait(self.every_seconds):
             try:
-                invoke(self.function, scheduled_event(f"hookrelay-{self.function}"))
+                invoke(self.function, self.event())
             except Exception:  # as in Lambda, a failed invocation is logged and the schedule goes on
                 log.exception("scheduled %s invocation failed", self.function)
+
+    def event(self) -> dict[str, Any]:
+        return {**scheduled_event(f"hookrelay-{self.function}"), **self.extra}
 
     def stop(self, grace_seconds: float = 30.0) -> None:
         """No more invocations; wait up to `grace_seconds` for one that is running (its thread is a daemon). The

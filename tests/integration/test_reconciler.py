@@ -157,3 +157,28 @@ def test_the_operator_redrive_replays_what_the_platform_killed_and_nothing_else(
     assert operator_redrive([since, "--apply"]).replayed == [poisoned.delivery.id]  # re-run: the same replay
     assert platform.pump() == 1
     assert [r.headers["webhook-id"] for r in consumer.wait_for(1)] == [poisoned.event.id]
+
+
+def test_the_local_schedule_looks_back_as_many_runs_as_deployed(platform: Platform, consumer: ScriptedConsumer) -> None:
+    from hookrelay.functions import RECONCILER, Schedule
+    from hookrelay.services.reconcile import RECONCILE_GRACE, RECONCILE_LOOKBACK
+    from local.stack import FAST_SWEEP_EVERY_SECONDS, scheduled_functions
+
+    (timer,) = [t for t in scheduled_functions(fast=True) if t.function == RECONCILER.name]
+    every = timedelta(seconds=timer.every_seconds)
+    assert every == timedelta(seconds=FAST_SWEEP_EVERY_SECONDS)
+    lookback = timedelta(minutes=timer.event()["lookback_minutes"])
+    assert isinstance(RECONCILER.trigger, Schedule)
+    deployed_runs = (RECONCILE_LOOKBACK - RECONCILE_GRACE) / timedelta(seconds=RECONCILER.trigger.every_seconds)
+    assert (lookback - RECONCILE_GRACE) / every == deployed_runs
+
+    tenant_id, _token, endpoint_id = tenant_with_endpoint(platform, consumer)
+    now = utcnow()
+    recent = make(tenant_id, endpoint_id, now - RECONCILE_GRACE - every, DeliveryStatus.QUEUED)
+    older = make(tenant_id, endpoint_id, now - lookback - every, DeliveryStatus.QUEUED)
+    store([recent, older])  # both stranded; only the recent one is within this run's reach
+    wiring.reconciler().clock = lambda: now
+    report = invoke("reconciler", timer.event())
+    assert report["resent"] == 1
+    assert platform.pump() == 1
+    assert [r.headers["webhook-id"] for r in consumer.wait_for(1)] == [recent.event.id]
