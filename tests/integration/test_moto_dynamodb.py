@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from moto.dynamodb.parsing import validators
 
 from local import moto_dynamodb
 from tests.support.aws import moto_stack
@@ -77,6 +78,17 @@ def operations(dynamodb: Any) -> list[Any]:
             ExpressionAttributeValues={":one": {"N": "5"}, ":b": {"S": "text"}},
             ReturnValues="ALL_NEW",
         ),
+        *[  # an item that does not exist yet is validated twice by moto, each time from the expression
+            dynamodb.update_item(
+                TableName="t",
+                Key={"pk": {"S": f"new#{n}"}, "sk": {"S": "1"}},
+                UpdateExpression="SET #a = :x REMOVE spare",
+                ExpressionAttributeNames={"#a": "fresh"},
+                ExpressionAttributeValues={":x": {"N": str(n)}},
+                ReturnValues="ALL_NEW",
+            )
+            for n in range(2)
+        ],
         dynamodb.update_item(
             TableName="t",
             Key=key,
@@ -141,6 +153,17 @@ def operations(dynamodb: Any) -> list[Any]:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         ),
         lambda: dynamodb.get_item(TableName="missing", Key=key),
+        # Refused by the checks that read only the expression: each refused again when used again.
+        *[
+            lambda names=names: dynamodb.update_item(  # type: ignore[misc]
+                TableName="t",
+                Key={"pk": {"S": "b"}, "sk": {"S": "1"}},
+                UpdateExpression="SET #a = :x REMOVE spare",
+                ExpressionAttributeNames={"#a": names},
+                ExpressionAttributeValues={":x": {"N": "1"}},
+            )
+            for names in ("pk", "spare", "pk", "spare")  # a key attribute; a path set and removed
+        ],
         lambda: dynamodb.transact_write_items(
             TransactItems=[
                 {
@@ -182,6 +205,43 @@ def fast_answers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     monkeypatch.setattr(moto_dynamodb, "plain_json", recording)
     yield written
+
+
+def test_the_checks_of_an_expression_alone_run_once_per_expression_names_and_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    checks: list[str] = []
+    traverse = validators.ActionCountValidator.traverse  # one pass over the tree per validation
+
+    def counting(self: Any, node: Any) -> Any:
+        checks.append("counted")
+        return traverse(self, node)
+
+    monkeypatch.setattr(validators.ActionCountValidator, "traverse", counting)
+    moto_dynamodb.install()
+    try:
+        with moto_stack():
+            dynamodb = boto3.client("dynamodb")
+            dynamodb.create_table(
+                TableName="t",
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            for n in range(3):
+                dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}})
+                dynamodb.update_item(
+                    TableName="t",
+                    Key={"pk": {"S": "a"}},
+                    UpdateExpression="SET #v = :v",
+                    ExpressionAttributeNames={"#v": "value"},
+                    ExpressionAttributeValues={":v": {"N": str(n)}},
+                )
+            item = dynamodb.get_item(TableName="t", Key={"pk": {"S": "a"}})["Item"]
+    finally:
+        moto_dynamodb.uninstall()
+    assert item["value"] == {"N": "2"}
+    assert checks == ["counted"]
 
 
 def test_the_fast_answers_parse_as_motos_own(fast_answers: list[str]) -> None:
