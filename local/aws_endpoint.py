@@ -9,7 +9,7 @@ calls; its operations alone took about half of moto's busy time in a py-spy prof
 per-request overhead): with one server, moto's one interpreter lock was the stack's
 bottleneck on a 2-core machine; with two, the queue's and the tables' work run at once. moto keeps each
 service's state in the process that serves it, so no state is shared between the two. DynamoDB's server
-answers one request at a time (`MotoServer`, `--one-at-a-time`). Every boto3 client
+answers one request at a time (`OneAtATimeMotoServer`, `--one-at-a-time`). Every boto3 client
 made afterwards finds them through the standard `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_DYNAMODB` (the AWS
 CLI reads the same two).
 """
@@ -21,7 +21,6 @@ import functools
 import logging
 import os
 import signal
-import socketserver
 import subprocess
 import sys
 import threading
@@ -153,8 +152,9 @@ def serve_requests_faster() -> None:
 
 
 # Connections that may wait for DynamoDB's server at once: more than every worker the local stack can run (see
-# tests/unit/test_local_aws_servers.py). socketserver's default, 5, made a burst's sixth connection wait for the
-# kernel's one-second SYN retry.
+# tests/unit/test_local_aws_servers.py). With socketserver's default, 5, a tenth of a loaded run's ingest requests
+# took over a second (p50 119 ms, p90 1,115 ms), the mark of the kernel's one-second SYN retry when a listen queue
+# is full; with 128 that tail was gone.
 ONE_AT_A_TIME_BACKLOG = 128
 
 
@@ -163,40 +163,36 @@ class _OneAtATimeServer(wsgiref.simple_server.WSGIServer):
 
 
 class _QuietRequestHandler(wsgiref.simple_server.WSGIRequestHandler):
-    wbufsize = 64 * 1024  # an answer's status line, headers and body leave in one write, not three
+    wbufsize = 64 * 1024  # an answer's status line, headers and body leave in one write
 
     def log_message(self, format: str, *args: object) -> None:
         pass  # one line per AWS call is noise, not information
 
 
-class MotoServer:
-    """moto's WSGI app on 127.0.0.1:`port`, served from a background thread.
+class OneAtATimeMotoServer:
+    """moto's WSGI app on 127.0.0.1:`port`, each request answered in turn on one background thread by the standard
+    library's `wsgiref` server; the interface of moto's own `ThreadedMotoServer` (a thread per request), which
+    serves the other services, whose long polls each wait in a thread of their own.
 
-    By default a thread per request (moto's own `ThreadedMotoServer`): SQS's long polls wait in theirs. With
-    `one_at_a_time`, the standard library's `wsgiref` server answers each request in turn on that one thread, for
-    DynamoDB's server, whose every request is CPU work and none waits. Measured under the throughput benchmark's
-    load, a thread per request cost more than the requests' work: each new thread waited for the interpreter lock
-    before it could even say it had started, and werkzeug's server then waits up to 10 ms after every answer for
-    the client to close (`run_wsgi`), each call paying both in latency (bench/README.md has the figures).
+    For DynamoDB's server, whose every request is CPU work and none waits. Measured under the throughput
+    benchmark's load, a thread per request cost more than the requests' work: each new thread waited for the
+    interpreter lock before it could even say it had started, and werkzeug's server then waits up to 10 ms after
+    every answer for the client to close (`run_wsgi`), each call paying both in latency (bench/README.md has the
+    figures).
     """
 
-    def __init__(self, port: int, *, one_at_a_time: bool) -> None:
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
-        from werkzeug.serving import make_server
+    def __init__(self, port: int) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 
         app = DomainDispatcherApplication(create_backend_app)
-        self.server: socketserver.TCPServer
-        if one_at_a_time:
-            self.server = wsgiref.simple_server.make_server(
-                "127.0.0.1", port, app, server_class=_OneAtATimeServer, handler_class=_QuietRequestHandler
-            )
-        else:
-            self.server = make_server("127.0.0.1", port, app, threaded=True, request_handler=MotoRequestHandler)
+        self.server = wsgiref.simple_server.make_server(
+            "127.0.0.1", port, app, server_class=_OneAtATimeServer, handler_class=_QuietRequestHandler
+        )
         self.thread = threading.Thread(target=self.server.serve_forever, name="moto", daemon=True)
 
-    @property
-    def port(self) -> int:
-        return int(self.server.server_address[1])
+    def get_host_and_port(self) -> tuple[str, int]:
+        host, port = self.server.server_address[:2]
+        return str(host), int(port)
 
     def start(self) -> None:
         self.thread.start()
@@ -208,6 +204,7 @@ class MotoServer:
 
 def serve(port: int, *, one_at_a_time: bool = False) -> None:
     """The server process: moto's server until SIGTERM, or until the local stack that started it is gone."""
+    from moto.server import ThreadedMotoServer
 
     from local import moto_dynamodb, moto_sqs, moto_stepfunctions, moto_transactions
     from local.processes import exit_with_parent, leave_interrupts_to_the_parent, wait_for_signal
@@ -221,9 +218,13 @@ def serve(port: int, *, one_at_a_time: bool = False) -> None:
     moto_sqs.install()  # long polls that wait instead of spinning, sends that do not count the queue
     moto_dynamodb.install()  # item operations' answers written as JSON, not walked member by member
     serve_requests_faster()
-    server = MotoServer(port, one_at_a_time=one_at_a_time)
+    server = (
+        OneAtATimeMotoServer(port)
+        if one_at_a_time
+        else ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    )
     server.start()
-    bound = server.port
+    bound = server.get_host_and_port()[1]
     os.environ.update(FAKE_CREDENTIALS)
     os.environ["MOTO_PORT"] = str(bound)  # where moto's Step Functions interpreter sends its own AWS calls
     print(bound, flush=True)

@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
+
 from bench.metering import SQS_CHUNK_BYTES
+from hookrelay.adapters import sqs
 from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import CARRIED_EVENT_MAX_BYTES, message_body, parse_message
+from hookrelay.domain.models import Event
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import first_attempt_message
 from tests.support.delivery_world import OK, make_world
@@ -79,3 +83,28 @@ def test_a_message_whose_event_cannot_be_read_falls_back_to_the_stored_one() -> 
     body = message_body(first_attempt_message(world.delivery)).replace("}", ',"event":{"id":1}}', 1)
     parsed = parse_message(body, "grp", "dedup")
     assert parsed.event is None and parsed.delivery_id == world.delivery.id
+
+
+def test_a_fan_outs_event_is_encoded_once_for_all_its_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    world = make_world()
+    encoded: list[str] = []
+    carried = sqs._carried
+
+    def counting(event: Event) -> str | None:
+        encoded.append(event.id)
+        return carried(event)
+
+    class Recording:
+        def __init__(self) -> None:
+            self.bodies: list[str] = []
+
+        def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, str]]) -> dict[str, object]:
+            self.bodies += [entry["MessageBody"] for entry in Entries]
+            return {}
+
+    monkeypatch.setattr(sqs, "_carried", counting)
+    client = Recording()
+    fan_out = [replace(first_attempt_message(world.delivery, world.event), delivery_id=f"dlv_{n}") for n in range(12)]
+    sqs.SqsDeliveryQueue(client, "queue-url").enqueue(fan_out)
+    assert encoded == [world.event.id]
+    assert len(client.bodies) == 12 and all(json.loads(body)["event"]["id"] == world.event.id for body in client.bodies)

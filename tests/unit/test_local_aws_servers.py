@@ -1,6 +1,6 @@
 """DynamoDB's local server answers one request at a time, and none of the local stack's callers waits for a place.
 
-`local.aws_endpoint.MotoServer(one_at_a_time=True)` serves moto's app on one thread. Every worker process of the
+`local.aws_endpoint.OneAtATimeMotoServer` serves moto's app on one thread. Every worker process of the
 local stack may call it at once; each connection waits in the listen queue until its turn. A full queue drops
 the next connection's SYN and its client retries after a second, so the queue must hold them all.
 """
@@ -10,21 +10,22 @@ from __future__ import annotations
 import socketserver
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import boto3
 import pytest
 
-from local.aws_endpoint import ONE_AT_A_TIME_BACKLOG, MotoServer
+from local.aws_endpoint import ONE_AT_A_TIME_BACKLOG, OneAtATimeMotoServer
 from local.stack import DEFAULT_DELIVERY_CONCURRENCY, concurrency_limits
 
 
 @pytest.fixture
-def dynamodb() -> Iterator[tuple[MotoServer, object]]:
-    server = MotoServer(0, one_at_a_time=True)
+def dynamodb() -> Iterator[tuple[OneAtATimeMotoServer, Any]]:
+    server = OneAtATimeMotoServer(0)
     server.start()
     client = boto3.client(
         "dynamodb",
-        endpoint_url=f"http://127.0.0.1:{server.port}",
+        endpoint_url=f"http://127.0.0.1:{server.get_host_and_port()[1]}",
         region_name="us-east-1",
         aws_access_key_id="local",
         aws_secret_access_key="local",
@@ -44,12 +45,14 @@ def test_the_listen_queue_holds_every_worker_of_the_local_stack() -> None:
     assert workers <= ONE_AT_A_TIME_BACKLOG, f"{workers} workers may call DynamoDB at once"
 
 
-def test_requests_from_many_clients_are_answered_in_turn_on_one_thread(dynamodb: tuple[MotoServer, object]) -> None:
+def test_requests_from_many_clients_are_answered_in_turn_on_one_thread(
+    dynamodb: tuple[OneAtATimeMotoServer, Any],
+) -> None:
     server, client = dynamodb
     assert not isinstance(server.server, socketserver.ThreadingMixIn)
 
     def add_one(_: int) -> None:
-        client.update_item(  # type: ignore[attr-defined]
+        client.update_item(
             TableName="counters",
             Key={"pk": {"S": "n"}},
             UpdateExpression="ADD v :one",
@@ -58,5 +61,5 @@ def test_requests_from_many_clients_are_answered_in_turn_on_one_thread(dynamodb:
 
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(add_one, range(200)))
-    item = client.get_item(TableName="counters", Key={"pk": {"S": "n"}})["Item"]  # type: ignore[attr-defined]
+    item = client.get_item(TableName="counters", Key={"pk": {"S": "n"}})["Item"]
     assert item["v"] == {"N": "200"}

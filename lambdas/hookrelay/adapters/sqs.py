@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,7 +20,9 @@ from hookrelay.services.ports import CircuitCommand, DeliveryMessage
 CARRIED_EVENT_MAX_BYTES = 5 * 1024
 
 
-def message_body(message: DeliveryMessage) -> str:
+def message_body(message: DeliveryMessage, carried: Mapping[str, str | None] | None = None) -> str:
+    """The message as the queue carries it. `carried`: the events already encoded (`carried_events`), by id; an
+    event not among them is encoded here."""
     body: dict[str, Any] = {
         "delivery_id": message.delivery_id,
         "tenant_id": message.tenant_id,
@@ -33,14 +35,19 @@ def message_body(message: DeliveryMessage) -> str:
     if message.reply_to:
         body["task_token"] = message.reply_to  # the name the ASL gives it (retry workflow's SendAttempt)
     text = json.dumps(body, separators=(",", ":"))
-    carried = _carried(message.event)
-    return text if carried is None else f'{text[:-1]},"event":{carried}}}'  # one more member of the object
+    event = message.event
+    encoded = None if event is None else carried[event.id] if carried and event.id in carried else _carried(event)
+    return text if encoded is None else f'{text[:-1]},"event":{encoded}}}'  # one more member of the object
 
 
-def _carried(event: Event | None) -> str | None:
-    """The event as the message carries it, encoded once (pydantic's own serializer); None if it is too large."""
-    if event is None:
-        return None
+def carried_events(messages: Sequence[DeliveryMessage]) -> dict[str, str | None]:
+    """Each distinct event of these messages, encoded once: a fan-out's messages all carry the same event."""
+    events = {message.event.id: message.event for message in messages if message.event is not None}
+    return {event_id: _carried(event) for event_id, event in events.items()}
+
+
+def _carried(event: Event) -> str | None:
+    """The event as the message carries it (pydantic's own serializer); None if it is too large."""
     encoded = event.model_dump_json(ensure_ascii=True)  # ASCII: a character is a byte
     return encoded if len(encoded) <= CARRIED_EVENT_MAX_BYTES else None
 
@@ -85,6 +92,7 @@ class SqsDeliveryQueue:
         self.queue_url = queue_url
 
     def enqueue(self, messages: Sequence[DeliveryMessage]) -> None:
+        carried = carried_events(messages)
         for start in range(0, len(messages), SQS_BATCH):
             chunk = messages[start : start + SQS_BATCH]
             result = self.sqs.send_message_batch(
@@ -92,7 +100,7 @@ class SqsDeliveryQueue:
                 Entries=[
                     {
                         "Id": str(index),
-                        "MessageBody": message_body(message),
+                        "MessageBody": message_body(message, carried),
                         "MessageGroupId": message.group_id,
                         "MessageDeduplicationId": message.deduplication_id,
                     }
