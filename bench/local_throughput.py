@@ -14,12 +14,14 @@ fresh tenant, measured in the same run:
 Each client sends its share paced at R / C per second, and waits for each answer (so a slow stack slows the
 offer down: "accepted/s" is what the stack sustained). Ingest latency is the POST /v1/events round trip;
 delivery latency is from just before the POST to the healthy consumer receiving the verified webhook (both
-clocks are this machine's).
+clocks are this machine's). Each phase also prints the stack's CPU per event: the CPU seconds its processes used
+from the phase's first POST until every delivery was seen (read from /proc), over the events accepted.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 import time
@@ -38,6 +40,30 @@ from tests.e2e.harness import HTTP_TIMEOUT, Consumer, LocalStack, stack_and_cons
 GROUPS = 8  # the healthy endpoint's message groups (its max_in_flight), one ordering key each
 SETTLE_LIMIT_SECONDS = 900.0  # every phase ends within this after its last event, delivered or not
 POLL_SECONDS = 2.0
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds (user + system) of a process and its live descendants so far, from /proc (Linux): the local
+    stack's parent, its moto servers and its function workers. Per event, it is the load the stack puts on the
+    machine, a figure that the machine's other tenants disturb far less than they do a rate."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended while listed
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        times[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+    tree, grown = {root}, True
+    while grown:
+        below = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= below
+        grown = bool(below)
+    return sum(times.get(pid, 0.0) for pid in tree)
 
 
 def ordering_keys(groups: int = GROUPS) -> list[str]:
@@ -59,6 +85,7 @@ class Phase:
     offered_seconds: float  # first POST started -> last POST answered
     received: dict[str, float]  # event id -> when the healthy consumer accepted it
     errors: int  # POSTs that were not accepted
+    cpu_seconds: float  # the stack's process tree, from the first POST until every delivery was seen
 
     def delivery(self) -> list[float]:
         return [self.received[event_id] - at for event_id, at in self.sent.items() if event_id in self.received]
@@ -135,9 +162,11 @@ def run_phase(
     if name != "alone":
         endpoint_on(stack, tenant_key, consumer(f"hanging-{name}", mode="hang"))
     producers = Producers(stack, tenant_id, args.clients, args.rate)
+    cpu_before = tree_cpu_seconds(stack.process.popen.pid)
     offered = producers.run(events)
     received = wait_for(healthy, producers.sent)
-    return Phase(name, producers.sent, producers.ingest, offered, received, producers.errors)
+    cpu = tree_cpu_seconds(stack.process.popen.pid) - cpu_before
+    return Phase(name, producers.sent, producers.ingest, offered, received, producers.errors, cpu)
 
 
 def ms(values: list[float], fraction: float) -> str:
@@ -165,6 +194,7 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
                 ms(phase.ingest, 0.99),
                 ms(delivery, 0.5),
                 ms(delivery, 0.99),
+                f"{1000 * phase.cpu_seconds / max(1, len(phase.sent)):.0f}",
             ]
         )
     print(
@@ -180,6 +210,7 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
                 "ingest p99 ms",
                 "delivery p50 ms",
                 "delivery p99 ms",
+                "stack CPU ms/event",
             ],
             rows,
         )
