@@ -157,9 +157,11 @@ INGEST = Function(
     access=Access(
         tables={
             schema.TENANTS: TableAccess.READ,
-            schema.ENDPOINTS: TableAccess.READ,
+            # An open circuit's close held open by a delivery parked on arrival (services/parking.py).
+            schema.ENDPOINTS: TableAccess.READ_UPDATE,
             schema.EVENTS: TableAccess.WRITE,  # the event, and the per-ordering-key sequence counter
-            schema.DELIVERIES: TableAccess.WRITE,
+            schema.DELIVERIES: TableAccess.WRITE,  # batch-written; a parked one taken back out is an update
+            schema.PARKING_LOT: TableAccess.WRITE,  # entries of deliveries parked on arrival (and dropped again)
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency records
             schema.EVENT_TYPES: TableAccess.READ,  # an event's data against its type's schema
             schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
@@ -303,6 +305,10 @@ RECONCILER = Function(
             schema.DELIVERIES: TableAccess.READ_UPDATE,  # recent deliveries (by_tenant); the dead mark and reason
             schema.EVENTS: TableAccess.READ_UPDATE,  # a surfaced delivery's event is kept for the redrive window
             schema.REDRIVES: TableAccess.READ_UPDATE,  # a redrive whose job failed repeatedly ends failed
+            # Deliveries parked on arrival and stranded: their entries read, their endpoints' circuits read, and each
+            # taken back out (its entry deleted) to be sent.
+            schema.PARKING_LOT: TableAccess.READ_WRITE,
+            schema.ENDPOINTS: TableAccess.READ,
         },
         # First messages never sent; a redrive's next page, when only the hand-over between two pages failed.
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),

@@ -147,10 +147,16 @@ def ingest_service() -> IngestService:
     from hookrelay.adapters.json_schema import FastJsonSchemas
     from hookrelay.services.event_types import EventDataCheck
 
-    return _ingest(delivery_table(), EventDataCheck(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas()))
+    return _ingest(
+        delivery_table(),
+        EventDataCheck(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas()),
+        parking=_parking(),
+    )
 
 
-def _ingest(deliveries: DeliveryLog, event_types: EventDataCheck | None) -> IngestService:
+def _ingest(
+    deliveries: DeliveryLog, event_types: EventDataCheck | None, parking: Parking | None = None
+) -> IngestService:
     """Ingest as producers' events and platform events go through it: the same stores, queue and schedule."""
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable, TenantTable
     from hookrelay.adapters.sqs import SqsDeliveryQueue
@@ -166,6 +172,7 @@ def _ingest(deliveries: DeliveryLog, event_types: EventDataCheck | None) -> Inge
         schedule=retry_schedule(),
         writer_window=RECONCILE_GRACE,
         event_types=event_types,
+        parking=parking,
     )
 
 
@@ -350,6 +357,7 @@ def reconciler() -> Reconciler:
         redrives=RedriveTable(_table(schema.REDRIVES)),
         redrive_jobs=redrive_jobs(),
         failed_jobs=SqsMessageSource(sqs, os.environ[schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE.env_var], wait_seconds=0),
+        parking=_parking(),
     )
 
 

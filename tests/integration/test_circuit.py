@@ -28,6 +28,8 @@ from hookrelay.domain.clock import utcnow
 from hookrelay.domain.models import Delivery, Endpoint
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.ports import DeliveryMessage
+from local.lambda_runtime import invoke
+from local.schedule import scheduled_event
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
@@ -436,3 +438,150 @@ def _first_successes(consumer: ScriptedConsumer) -> list[str]:
         if consumer.answers[index] == 200 and event_id not in seen:
             seen.append(event_id)
     return seen
+
+
+# --- Parked on arrival: ingest parks new deliveries behind an open circuit (services/parking.py, park_new) ---
+
+
+def sent_ids(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The delivery ids whose messages are sent to the delivery queue from now on (by any function, in process)."""
+    sent: list[str] = []
+    real = SqsDeliveryQueue.enqueue
+
+    def recording(self: SqsDeliveryQueue, messages: Any) -> None:
+        sent.extend(m.delivery_id for m in messages)
+        real(self, messages)
+
+    monkeypatch.setattr(SqsDeliveryQueue, "enqueue", recording)
+    return sent
+
+
+def run_reconciler_later() -> dict[str, Any]:
+    """The reconciler's run once the deliveries just written are past its grace."""
+    from hookrelay.services.reconcile import RECONCILE_GRACE
+
+    later = utcnow() + RECONCILE_GRACE + timedelta(seconds=30)
+    wiring.reconciler().clock = lambda: later
+    report: dict[str, Any] = invoke("reconciler", scheduled_event("hookrelay-reconciler"))
+    return report
+
+
+def unanswered_delivery(outage: Outage) -> Delivery:
+    """The one delivery of the outage's endpoint that no 202 reported (its request crashed)."""
+    items = table("DELIVERIES_TABLE").scan()["Items"]
+    [item] = [i for i in items if i["endpoint_id"] == outage.endpoint_id and i["id"] not in outage.delivery_ids]
+    return Delivery.model_validate(item)
+
+
+def crash(*_args: Any, **_kwargs: Any) -> None:
+    raise RuntimeError("the process died here")
+
+
+def test_events_published_while_the_circuit_is_open_are_parked_on_arrival_with_no_message(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    parked_before = outage.parked()
+    sent = sent_ids(monkeypatch)
+
+    parked = outage.publish(3)
+
+    assert sent == []  # no message, so no delivery invocation and no endpoint read per event
+    assert outage.parked() == parked_before + 3
+    for delivery_id in parked:
+        delivery = outage.delivery(delivery_id)
+        assert delivery.status is DeliveryStatus.QUEUED and delivery.parked_at is not None
+    assert run_reconciler_later()["resent"] == 0  # parked as they should be: the reconciler leaves them be
+    recover_and_drain(outage)
+    answered = zip(consumer.received, consumer.answers, strict=True)
+    delivered = [r.headers["webhook-id"] for r, status in answered if status == 200]
+    assert delivered == outage.event_ids  # drained with the rest, in event order, each once
+
+
+def test_a_circuit_closed_as_the_delivery_parks_on_arrival_has_it_sent(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ingest's listing says open; by the read after the lot entry, the circuit has closed: the delivery comes back
+    out and is sent, as any new delivery is."""
+    outage = Outage(platform, consumer)
+    listed = EndpointTable.list_for_tenant
+    monkeypatch.setattr(
+        EndpointTable,
+        "list_for_tenant",
+        lambda self, tenant_id: [e.model_copy(update={"circuit": CircuitState.OPEN}) for e in listed(self, tenant_id)],
+    )
+    sent = sent_ids(monkeypatch)
+
+    [delivery_id] = outage.publish(1)
+
+    assert sent == [delivery_id]
+    assert outage.parked() == 0 and outage.delivery(delivery_id).parked_at is None
+    platform.pump()
+    assert outage.delivery(delivery_id).status is DeliveryStatus.DELIVERED
+
+
+def test_a_close_under_way_is_held_open_by_a_delivery_parked_on_arrival(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    table("ENDPOINTS_TABLE").update_item(  # the drain has begun closing: it marked the endpoint, then reads the lot
+        Key={"tenant_id": outage.tenant_id, "id": outage.endpoint_id},
+        UpdateExpression="SET circuit = :draining, circuit_closing = :yes",
+        ExpressionAttributeValues={":draining": CircuitState.DRAINING.value, ":yes": True},
+    )
+    sent = sent_ids(monkeypatch)
+
+    [delivery_id] = outage.publish(1)
+
+    assert sent == []
+    assert outage.delivery(delivery_id).parked_at is not None
+    assert outage.endpoint().circuit_closing is False  # that close now fails, whatever it read
+    assert outage.parked() == OPEN_AFTER_FAILURES + 1
+
+
+def test_a_crash_between_the_parked_record_and_its_lot_entry_is_repaired_by_the_reconciler(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    monkeypatch.setattr(DynamoParkingLot, "enter", crash)
+    body = {"tenant_id": outage.tenant_id, "type": "a.b", "data": {"n": "crashed"}}
+    assert platform.call("POST", "/v1/events", outage.producer, body).status >= 500
+    monkeypatch.undo()
+
+    stranded = unanswered_delivery(outage)
+    assert stranded.parked_at is not None and outage.parked() == OPEN_AFTER_FAILURES  # marked, never entered
+    report = run_reconciler_later()
+    assert report["resent"] == 1
+    platform.pump()  # its first message: the delivery function parks it again, properly, the circuit being open
+    assert outage.parked() == OPEN_AFTER_FAILURES + 1
+    recover_and_drain(outage)
+    assert outage.delivery(stranded.id).status is DeliveryStatus.DELIVERED
+
+
+def test_a_crash_before_the_read_that_would_see_the_circuit_close_is_repaired_by_the_reconciler(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hookrelay.services.parking import Parking
+
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    monkeypatch.setattr(Parking, "_still_stands", crash)
+    body = {"tenant_id": outage.tenant_id, "type": "a.b", "data": {"n": "crashed"}}
+    assert platform.call("POST", "/v1/events", outage.producer, body).status >= 500
+    monkeypatch.undo()
+    stranded = unanswered_delivery(outage)
+    assert stranded.parked_at is not None and outage.parked() == OPEN_AFTER_FAILURES + 1  # entered
+
+    table("ENDPOINTS_TABLE").update_item(  # a close that read the lot before that entry was written
+        Key={"tenant_id": outage.tenant_id, "id": outage.endpoint_id},
+        UpdateExpression="SET circuit = :closed REMOVE circuit_closing",
+        ExpressionAttributeValues={":closed": CircuitState.CLOSED.value},
+    )
+    consumer.default = Reply(200)
+    assert run_reconciler_later()["resent"] == 1
+    platform.pump()
+    assert outage.delivery(stranded.id).status is DeliveryStatus.DELIVERED
+    assert stranded.event_id in {r.headers["webhook-id"] for r in consumer.received}

@@ -607,9 +607,30 @@ def drive_until_parked(world: World) -> None:
     assert [e.kind for e in world.sim.active()] == ["circuit"]  # the retry workflows were stopped as they parked
 
 
-def with_an_open_circuit_and_a_new_event(world: World) -> None:
+def with_an_open_circuit_and_a_queued_event(world: World) -> None:
+    """An event accepted just before the circuit opened: its message is queued, for the delivery function to park."""
     open_circuit(world)
-    publish(world, 1)
+    ingest = wiring.ingest_service()
+    parking, ingest.parking = ingest.parking, None  # ingest read the circuit closed
+    try:
+        publish(world, 1)
+    finally:
+        ingest.parking = parking
+
+
+def park_on_arrival_act(world: World) -> None:
+    """An event accepted while the circuit is open: ingest parks its delivery (the path under test)."""
+    ingest_act(world)
+
+
+def park_on_arrival_recover(world: World) -> None:
+    ingest_recover(world)
+    circuit_recover(world)
+
+
+def park_on_arrival_check(world: World) -> str:
+    world.scratch["event_ids"].append(world.scratch["accepted"]["event_id"])
+    return all_delivered_check(world)
 
 
 def opening_act(world: World) -> None:
@@ -679,11 +700,19 @@ PATHS = (
     Path(
         "parking",
         DELIVERY,
-        with_an_open_circuit_and_a_new_event,
+        with_an_open_circuit_and_a_queued_event,
         opening_act,
         circuit_recover,
         all_delivered_check,
         True,
+    ),
+    Path(
+        "parking on arrival",
+        frozenset({"ingest"}),
+        open_circuit,
+        park_on_arrival_act,
+        park_on_arrival_recover,
+        park_on_arrival_check,
     ),
     Path("probe", DELIVERY, with_a_probe_due, probe_act, circuit_recover, all_delivered_check, True),
     Path("drain", DELIVERY, with_a_drain_due, drain_act, circuit_recover, all_delivered_check, True),

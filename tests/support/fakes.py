@@ -524,6 +524,15 @@ class FakeParkingLot:
         self.parked_by[delivery_id] = endpoint_id
         return ParkOutcome.PARKED
 
+    def enter(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:  # written parked: the record's mark came with it (the adapter's delivery_item)
+            self.marks[delivery.id] = delivery.endpoint_id
+            self._lot_write("put")
+            self.parked_by[delivery.id] = delivery.endpoint_id
+
+    def missing(self, deliveries: Sequence[Delivery]) -> set[str]:
+        return {d.id for d in deliveries if self.parked_by.get(d.id) != d.endpoint_id}
+
     def unpark(self, delivery_id: str, endpoint_id: str) -> bool:
         current = self.deliveries.get(delivery_id)
         if current is None or self.marks.get(delivery_id) != endpoint_id:

@@ -19,11 +19,13 @@ from boto3.dynamodb.conditions import Key
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import (
     applied,
+    batch_get,
     claim_update,
     claim_values,
     claimable_condition,
     conditional_write,
     deliveries_by_id,
+    delivery_item,
     endpoints_of,
     query_items,
     query_pages,
@@ -297,6 +299,17 @@ class DynamoParkingLot:
             return ParkOutcome.NOT_PARKABLE
         self.lot.put_item(Item=_lot_entry(current))  # a crash may have come between the mark and the entry
         return ParkOutcome.ALREADY_PARKED
+
+    def enter(self, deliveries: Sequence[Delivery]) -> None:
+        with self.lot.batch_writer() as batch:
+            for delivery in deliveries:
+                batch.put_item(Item=_lot_entry(delivery_item(delivery)))
+
+    def missing(self, deliveries: Sequence[Delivery]) -> set[str]:
+        slots = {_slot(d.event_order or "", d.id): d for d in deliveries}
+        keys = [{"endpoint_id": d.endpoint_id, "slot": slot} for slot, d in slots.items()]
+        found = {item["slot"] for item in batch_get(self.lot, keys, consistent=False)}
+        return {d.id for slot, d in slots.items() if slot not in found}
 
     def unpark(self, delivery_id: str, endpoint_id: str) -> bool:
         result = conditional_write(

@@ -405,7 +405,7 @@ def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str
     }
 
 
-def _delivery_item(delivery: Delivery) -> dict[str, Any]:
+def delivery_item(delivery: Delivery) -> dict[str, Any]:
     """The stored delivery: in its tenant's and its endpoint's log shards, in the status index while its status is
     indexed, and in the event-extras index unless it is its event's fan-out (which the log derives from the event
     instead: `find_of_event`)."""
@@ -417,6 +417,8 @@ def _delivery_item(delivery: Delivery) -> dict[str, Any]:
         keys[_STATUS.partition_key] = sharded(owner, delivery.id)
     if not is_fan_out(delivery):
         keys[_EXTRAS.partition_key] = delivery.event_id
+    if delivery.parked_at is not None:  # written parked (by ingest): the mark goes with it, as lot.park sets both
+        keys[schema.PARKED_MARK] = delivery.endpoint_id
     return to_item(delivery, **keys)
 
 
@@ -461,7 +463,7 @@ class DeliveryTable:
     def put_many(self, deliveries: Sequence[Delivery]) -> None:
         with self.table.batch_writer() as batch:
             for delivery in deliveries:
-                batch.put_item(Item=_delivery_item(delivery))
+                batch.put_item(Item=delivery_item(delivery))
 
     def get(self, delivery_id: str) -> Delivery | None:
         return from_item(Delivery, self.table.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item"))
@@ -753,7 +755,7 @@ class DeliveryTable:
 
     def put_new(self, delivery: Delivery) -> bool:
         return applied(
-            self.table.put_item, Item=_delivery_item(delivery), ConditionExpression="attribute_not_exists(id)"
+            self.table.put_item, Item=delivery_item(delivery), ConditionExpression="attribute_not_exists(id)"
         )
 
 

@@ -79,6 +79,12 @@ def gate(circuit: CircuitState, via: Via, *, drain_paused: bool) -> Gate:
     return Gate.PARK
 
 
+def parks_new_deliveries(circuit: CircuitState) -> bool:
+    """Whether a new delivery to the endpoint waits behind its circuit from the start: what the delivery function
+    would do with its first message (`gate` for a queue message), decided as the event is accepted instead."""
+    return gate(circuit, Via.QUEUE, drain_paused=False) is Gate.PARK
+
+
 def counts_toward_opening(outcome: Outcome) -> bool:
     return outcome is Outcome.RETRY
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hookrelay.domain import ids
-from hookrelay.domain.circuit import park_order
+from hookrelay.domain.circuit import park_order, parks_new_deliveries
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.envelope import envelope_body, message_group_id
 from hookrelay.domain.errors import Conflict
@@ -118,10 +118,30 @@ def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
     )
 
 
+def parked_on_arrival(delivery: Delivery, endpoint: Endpoint, now: datetime) -> Delivery:
+    """A new delivery as ingest writes it: parked from the start when its endpoint's circuit stands (open or
+    draining), so that an outage costs no message, no invocation and no endpoint read per event; the drain releases
+    it in event order with the others. Otherwise as it came."""
+    if (
+        delivery.status is DeliveryStatus.QUEUED
+        and endpoint.state is EndpointState.ENABLED
+        and parks_new_deliveries(endpoint.circuit)
+    ):
+        return delivery.model_copy(update={"parked_at": now})
+    return delivery
+
+
 def awaits_first_message(delivery: Delivery) -> bool:
     """A delivery whose first message may never have been sent (a crash between recording it and enqueueing it):
     queued, never attempted, not parked. Sending it (again) is harmless: the claim admits one first attempt."""
     return delivery.status is DeliveryStatus.QUEUED and delivery.attempt_count == 0 and delivery.parked_at is None
+
+
+def parked_before_first_attempt(delivery: Delivery) -> bool:
+    """Queued, never attempted, and parked: written parked by ingest (its endpoint's circuit open as the event
+    came), or parked by the delivery function as its first message arrived. Its first message is the drain's to
+    send; the reconciler looks only at whether its lot entry was left unwritten (`services/reconcile.py`)."""
+    return delivery.status is DeliveryStatus.QUEUED and delivery.attempt_count == 0 and delivery.parked_at is not None
 
 
 def first_attempt_number(delivery: Delivery) -> int:

@@ -26,6 +26,15 @@ the process dies between them, the producer got no answer for any item, and:
   every delivery written and enqueues those never started (FIFO deduplicates on the delivery id).
 
 Other items of the batch are not held up by one refused item: each gets its own result, in order.
+
+A delivery to an endpoint whose circuit ingest reads open (or draining) is parked on arrival instead of enqueued:
+written marked as parked in the same batch write as the others, then its lot entry, then the endpoint read again
+(`Parking.park_new`, once per endpoint), and a message only if the circuit closed meanwhile. An outage then costs
+no message, no delivery invocation and no read per event, and the drain releases these in event order with the
+rest. If the process dies after the deliveries and before their entries, or after the entries and before that read
+(with the circuit closing unseen), they wait where nothing releases them; the reconciler takes them back out and
+sends their first messages (`services/reconcile.py`). A keyed retry re-runs only what the first run left unwritten,
+and sends nothing for a delivery written parked.
 """
 
 from __future__ import annotations
@@ -46,12 +55,13 @@ from hookrelay.domain.errors import (
     InvalidDocument,
     InvalidRequest,
 )
-from hookrelay.domain.lifecycle import awaits_first_message, new_delivery, new_event
+from hookrelay.domain.lifecycle import awaits_first_message, new_delivery, new_event, parked_on_arrival
 from hookrelay.domain.matching import type_matches
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.event_types import EventDataCheck
+from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DeliveryLog,
     DeliveryQueue,
@@ -125,6 +135,9 @@ class IngestService:
     # which leaves the same writes alone for as long (wiring passes `services.reconcile.RECONCILE_GRACE`).
     writer_window: timedelta
     event_types: EventDataCheck | None = None  # data held to its type's registered schema (the catalogue)
+    # Parks new deliveries behind their endpoint's open circuit on arrival; None: every delivery is enqueued, and the
+    # delivery function parks those that must wait (platform events, sent from functions without the lot).
+    parking: Parking | None = None
     clock: Callable[[], datetime] = field(default=utcnow)
     _known_tenants: set[str] = field(default_factory=set, init=False, repr=False)
 
@@ -163,11 +176,14 @@ class IngestService:
             if stored is None or stored.tenant_id != tenant_id:
                 raise LookupError(f"event {event.id} was stored and is not readable")
             event = stored
-        endpoints = self.endpoints.list_for_tenant(tenant_id) if recipients is None else recipients
-        deliveries = _fan_out(event, _deliverable(endpoints), now)
+        endpoints = _deliverable(self.endpoints.list_for_tenant(tenant_id) if recipients is None else recipients)
+        deliveries = _fan_out(event, endpoints, now)
         if deliveries:
-            unsent = self._record(deliveries) if fresh else self._record_again(deliveries)
-            self.queue.enqueue([first_attempt_message(d, event) for d in unsent])
+            if fresh:
+                unsent = self._record(self._parked_on_arrival(deliveries, endpoints, now))
+            else:
+                unsent = self._record_again(deliveries)
+            self._send(tenant_id, [(d, event) for d in unsent])
         return Accepted(event_id=event.id, delivery_ids=[d.id for d in deliveries], sequence=event.sequence)
 
     def publish_batch(self, *, tenant_id: str, items: Sequence[BatchItem]) -> list[ItemOutcome]:
@@ -198,15 +214,39 @@ class IngestService:
         outcomes: list[_Planned | DomainError] = []
         for event, item in zip(events, items, strict=True):
             if item.key is None or self.events.put(event):
-                deliveries = _fan_out(event, endpoints, now)
+                deliveries = self._parked_on_arrival(_fan_out(event, endpoints, now), endpoints, now)
                 unsent = [d for d in deliveries if d.status is DeliveryStatus.QUEUED]
                 outcomes.append(_Planned(event, deliveries, unsent, duplicate=False))
             else:
                 outcomes.append(self._published_before(tenant_id, item, event.id, endpoints, now))
         planned = [outcome for outcome in outcomes if isinstance(outcome, _Planned)]
         self.deliveries.put_many([d for p in planned if not p.duplicate for d in p.deliveries])
-        self.queue.enqueue([first_attempt_message(d, p.event) for p in planned for d in p.unsent])
+        self._send(tenant_id, [(d, p.event) for p in planned for d in p.unsent])
         return [_answer(outcome) for outcome in outcomes]
+
+    def _parked_on_arrival(
+        self, deliveries: list[Delivery], endpoints: list[Endpoint], now: datetime
+    ) -> list[Delivery]:
+        if self.parking is None:
+            return deliveries
+        by_id = {endpoint.id: endpoint for endpoint in endpoints}
+        return [parked_on_arrival(d, by_id[d.endpoint_id], now) for d in deliveries]
+
+    def _send(self, tenant_id: str, pairs: list[tuple[Delivery, Event]]) -> None:
+        """The deliveries' first messages; those written parked get their lot entries instead, and a message only
+        if the circuit closed as they parked (`Parking.park_new`)."""
+        sending: list[tuple[Delivery, Event]] = []
+        behind: dict[str, list[tuple[Delivery, Event]]] = {}
+        for delivery, event in pairs:
+            if self.parking is None or delivery.parked_at is None:
+                sending.append((delivery, event))
+            else:
+                behind.setdefault(delivery.endpoint_id, []).append((delivery, event))
+        for endpoint_id, parked in behind.items():
+            assert self.parking is not None
+            taken_out = {d.id for d in self.parking.park_new([d for d, _ in parked], tenant_id, endpoint_id)}
+            sending.extend(pair for pair in parked if pair[0].id in taken_out)
+        self.queue.enqueue([first_attempt_message(d, event) for d, event in sending])
 
     def _refused_by_catalogue(self, items: Sequence[BatchItem]) -> dict[int, DomainError]:
         """Items whose data fails their type's registered schema, by position (pointers into the batch body)."""

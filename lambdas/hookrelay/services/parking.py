@@ -16,15 +16,20 @@ out and has it attempted as any new delivery is: the circuit is closed, and its 
 
 Nothing parked is left behind a closed circuit, and no park costs a write on the endpoint record: the
 endpoint is read once per park, and written only in the rare race with a close.
+
+Ingest parks on arrival (`park_new`): a new delivery to an endpoint whose circuit it reads open is written
+already marked, then its entry, then the same read, once for all of an endpoint's deliveries. Its parker is
+the same kind of writer-then-reader as above, so the close's reasoning holds unchanged.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from hookrelay.domain.circuit import CircuitState
-from hookrelay.domain.models import Endpoint, EndpointState
+from hookrelay.domain.models import Delivery, Endpoint, EndpointState
 from hookrelay.services.ports import CircuitRepository, EndpointRepository, ParkingLot, ParkOutcome
 
 # A park re-reads the endpoint until it sees a settled state; each extra round means the circuit changed
@@ -45,8 +50,27 @@ class Parking:
     ) -> ParkOutcome:
         """Park the delivery; CIRCUIT_CLOSED (and not parked) if the circuit closed or the endpoint was disabled."""
         outcome = self.lot.park(delivery_id, tenant_id, endpoint_id, attempt_number, at)
-        if outcome is ParkOutcome.NOT_PARKABLE:
+        if outcome is ParkOutcome.NOT_PARKABLE or self._still_stands(tenant_id, endpoint_id):
             return outcome
+        # Taken back out; if the drain took it first, it is the drain's now, as parked.
+        return ParkOutcome.CIRCUIT_CLOSED if self.lot.unpark(delivery_id, endpoint_id) else outcome
+
+    def park_new(self, deliveries: Sequence[Delivery], tenant_id: str, endpoint_id: str) -> list[Delivery]:
+        """Deliveries ingest has just written parked (their records marked, `parked_at` set), all to one endpoint:
+        their lot entries, then the same read as `park`, once for them all. Returns those taken back out because
+        the circuit closed (or the endpoint was disabled) meanwhile: the caller sends their first messages.
+
+        Between the records and their entries, and between the entries and the read, a crash leaves deliveries
+        that nothing would release: marked with no entry (the drain never reads them), or entered behind a circuit
+        that closed without seeing them. The reconciler finds both (`services/reconcile.py`, `_parked_stranded`)."""
+        self.lot.enter(deliveries)
+        if self._still_stands(tenant_id, endpoint_id):
+            return []
+        return [d for d in deliveries if self.lot.unpark(d.id, endpoint_id)]
+
+    def _still_stands(self, tenant_id: str, endpoint_id: str) -> bool:
+        """After lot entries are written: whether the circuit still stands (they stay parked, and a close that began
+        is held open) or has closed, or the endpoint is no longer enabled (they come back out)."""
         for _ in range(_MAX_ROUNDS):
             endpoint = self.endpoints.get(tenant_id, endpoint_id)
             if (
@@ -54,11 +78,10 @@ class Parking:
                 or endpoint.state is not EndpointState.ENABLED
                 or endpoint.circuit is CircuitState.CLOSED
             ):
-                # Taken back out; if the drain took it first, it is the drain's now, as parked.
-                return ParkOutcome.CIRCUIT_CLOSED if self.lot.unpark(delivery_id, endpoint_id) else outcome
+                return False
             if not endpoint.circuit_closing or self.circuits.hold_open(endpoint):
-                return outcome
-        raise RuntimeError(f"the circuit of endpoint {endpoint_id} kept changing while delivery {delivery_id} parked")
+                return True
+        raise RuntimeError(f"the circuit of endpoint {endpoint_id} kept changing while deliveries parked behind it")
 
     def close_if_empty(self, endpoint: Endpoint, step: int) -> bool:
         """draining → closed, only on a lot read empty after the close began (and not held open since)."""

@@ -260,6 +260,14 @@ class ParkingLot(ParkedCount, Protocol):
         workflow ends when it wakes). PARKED, ALREADY_PARKED (its lot entry written again) or NOT_PARKABLE:
         whether the circuit still stands is the caller's to check after (services/parking.py)."""
 
+    def enter(self, deliveries: Sequence[Delivery]) -> None:
+        """The lot entries of deliveries written parked (`parked_at` set, so their records carry the mark): ingest's
+        second write of a delivery parked on arrival, in batches (services/parking.py, `park_new`)."""
+
+    def missing(self, deliveries: Sequence[Delivery]) -> set[str]:
+        """The ids of those parked deliveries whose lot entry is not there (eventually consistent reads): a crash
+        came between their mark and their entry."""
+
     def unpark(self, delivery_id: str, endpoint_id: str) -> bool:
         """Take a parked delivery back out, unattempted (its circuit closed as it was parked); False if it was not
         parked behind that endpoint any more (the drain took it)."""

@@ -10,6 +10,12 @@ writes) or leaves something this sweep finds. What it repairs, and why nothing e
   enqueues the first message of each that still awaits it. A duplicate of a message still in the queue is
   harmless: FIFO deduplicates it on the delivery id for five minutes, and after that it lands behind the
   original in the same message group, where the claim admits one first attempt.
+- **Deliveries parked on arrival that nothing releases** (ingest: a crash between a delivery written parked and its
+  lot entry, or between the entry and the read that would have seen its circuit close; `Parking.park_new`). Among
+  the same recent deliveries, those parked before their first attempt whose lot entry is missing, or whose
+  endpoint's circuit is closed (or the endpoint no longer enabled), are taken back out of the lot (if still marked)
+  and their first message sent: the delivery function parks it again, properly, if the circuit is open by then.
+  Checking costs a read of their lot entries and one of each such endpoint per run, nothing when none is parked.
 - **Dead letters** (the retry workflow's `attempt_lost` messages) and **poison messages** (delivery messages that
   failed processing `maxReceiveCount` times): each is surfaced as a dead delivery with its `dead_reason`, counted
   once (a metric per reason), and its message deleted. The queues are empty in steady state, so their age alarms
@@ -32,11 +38,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.lifecycle import awaits_first_message, retention_expiry
-from hookrelay.domain.models import Delivery
+from hookrelay.domain.lifecycle import awaits_first_message, parked_before_first_attempt, retention_expiry
+from hookrelay.domain.models import Delivery, Endpoint, EndpointState
 from hookrelay.domain.redrive import REDRIVE_JOB, FailedPage, failed_page_error, on_failed_page
 from hookrelay.domain.status import DeadReason, DeliveryStatus
+from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DeadLetters,
     DeliveryFilter,
@@ -84,6 +92,7 @@ class Reconciler:
     redrives: RedriveRepository
     redrive_jobs: RedriveJobs
     failed_jobs: MessageSource  # the redrive jobs' dead-letter queue
+    parking: Parking | None = None  # for deliveries parked on arrival and stranded (None: not looked for)
     clock: Callable[[], datetime] = field(default=utcnow)
     lookback: timedelta = RECONCILE_LOOKBACK
 
@@ -97,6 +106,7 @@ class Reconciler:
 
     def resend_stranded(self, report: ReconcileReport, lookback: timedelta) -> None:
         now = self.clock()
+        endpoints: dict[tuple[str, str], Endpoint | None] = {}  # read once per run
         for tenant_id in self.tenants.ids():
             where = DeliveryFilter(tenant_id=tenant_id, since=now - lookback, until=now - RECONCILE_GRACE)
             position = None
@@ -104,12 +114,34 @@ class Reconciler:
                 page = self.deliveries.find(where, PAGE, position, now)
                 report.examined += len(page.deliveries)
                 stranded = [d for d in page.deliveries if awaits_first_message(d)]
+                stranded += self._parked_stranded(
+                    [d for d in page.deliveries if parked_before_first_attempt(d)], endpoints
+                )
                 if stranded:
                     self.queue.enqueue([first_attempt_message(d) for d in stranded])
                     report.resent.extend(d.id for d in stranded)
                 if page.resume_after is None:
                     break
                 position = page.resume_after
+
+    def _parked_stranded(
+        self, parked: list[Delivery], endpoints: dict[tuple[str, str], Endpoint | None]
+    ) -> list[Delivery]:
+        """Those of `parked` that nothing would release, each taken back out of the lot (unless the drain took it
+        meanwhile): its entry missing, or no circuit standing in front of it."""
+        if not parked or self.parking is None:
+            return []
+        missing = self.parking.lot.missing(parked)
+        taken_out = []
+        for delivery in parked:
+            key = (delivery.tenant_id, delivery.endpoint_id)
+            if key not in endpoints:
+                endpoints[key] = self.parking.endpoints.get(*key)
+            if (delivery.id in missing or not _circuit_stands(endpoints[key])) and self.parking.lot.unpark(
+                delivery.id, delivery.endpoint_id
+            ):
+                taken_out.append(delivery.model_copy(update={"parked_at": None}))
+        return taken_out
 
     # --- Dead letters and poison messages ---
 
@@ -194,3 +226,9 @@ class Reconciler:
             return False  # recorded before (its attempt's worker, or an earlier run that died before the delete)
         self.dead_letters.publish(delivery, reason)
         return True
+
+
+def _circuit_stands(endpoint: Endpoint | None) -> bool:
+    return (
+        endpoint is not None and endpoint.state is EndpointState.ENABLED and endpoint.circuit is not CircuitState.CLOSED
+    )
