@@ -14,7 +14,8 @@ events of four scenarios:
 - happy path: one endpoint, every delivery answered 200, one event per request;
 - batched: the same, ten events per request (POST /v1/events/batch);
 - one endpoint down for a 6-hour outage, then back (the bad night of issue 9): its first five
-  deliveries fail and open its circuit, every later one is parked, one probe workflow retries the oldest
+  deliveries fail and open its circuit, every later event arrives during the outage and is parked on
+  arrival (ingest writes it parked: no message, no delivery invocation), one probe workflow retries the oldest
   on the schedule, four probes fail (as many as the default schedule makes in 6 hours), the fifth gets
   through and the drain delivers the parked deliveries in order. Hours cannot be waited out, so the
   probes run 1 s apart: what the outage costs depends on how many attempts, probes, workflow loops and
@@ -314,6 +315,13 @@ class Driver:
             time.sleep(0.05)
         raise TimeoutError(f"deliveries still running after {DRAIN_LIMIT_SECONDS} s")
 
+    def deliver_queued(self) -> None:
+        """Feed the delivery function until its queue is empty for now, leaving retry workflows waiting."""
+        url = self.env[schema.DELIVERY_QUEUE.env_var]
+        with self.meter.origin(EVENT_SOURCE):
+            while poll_once(self.sqs, url, batch_size=queue_trigger(DELIVERY).batch_size):
+                pass
+
     def reconcile(self) -> None:
         """The reconciler's scheduled runs that look at these events (services/reconcile.py): every 5 minutes over
         the last 15, so each delivery is read by three runs. Minutes cannot be waited out: its clock is moved."""
@@ -444,6 +452,10 @@ def run_scenario(scenario: Scenario, payload_bytes: int, settings: Settings | No
             meter.reset()
             with meter.recorded():
                 for first in range(0, scenario.events, scenario.events_per_request):
+                    if scenario.failures and first == OPEN_AFTER_FAILURES:
+                        # The outage's first deliveries fail and open the circuit; the later events come during
+                        # the outage (its probes wait on the queue until the drain below feeds them).
+                        driver.deliver_queued()
                     numbers = range(first, min(scenario.events, first + scenario.events_per_request))
                     driver.publish(run, tenant_id, [order(payload_bytes, number) for number in numbers])
                 driver.drain()
