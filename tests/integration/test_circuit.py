@@ -477,6 +477,19 @@ def crash(*_args: Any, **_kwargs: Any) -> None:
     raise RuntimeError("the process died here")
 
 
+def published_with_a_crash_at(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch, owner: type, method: str
+) -> tuple[Outage, Delivery]:
+    """An open circuit, then an event whose ingest dies at `owner.method` (the producer gets a 5xx): its delivery."""
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    monkeypatch.setattr(owner, method, crash)
+    body = {"tenant_id": outage.tenant_id, "type": "a.b", "data": {"n": "crashed"}}
+    assert platform.call("POST", "/v1/events", outage.producer, body).status >= 500
+    monkeypatch.undo()
+    return outage, unanswered_delivery(outage)
+
+
 def test_events_published_while_the_circuit_is_open_are_parked_on_arrival_with_no_message(
     platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -544,14 +557,7 @@ def test_a_close_under_way_is_held_open_by_a_delivery_parked_on_arrival(
 def test_a_crash_between_the_parked_record_and_its_lot_entry_is_repaired_by_the_reconciler(
     platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outage = Outage(platform, consumer)
-    open_circuit(outage)
-    monkeypatch.setattr(DynamoParkingLot, "enter", crash)
-    body = {"tenant_id": outage.tenant_id, "type": "a.b", "data": {"n": "crashed"}}
-    assert platform.call("POST", "/v1/events", outage.producer, body).status >= 500
-    monkeypatch.undo()
-
-    stranded = unanswered_delivery(outage)
+    outage, stranded = published_with_a_crash_at(platform, consumer, monkeypatch, DynamoParkingLot, "enter")
     assert stranded.parked_at is not None and outage.parked() == OPEN_AFTER_FAILURES  # marked, never entered
     report = run_reconciler_later()
     assert report["resent"] == 1
@@ -566,13 +572,7 @@ def test_a_crash_before_the_read_that_would_see_the_circuit_close_is_repaired_by
 ) -> None:
     from hookrelay.services.parking import Parking
 
-    outage = Outage(platform, consumer)
-    open_circuit(outage)
-    monkeypatch.setattr(Parking, "_still_stands", crash)
-    body = {"tenant_id": outage.tenant_id, "type": "a.b", "data": {"n": "crashed"}}
-    assert platform.call("POST", "/v1/events", outage.producer, body).status >= 500
-    monkeypatch.undo()
-    stranded = unanswered_delivery(outage)
+    outage, stranded = published_with_a_crash_at(platform, consumer, monkeypatch, Parking, "_still_stands")
     assert stranded.parked_at is not None and outage.parked() == OPEN_AFTER_FAILURES + 1  # entered
 
     table("ENDPOINTS_TABLE").update_item(  # a close that read the lot before that entry was written
