@@ -585,3 +585,36 @@ def test_a_crash_before_the_read_that_would_see_the_circuit_close_is_repaired_by
     platform.pump()
     assert outage.delivery(stranded.id).status is DeliveryStatus.DELIVERED
     assert stranded.event_id in {r.headers["webhook-id"] for r in consumer.received}
+
+
+def test_a_parked_retry_left_behind_a_circuit_that_closed_unseen_is_attempted_when_its_message_comes_back(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """Its parker died between its lot entry and the endpoint read, and a close that had read the lot just before
+    completed: the delivery is marked parked behind a closed circuit, which nothing sweeps or drains. The message it
+    was parking comes back (unacknowledged, after its visibility timeout): the delivery is taken out and attempted."""
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    retrying = outage.delivery(outage.delivery_ids[0])  # failed once, parked as the circuit opened
+    assert retrying.status is DeliveryStatus.RETRYING and retrying.parked_at is not None
+    table("ENDPOINTS_TABLE").update_item(  # the close that did not see it
+        Key={"tenant_id": outage.tenant_id, "id": outage.endpoint_id},
+        UpdateExpression="SET circuit = :closed REMOVE circuit_closing",
+        ExpressionAttributeValues={":closed": CircuitState.CLOSED.value},
+    )
+    consumer.default = Reply(200)
+    message = DeliveryMessage(
+        delivery_id=retrying.id,
+        tenant_id=retrying.tenant_id,
+        attempt=retrying.attempt_count + 1,
+        group_id=retrying.message_group_id,
+        deduplication_id=f"{retrying.id}#again",
+        endpoint_id=outage.endpoint_id,
+    )
+    SqsDeliveryQueue(boto3.client("sqs"), platform.env[schema.DELIVERY_QUEUE.env_var]).enqueue([message])
+
+    platform.pump()
+
+    after = outage.delivery(retrying.id)
+    assert after.status is DeliveryStatus.DELIVERED and after.parked_at is None
+    assert retrying.event_id in {r.headers["webhook-id"] for r in consumer.received}

@@ -87,7 +87,7 @@ class DeliveryService:
                 if parked is not None:
                     return parked
                 endpoint = self.endpoints.get(endpoint.tenant_id, endpoint.id)  # it closed meanwhile: attempt
-        delivery = self._claim(message, now)
+        delivery = self._claim(message, now) or self._claim_stranded(message, endpoint, now)
         if delivery is None:
             return self._not_claimed(message)
         if endpoint is None or endpoint.id != delivery.endpoint_id:
@@ -152,6 +152,24 @@ class DeliveryService:
         return self.deliveries.claim(
             message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
         )
+
+    def _claim_stranded(self, message: DeliveryMessage, endpoint: Endpoint | None, now: datetime) -> Delivery | None:
+        """A queue message whose delivery is still marked parked although the circuit was just read closed: its
+        parker died between its lot entry and the read that would have seen the close (services/parking.py), and
+        nothing else would release it, since only open circuits are swept and drained. Taken back out, it is claimed
+        and attempted now, as that parker would have had it. Read only when the claim failed (rare: a duplicate or
+        a message whose attempt is taken)."""
+        if (
+            message.via is not Via.QUEUE
+            or endpoint is None
+            or endpoint.state is not EndpointState.ENABLED
+            or endpoint.circuit is not CircuitState.CLOSED
+        ):
+            return None
+        current = self.deliveries.get(message.delivery_id)
+        if current is None or current.parked_at is None or not self.parking.lot.unpark(current.id, endpoint.id):
+            return None
+        return self._claim(message, now)
 
     def _park_message(self, message: DeliveryMessage, endpoint: Endpoint, now: datetime) -> AttemptReport | None:
         """Park the delivery instead of attempting it; None if the circuit closed meanwhile (attempt it then)."""
