@@ -473,6 +473,16 @@ def unanswered_delivery(outage: Outage) -> Delivery:
     return Delivery.model_validate(item)
 
 
+def close_unseen(outage: Outage) -> None:
+    """The circuit closed by a close that read the lot before a parker's entry was written (the parker died before
+    its own read of the endpoint, which would have held the close open)."""
+    table("ENDPOINTS_TABLE").update_item(
+        Key={"tenant_id": outage.tenant_id, "id": outage.endpoint_id},
+        UpdateExpression="SET circuit = :closed REMOVE circuit_closing",
+        ExpressionAttributeValues={":closed": CircuitState.CLOSED.value},
+    )
+
+
 def crash(*_args: Any, **_kwargs: Any) -> None:
     raise RuntimeError("the process died here")
 
@@ -575,11 +585,7 @@ def test_a_crash_before_the_read_that_would_see_the_circuit_close_is_repaired_by
     outage, stranded = published_with_a_crash_at(platform, consumer, monkeypatch, Parking, "_still_stands")
     assert stranded.parked_at is not None and outage.parked() == OPEN_AFTER_FAILURES + 1  # entered
 
-    table("ENDPOINTS_TABLE").update_item(  # a close that read the lot before that entry was written
-        Key={"tenant_id": outage.tenant_id, "id": outage.endpoint_id},
-        UpdateExpression="SET circuit = :closed REMOVE circuit_closing",
-        ExpressionAttributeValues={":closed": CircuitState.CLOSED.value},
-    )
+    close_unseen(outage)  # a close that read the lot before that entry was written
     consumer.default = Reply(200)
     assert run_reconciler_later()["resent"] == 1
     platform.pump()
@@ -597,20 +603,9 @@ def test_a_parked_retry_left_behind_a_circuit_that_closed_unseen_is_attempted_wh
     open_circuit(outage)
     retrying = outage.delivery(outage.delivery_ids[0])  # failed once, parked as the circuit opened
     assert retrying.status is DeliveryStatus.RETRYING and retrying.parked_at is not None
-    table("ENDPOINTS_TABLE").update_item(  # the close that did not see it
-        Key={"tenant_id": outage.tenant_id, "id": outage.endpoint_id},
-        UpdateExpression="SET circuit = :closed REMOVE circuit_closing",
-        ExpressionAttributeValues={":closed": CircuitState.CLOSED.value},
-    )
+    close_unseen(outage)
     consumer.default = Reply(200)
-    message = DeliveryMessage(
-        delivery_id=retrying.id,
-        tenant_id=retrying.tenant_id,
-        attempt=retrying.attempt_count + 1,
-        group_id=retrying.message_group_id,
-        deduplication_id=f"{retrying.id}#again",
-        endpoint_id=outage.endpoint_id,
-    )
+    message = _message(retrying, "again", Via.QUEUE)
     SqsDeliveryQueue(boto3.client("sqs"), platform.env[schema.DELIVERY_QUEUE.env_var]).enqueue([message])
 
     platform.pump()
