@@ -613,3 +613,27 @@ def test_a_parked_retry_left_behind_a_circuit_that_closed_unseen_is_attempted_wh
     after = outage.delivery(retrying.id)
     assert after.status is DeliveryStatus.DELIVERED and after.parked_at is None
     assert retrying.event_id in {r.headers["webhook-id"] for r in consumer.received}
+
+
+def test_a_batch_accepted_while_the_circuit_is_open_is_parked_on_arrival_and_drained_in_batch_order(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    sent = sent_ids(monkeypatch)
+    items = [{"type": "a.b", "data": {"n": f"batch-{i}"}} for i in range(3)]
+
+    answer = platform.call(
+        "POST", "/v1/events/batch", outage.producer, {"tenant_id": outage.tenant_id, "events": items}
+    )
+
+    assert answer.status == 200, answer.body
+    results = answer.json()["results"]
+    batch_events = [r["event_id"] for r in results]
+    outage.event_ids.extend(batch_events)
+    assert sent == []
+    assert outage.parked() == OPEN_AFTER_FAILURES + 3
+    recover_and_drain(outage)
+    answered = zip(consumer.received, consumer.answers, strict=True)
+    delivered = [r.headers["webhook-id"] for r, status in answered if status == 200]
+    assert delivered == outage.event_ids  # the batch after the events before it, in its own order, each once
