@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hookrelay.domain import ids
-from hookrelay.domain.circuit import park_order, parks_new_deliveries
+from hookrelay.domain.circuit import CircuitState, park_order, parks_new_deliveries
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.envelope import envelope_body, message_group_id
 from hookrelay.domain.errors import Conflict
@@ -131,17 +131,29 @@ def parked_on_arrival(delivery: Delivery, endpoint: Endpoint, now: datetime) -> 
     return delivery
 
 
+def _never_attempted(delivery: Delivery) -> bool:
+    return delivery.status is DeliveryStatus.QUEUED and delivery.attempt_count == 0
+
+
 def awaits_first_message(delivery: Delivery) -> bool:
     """A delivery whose first message may never have been sent (a crash between recording it and enqueueing it):
     queued, never attempted, not parked. Sending it (again) is harmless: the claim admits one first attempt."""
-    return delivery.status is DeliveryStatus.QUEUED and delivery.attempt_count == 0 and delivery.parked_at is None
+    return _never_attempted(delivery) and delivery.parked_at is None
 
 
 def parked_before_first_attempt(delivery: Delivery) -> bool:
     """Queued, never attempted, and parked: written parked by ingest (its endpoint's circuit open as the event
     came), or parked by the delivery function as its first message arrived. Its first message is the drain's to
     send; the reconciler looks only at whether its lot entry was left unwritten (`services/reconcile.py`)."""
-    return delivery.status is DeliveryStatus.QUEUED and delivery.attempt_count == 0 and delivery.parked_at is not None
+    return _never_attempted(delivery) and delivery.parked_at is not None
+
+
+def circuit_stands(endpoint: Endpoint | None) -> bool:
+    """Whether parked deliveries stay parked behind the endpoint: it exists, is enabled and its circuit is not
+    closed. Otherwise they come back out (a closed circuit is neither swept nor drained)."""
+    return (
+        endpoint is not None and endpoint.state is EndpointState.ENABLED and endpoint.circuit is not CircuitState.CLOSED
+    )
 
 
 def first_attempt_number(delivery: Delivery) -> int:

@@ -87,9 +87,12 @@ class DeliveryService:
                 if parked is not None:
                     return parked
                 endpoint = self.endpoints.get(endpoint.tenant_id, endpoint.id)  # it closed meanwhile: attempt
-        delivery = self._claim(message, now) or self._claim_stranded(message, endpoint, now)
+        delivery = self._claim(message, now)
         if delivery is None:
-            return self._not_claimed(message)
+            current = self.deliveries.get(message.delivery_id)  # read once, for both of what follows
+            delivery = self._claim_stranded(message, endpoint, current, now)
+            if delivery is None:
+                return self._not_claimed(message, current)
         if endpoint is None or endpoint.id != delivery.endpoint_id:
             endpoint = self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
         if endpoint is None or endpoint.state is not EndpointState.ENABLED:
@@ -153,7 +156,9 @@ class DeliveryService:
             message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
         )
 
-    def _claim_stranded(self, message: DeliveryMessage, endpoint: Endpoint | None, now: datetime) -> Delivery | None:
+    def _claim_stranded(
+        self, message: DeliveryMessage, endpoint: Endpoint | None, current: Delivery | None, now: datetime
+    ) -> Delivery | None:
         """A queue message whose delivery is still marked parked although the circuit was just read closed: its
         parker died between its lot entry and the read that would have seen the close (services/parking.py), and
         nothing else would release it, since only open circuits are swept and drained. Taken back out, it is claimed
@@ -166,7 +171,6 @@ class DeliveryService:
             or endpoint.circuit is not CircuitState.CLOSED
         ):
             return None
-        current = self.deliveries.get(message.delivery_id)
         if current is None or current.parked_at is None or not self.parking.lot.unpark(current.id, endpoint.id):
             return None
         return self._claim(message, now)
@@ -181,7 +185,7 @@ class DeliveryService:
         if outcome is ParkOutcome.CIRCUIT_CLOSED:
             return None
         if outcome is ParkOutcome.NOT_PARKABLE:
-            return self._not_claimed(message)
+            return self._not_claimed(message, self.deliveries.get(message.delivery_id))
         if outcome is ParkOutcome.PARKED:
             self.telemetry.count(DELIVERIES_PARKED)
         if message.reply_to:
@@ -264,7 +268,7 @@ class DeliveryService:
         )
         if not self.deliveries.record_attempt(delivery.id, delivery.tenant_id, message.attempt, record):
             # Our claim went stale and another worker took the attempt over: its record stands.
-            return self._not_claimed(message)
+            return self._not_claimed(message, self.deliveries.get(message.delivery_id))
         if terminal:
             self._keep_event(event, finished)
         if decision.status is DeliveryStatus.DEAD:
@@ -453,7 +457,7 @@ class DeliveryService:
             self._answer(message.reply_to, DeliveryStatus.CANCELLED, None)
         return AttemptReport(delivery.id, DeliveryStatus.CANCELLED, message.attempt, sent=False)
 
-    def _not_claimed(self, message: DeliveryMessage) -> AttemptReport:
+    def _not_claimed(self, message: DeliveryMessage, current: Delivery | None) -> AttemptReport:
         """A message for an attempt in flight elsewhere or already made: send nothing, record nothing.
 
         What the delivery is now still gets passed on, so that nothing is stranded: a re-sent workflow
@@ -461,8 +465,8 @@ class DeliveryService:
         attempt was recorded (the worker died before starting the workflow) starts it — a harmless no-op
         when it is already running, since the execution is named after the delivery. Likewise a message for
         the attempt that killed the delivery publishes the dead letter if the worker died before it could.
+        `current`: the delivery as read after the claim failed.
         """
-        current = self.deliveries.get(message.delivery_id)
         if current is None or current.tenant_id != message.tenant_id:
             if message.reply_to:
                 self.workflow.delivery_missing(message.reply_to, message.delivery_id)

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from hookrelay.domain.circuit import CircuitState
-from hookrelay.domain.models import Delivery, Endpoint, EndpointState
+from hookrelay.domain.lifecycle import circuit_stands
+from hookrelay.domain.models import Delivery, Endpoint
 from hookrelay.services.ports import CircuitRepository, EndpointRepository, ParkingLot, ParkOutcome
 
 # A park re-reads the endpoint until it sees a settled state; each extra round means the circuit changed
@@ -73,11 +74,7 @@ class Parking:
         is held open) or has closed, or the endpoint is no longer enabled (they come back out)."""
         for _ in range(_MAX_ROUNDS):
             endpoint = self.endpoints.get(tenant_id, endpoint_id)
-            if (
-                endpoint is None
-                or endpoint.state is not EndpointState.ENABLED
-                or endpoint.circuit is CircuitState.CLOSED
-            ):
+            if endpoint is None or not circuit_stands(endpoint):
                 return False
             if not endpoint.circuit_closing or self.circuits.hold_open(endpoint):
                 return True

@@ -38,10 +38,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.lifecycle import awaits_first_message, parked_before_first_attempt, retention_expiry
-from hookrelay.domain.models import Delivery, Endpoint, EndpointState
+from hookrelay.domain.lifecycle import (
+    awaits_first_message,
+    circuit_stands,
+    parked_before_first_attempt,
+    retention_expiry,
+)
+from hookrelay.domain.models import Delivery, Endpoint
 from hookrelay.domain.redrive import REDRIVE_JOB, FailedPage, failed_page_error, on_failed_page
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
@@ -137,10 +141,10 @@ class Reconciler:
             key = (delivery.tenant_id, delivery.endpoint_id)
             if key not in endpoints:
                 endpoints[key] = self.parking.endpoints.get(*key)
-            if (delivery.id in missing or not _circuit_stands(endpoints[key])) and self.parking.lot.unpark(
+            if (delivery.id in missing or not circuit_stands(endpoints[key])) and self.parking.lot.unpark(
                 delivery.id, delivery.endpoint_id
             ):
-                taken_out.append(delivery.model_copy(update={"parked_at": None}))
+                taken_out.append(delivery)
         return taken_out
 
     # --- Dead letters and poison messages ---
@@ -226,9 +230,3 @@ class Reconciler:
             return False  # recorded before (its attempt's worker, or an earlier run that died before the delete)
         self.dead_letters.publish(delivery, reason)
         return True
-
-
-def _circuit_stands(endpoint: Endpoint | None) -> bool:
-    return (
-        endpoint is not None and endpoint.state is EndpointState.ENABLED and endpoint.circuit is not CircuitState.CLOSED
-    )
