@@ -158,13 +158,16 @@ class Settings:
         """How much longer CPU-bound work (an import) takes in the function than on one of this machine's cores."""
         return max(1.0, FULL_VCPU_MB / self.memory_mb[function])
 
+    def key_request_rate(self, events_per_request: int) -> float:
+        """Requests a second from one producer key, the month's events evenly spread over the keys and the month."""
+        return self.events_per_month / events_per_request / self.producer_keys / SECONDS_PER_MONTH
+
     def authorizer_miss_fraction(self, events_per_request: int) -> float:
         """Requests that reach the authorizer: a key's cached answer lasts the TTL from its miss, so a key sending r
         requests a second misses once per 1 + r * TTL requests (requests evenly spread over the month)."""
         if self.authorizer_ttl_seconds <= 0:
             return 1.0
-        rate = self.events_per_month / events_per_request / self.producer_keys / SECONDS_PER_MONTH
-        return 1 / (1 + rate * self.authorizer_ttl_seconds)
+        return 1 / (1 + self.key_request_rate(events_per_request) * self.authorizer_ttl_seconds)
 
     def xray_sampled_fraction(self, requests_per_month: float) -> float:
         """Traces recorded by X-Ray's default rule at this volume (the reservoir, then 5%), spread evenly."""
@@ -244,6 +247,18 @@ class Run:
     stored_bytes: Counter[str] = field(default_factory=Counter)  # DynamoDB storage the events added, by table
     attempts: Counter[int] = field(default_factory=Counter)  # attempts made -> deliveries
     statuses: Counter[str] = field(default_factory=Counter)
+
+
+class SpacedClock:
+    """A clock for one component that moves on by `spacing` seconds each time it is read."""
+
+    def __init__(self, spacing: float, start: datetime = datetime(2026, 12, 1, tzinfo=UTC)) -> None:
+        self.spacing = timedelta(seconds=spacing)
+        self.next = start
+
+    def __call__(self) -> datetime:
+        now, self.next = self.next, self.next + self.spacing
+        return now
 
 
 class Driver:
@@ -426,7 +441,11 @@ def order(payload_bytes: int, number: int) -> dict[str, Any]:
     return {"order_id": f"ord_{number:08d}", "status": "paid", "note": "x" * max(0, payload_bytes - 60)}
 
 
-def run_scenario(scenario: Scenario, payload_bytes: int, settings: Settings | None = None) -> Run:
+def run_scenario(
+    scenario: Scenario, payload_bytes: int, settings: Settings | None = None, key_spacing: float | None = None
+) -> Run:
+    """`key_spacing`: the seconds between a producer key's requests as the per-key rate limit sees them; by default
+    the priced workload's (`settings`), evenly spread."""
     meter = Meter()
     run = Run(scenario, meter)
     healthy = ScriptedConsumer(default=Reply(200))
@@ -439,6 +458,13 @@ def run_scenario(scenario: Scenario, payload_bytes: int, settings: Settings | No
             if settings is not None:  # the execution log's level priced (deployed, or --as-before)
                 driver.workflow_level = settings.workflow_log_level
                 driver.workflow_execution_data = settings.workflow_execution_data
+                # The per-key rate limit's writes depend on how a key's requests fall in its seconds: its clock sees
+                # them spaced as the priced workload spaces them, not as fast as this loop sends them.
+                from hookrelay import wiring  # after moto_stack: the limiter is built on the stack's tables
+
+                if key_spacing is None:
+                    key_spacing = 1 / settings.key_request_rate(scenario.events_per_request)
+                wiring.rate_limiter().clock = SpacedClock(key_spacing)
             # A warm Lambda environment: clients made, code paths run once, before anything is counted.
             warm_tenant = driver.tenant_with_endpoints([healthy.url])
             for number in range(WARM_UP_EVENTS):  # every route the scenario uses, once
@@ -840,6 +866,10 @@ def print_assumptions(settings: Settings, args: argparse.Namespace) -> None:
         " spread (--events-per-month, --producer-keys): "
         f"{settings.authorizer_miss_fraction(1):.1%} of single-event requests and"
         f" {settings.authorizer_miss_fraction(BATCH_SIZE):.1%} of batch requests invoke it.\n"
+        f"- Per-key rate limit ({DEFAULT_PER_KEY_PER_SECOND} requests a second): its clock reads a key's requests"
+        f" {1 / settings.key_request_rate(1):.1f} s apart ({1 / settings.key_request_rate(BATCH_SIZE):.0f} s for"
+        " batches), as the same workload sends them; a key's only request of a second in a container is counted"
+        " with no write (domain/rate_limit.py).\n"
         f"- Logs: the functions' own lines at INFO (one per delivered webhook), Lambda's START/END/REPORT"
         f" {'written' if settings.platform_lines else 'not written'} (system log level {settings.system_log_level});"
         f" the retry workflow's execution log at {settings.workflow_log_level}"

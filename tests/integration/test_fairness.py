@@ -65,3 +65,16 @@ def test_portal_sessions_count_against_the_key_that_opened_them(limited: Platfor
     assert limited.call("GET", "/v1/endpoints", sessions[0]).status == 200
     assert limited.call("GET", "/v1/endpoints", sessions[1]).status == 429
     assert limited.call("GET", "/v1/endpoints", tenant).status == 429
+
+
+def test_the_shared_counter_adds_a_lease_whole_or_not_at_all(platform: Platform) -> None:
+    """The adapter's conditional add on the RateLimits table: up to the limit exactly, and a refused add adds
+    nothing (services/rate_limit.py relies on both to hold one container to the limit)."""
+    counters = wiring.rate_limiter().counters
+    table = counters.table  # type: ignore[attr-defined]
+    assert counters.take("key_x#1", 3, 5, 1_000)
+    assert not counters.take("key_x#1", 3, 5, 1_000)
+    assert counters.take("key_x#1", 2, 5, 1_000)
+    assert not counters.take("key_x#1", 1, 5, 1_000)
+    item = table.get_item(Key={"id": "key_x#1"})["Item"]
+    assert item["requests"] == 5 and item["expires_at"] == 1_000

@@ -50,8 +50,8 @@ class PortalSessionRepository(Protocol):
 
 
 class RateCounters(Protocol):
-    def take(self, counter_id: str, limit: int, expires_at: int) -> bool:
-        """Count one request on the counter; False, counting nothing, once it holds `limit` requests."""
+    def take(self, counter_id: str, amount: int, limit: int, expires_at: int) -> bool:
+        """Add `amount` requests to the counter; False, adding nothing, when it would then hold more than `limit`."""
 
 
 class EndpointRepository(Protocol):
