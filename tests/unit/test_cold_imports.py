@@ -53,6 +53,7 @@ FOREIGN: dict[str, tuple[str, ...]] = {
         "hookrelay.services.auto_disable",
         "aws_lambda_powertools.event_handler",  # no HTTP routes
         "aws_lambda_powertools.utilities.batch",  # handlers/sqs_batch.py does its job in a page
+        "hookrelay.domain.event_types",  # the catalogue is ingest's and the API's (the ports name it for types only)
     ),
     API.name: (  # the management API: the other functions' paths at a cold start are not its own
         "hookrelay.services.delivery",

@@ -6,11 +6,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from hookrelay.domain.circuit import Via
 from hookrelay.domain.classification import FailureKind, Outcome
-from hookrelay.domain.event_types import EventType, Violation
 from hookrelay.domain.lifecycle import first_attempt_number
 from hookrelay.domain.models import (
     ApiKey,
@@ -26,6 +25,9 @@ from hookrelay.domain.paging import Position
 from hookrelay.domain.platform_events import PlatformNotice
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeadReason, DeliveryStatus
+
+if TYPE_CHECKING:  # the event catalogue's types: only the functions serving the catalogue load them
+    from hookrelay.domain.event_types import EventType, Violation
 
 
 class TenantRepository(Protocol):
@@ -576,7 +578,7 @@ class EventTypeRepository(Protocol):
 
 
 # A compiled schema: where a document breaks it (a pointer into the document), or None.
-SchemaCheck = Callable[[object], Violation | None]
+SchemaCheck = Callable[[object], "Violation | None"]
 
 
 class JsonSchemas(Protocol):
