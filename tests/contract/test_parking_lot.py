@@ -12,7 +12,7 @@ import pytest
 from hookrelay.domain.circuit import CircuitState, park_order
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import ParkedDelivery, ParkOutcome
 from tests.support.builders import TENANT, a_delivery, an_endpoint, at
@@ -212,6 +212,24 @@ def test_ending_a_parked_delivery_takes_it_out_of_the_lot(stores: Stores) -> Non
     assert ended.status is DeliveryStatus.DEAD and ended.completed_at == ended.updated_at == at(20)
     assert ended.expires_at == 4242 and ended.next_attempt_at is None and ended.parked_at is None
     assert parked_ids(stores) == [] and parked_count(stores) == 0
+
+
+def test_a_dead_ending_writes_its_reason_and_counted_mark_with_it(stores: Stores) -> None:
+    open_circuit(stores)
+    park(stores, a_delivery())
+    [read] = stores.parking.parked("ep_1", 10)
+    ended = stores.parking.end(read, "ep_1", DeliveryStatus.DEAD, at(20), 4242, dead_reason=DeadReason.HORIZON)
+    assert ended is not None and ended == stored(stores)
+    assert ended.dead_reason is DeadReason.HORIZON and ended.dead_lettered_at == at(20)
+
+
+def test_only_a_dead_ending_has_a_reason(stores: Stores) -> None:
+    open_circuit(stores)
+    park(stores, a_delivery())
+    [read] = stores.parking.parked("ep_1", 10)
+    with pytest.raises(ValueError, match="no dead reason"):
+        stores.parking.end(read, "ep_1", DeliveryStatus.CANCELLED, at(20), 1, dead_reason=DeadReason.HORIZON)
+    assert stored(stores).parked_at is not None and parked_count(stores) == 1
 
 
 def test_a_parked_delivery_that_moved_on_since_it_was_read_is_not_ended(stores: Stores) -> None:

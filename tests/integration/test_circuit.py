@@ -344,6 +344,34 @@ def test_a_parked_delivery_past_its_horizon_is_dead_with_its_reason(
     assert outage.parked() == 0
 
 
+def test_a_parked_deliverys_death_and_its_reason_are_one_write(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash right after a parked delivery's death is written leaves it dead with its reason and marked counted,
+    not a dead delivery with no reason; the next sweep ends the others and leaves it be."""
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    outage.publish(2)
+    platform.pump()
+    parked_before = outage.parked()
+    later = utcnow() + timedelta(seconds=HORIZON_SECONDS + 5)
+    service = replace(wiring.circuit_service(), clock=lambda: later)
+
+    def crash(*_: object) -> None:
+        raise RuntimeError("the sweeper died right after the death's write")
+
+    monkeypatch.setattr(service.events, "extend_expiry", crash)
+    with pytest.raises(RuntimeError):
+        service.sweep()
+    dead = [d for d in map(outage.delivery, outage.delivery_ids) if d.status is DeliveryStatus.DEAD]
+    assert len(dead) == 1 and outage.parked() == parked_before - 1
+    assert dead[0].dead_reason is DeadReason.HORIZON and dead[0].dead_lettered_at is not None
+
+    monkeypatch.undo()
+    assert service.sweep().expired == parked_before - 1
+    assert outage.delivery(dead[0].id) == dead[0]  # not ended, nor counted, again
+
+
 def test_disabling_an_endpoint_with_an_open_circuit_cancels_what_is_parked(
     platform: Platform, consumer: ScriptedConsumer
 ) -> None:

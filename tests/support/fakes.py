@@ -610,8 +610,16 @@ class FakeParkingLot:
             del self.parked_by[delivery_id]
 
     def end(
-        self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
+        self,
+        parked: ParkedDelivery,
+        endpoint_id: str,
+        status: DeliveryStatus,
+        now: datetime,
+        expires_at: int,
+        dead_reason: DeadReason | None = None,
     ) -> Delivery | None:
+        if dead_reason is not None and status is not DeliveryStatus.DEAD:
+            raise ValueError(f"a {status.value} delivery has no dead reason")
         current = self.deliveries.get(parked.id)
         if (
             current is None
@@ -621,6 +629,7 @@ class FakeParkingLot:
         ):
             self._drop_if_stale(parked.id, endpoint_id)
             return None
+        death = {"dead_lettered_at": now, "dead_reason": dead_reason} if dead_reason is not None else {}
         return self._unpark(
             current,
             status=status,
@@ -629,6 +638,7 @@ class FakeParkingLot:
             expires_at=expires_at,
             next_attempt_at=None,
             claimed_at=None,
+            **death,
         )
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:

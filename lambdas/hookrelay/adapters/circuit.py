@@ -35,7 +35,7 @@ from hookrelay.adapters.dynamodb import (
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.ports import ParkedDelivery, ParkOutcome
 
 _PARKED = schema.PARKED_MARK
@@ -377,7 +377,13 @@ class DynamoParkingLot:
         self._drop_entry(endpoint_id, {"id": delivery_id, "event_order": event_order})
 
     def end(
-        self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
+        self,
+        parked: ParkedDelivery,
+        endpoint_id: str,
+        status: DeliveryStatus,
+        now: datetime,
+        expires_at: int,
+        dead_reason: DeadReason | None = None,
     ) -> Delivery | None:
         sets = ["#s = :status", "updated_at = :now", "completed_at = :now", "expires_at = :e"]
         removes = ["#parked", "parked_at", "next_attempt_at", "claimed_at"]
@@ -390,6 +396,11 @@ class DynamoParkingLot:
             ":was": parked.status.value,
             ":made": parked.attempt_count,
         }
+        if dead_reason is not None:
+            if status is not DeliveryStatus.DEAD:
+                raise ValueError(f"a {status.value} delivery has no dead reason")
+            sets += ["dead_lettered_at = :now", "dead_reason = :why"]
+            values[":why"] = dead_reason.value
         result = conditional_write(
             self.deliveries.update_item,
             Key={"id": parked.id},

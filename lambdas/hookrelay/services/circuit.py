@@ -322,15 +322,19 @@ class CircuitService:
         return cancelled
 
     def _end_dead(self, endpoint: Endpoint, parked: ParkedDelivery, now: datetime) -> int:
-        """A parked delivery past its horizon dies in bulk, not one execution each: the record first (dead, kept
-        for the redrive window), then why it died, then its count. A crash in between leaves it dead, in the log and
-        redrivable, uncounted; `dead_lettered_at` and `dead_reason` stay unset to show it."""
-        ended = self.parking.lot.end(parked, endpoint.id, DeliveryStatus.DEAD, now, retention_expiry(now))
+        """A parked delivery past its horizon dies in bulk, not one execution each: the record (dead, kept for the
+        redrive window, with why it died, marked counted) in one write, then its event kept as long, then its count.
+        Only the write that ends it can succeed (it is conditional on the delivery still parked as read), so it is
+        counted once. A crash after it leaves it dead, in the log with its reason and redrivable, and uncounted;
+        its event's expiry not pushed on, which only matters by as long as the death came after the horizon (the
+        event was stored to live through the horizon and the redrive window after it: `event_expiry`)."""
+        ended = self.parking.lot.end(
+            parked, endpoint.id, DeliveryStatus.DEAD, now, retention_expiry(now), dead_reason=DeadReason.HORIZON
+        )
         if ended is None:
             return 0
         self.events.extend_expiry(ended.event_id, retention_expiry(now))
-        if self.deliveries.mark_dead_lettered(ended.id, now, DeadReason.HORIZON):
-            self.dead_letters.publish(ended, DeadReason.HORIZON)
+        self.dead_letters.publish(ended, DeadReason.HORIZON)
         self.telemetry.count(PARKED_EXPIRED)
         return 1
 

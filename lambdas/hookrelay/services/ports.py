@@ -295,10 +295,17 @@ class ParkingLot(ParkedCount, Protocol):
         """Drop the delivery's lot entry, kept by a probe's claim, once its attempt is settled (not parked again)."""
 
     def end(
-        self, parked: ParkedDelivery, endpoint_id: str, status: DeliveryStatus, now: datetime, expires_at: int
+        self,
+        parked: ParkedDelivery,
+        endpoint_id: str,
+        status: DeliveryStatus,
+        now: datetime,
+        expires_at: int,
+        dead_reason: DeadReason | None = None,
     ) -> Delivery | None:
         """Take a parked delivery out of the lot and end it (`dead` or `cancelled`); the ended delivery, or None
-        if it was no longer parked as read."""
+        if it was no longer parked as read. A `dead` ending's `dead_reason` is written with it, the death marked
+        counted (`dead_lettered_at`) in the same write: the caller counts it next."""
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
         """Strongly consistent reads of those of `delivery_ids` that exist, in no particular order."""
