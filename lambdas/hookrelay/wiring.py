@@ -145,17 +145,22 @@ def enforce_event_catalogue() -> bool:
 def ingest_service() -> IngestService:
     from hookrelay.adapters.event_types import EventTypeTable
     from hookrelay.adapters.json_schema import FastJsonSchemas
+    from hookrelay.adapters.telemetry import PowertoolsTelemetry
     from hookrelay.services.event_types import EventDataCheck
 
     return _ingest(
         delivery_table(),
         EventDataCheck(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas()),
         parking=_parking(),
+        telemetry=PowertoolsTelemetry(service=functions.INGEST.name),
     )
 
 
 def _ingest(
-    deliveries: DeliveryLog, event_types: EventDataCheck | None, parking: Parking | None = None
+    deliveries: DeliveryLog,
+    event_types: EventDataCheck | None,
+    parking: Parking | None = None,
+    telemetry: PowertoolsTelemetry | None = None,
 ) -> IngestService:
     """Ingest as producers' events and platform events go through it: the same stores, queue and schedule."""
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable, TenantTable
@@ -173,6 +178,7 @@ def _ingest(
         writer_window=RECONCILE_GRACE,
         event_types=event_types,
         parking=parking,
+        telemetry=telemetry,
     )
 
 

@@ -27,7 +27,8 @@ from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState, Via
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.models import Delivery, Endpoint
 from hookrelay.domain.status import DeadReason, DeliveryStatus
-from hookrelay.services.ports import DeliveryMessage
+from hookrelay.functions import INGEST
+from hookrelay.services.ports import DELIVERIES_PARKED, DeliveryMessage
 from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
 from scripts.create_admin_key import create_admin_key
@@ -548,6 +549,19 @@ def test_events_published_while_the_circuit_is_open_are_parked_on_arrival_with_n
     answered = zip(consumer.received, consumer.answers, strict=True)
     delivered = [r.headers["webhook-id"] for r, status in answered if status == 200]
     assert delivered == outage.event_ids  # drained with the rest, in event order, each once
+
+
+def test_ingest_counts_what_it_parks_on_arrival(
+    platform: Platform, consumer: ScriptedConsumer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The `DeliveriesParked` metric in ingest's own EMF record (the delivery function counts the parks it makes)."""
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    capsys.readouterr()
+    outage.publish(2)
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    counted = [r[DELIVERIES_PARKED] for r in records if DELIVERIES_PARKED in r and r.get("service") == INGEST.name]
+    assert counted == [[1], [1]]  # one record per request, each counting its delivery
 
 
 def test_a_circuit_closed_as_the_delivery_parks_on_arrival_has_it_sent(

@@ -19,6 +19,7 @@ from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
+    DELIVERIES_PARKED,
     AttemptRecord,
     AttemptReport,
     CircuitCommand,
@@ -46,7 +47,6 @@ FAILING_SPELL_ERRORS = "FailingSpellErrors"  # metric: the endpoint's failing-sp
 CIRCUIT_OPENED = "CircuitOpened"
 CIRCUIT_REOPENED = "CircuitReopened"
 DRAIN_PAUSED = "DrainPaused"
-DELIVERIES_PARKED = "DeliveriesParked"
 
 
 @dataclass(frozen=True)

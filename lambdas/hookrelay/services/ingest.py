@@ -63,8 +63,10 @@ from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.event_types import EventDataCheck
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
+    DELIVERIES_PARKED,
     DeliveryLog,
     DeliveryQueue,
+    DeliveryTelemetry,
     EndpointRepository,
     EventRepository,
     TenantRepository,
@@ -138,6 +140,7 @@ class IngestService:
     # Parks new deliveries behind their endpoint's open circuit on arrival; None: every delivery is enqueued, and the
     # delivery function parks those that must wait (platform events, sent from functions without the lot).
     parking: Parking | None = None
+    telemetry: DeliveryTelemetry | None = None  # counts the deliveries parked on arrival
     clock: Callable[[], datetime] = field(default=utcnow)
     _known_tenants: set[str] = field(default_factory=set, init=False, repr=False)
 
@@ -246,6 +249,8 @@ class IngestService:
             assert self.parking is not None
             taken_out = {d.id for d in self.parking.park_new([d for d, _ in parked], tenant_id, endpoint_id)}
             sending.extend(pair for pair in parked if pair[0].id in taken_out)
+            if self.telemetry is not None and len(parked) > len(taken_out):
+                self.telemetry.count(DELIVERIES_PARKED, len(parked) - len(taken_out))
         self.queue.enqueue([first_attempt_message(d, event) for d, event in sending])
 
     def _refused_by_catalogue(self, items: Sequence[BatchItem]) -> dict[int, DomainError]:

@@ -439,6 +439,11 @@ class RetryWorkflow(Protocol):
         """Give the probe workflow its next command; False if it no longer waits on `reply_to`."""
 
 
+# Metric: deliveries that went into the lot, counted by the function that parked them (ingest, on arrival; the
+# delivery function, a queued message), each under its own service: the total is the sum of both.
+DELIVERIES_PARKED = "DeliveriesParked"
+
+
 class DeliveryTelemetry(Protocol):
     """What operators see of the delivery path beside its records: logs and metrics."""
 
