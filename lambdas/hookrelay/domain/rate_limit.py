@@ -60,7 +60,7 @@ class Tally:
 
     def admit_unwritten(self) -> bool:
         """Admit a request without a write when this container may (a counted-ahead request, or the window's
-        first); False when the shared counter must be asked (or, `over`, the request refused)."""
+        first); False when the shared counter must be asked. (A tally that is `over` refuses before asking.)"""
         if self.ahead:
             self.ahead -= 1
         elif self.admitted:
