@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from hookrelay.services.operational_events import OperationalEvents
     from hookrelay.services.parking import Parking
     from hookrelay.services.portal import PortalSessionService
-    from hookrelay.services.ports import DeliveryLog
+    from hookrelay.services.ports import DeliveryLog, DeliveryTelemetry
     from hookrelay.services.rate_limit import RateLimiter
     from hookrelay.services.reconcile import Reconciler
     from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
@@ -160,7 +160,7 @@ def _ingest(
     deliveries: DeliveryLog,
     event_types: EventDataCheck | None,
     parking: Parking | None = None,
-    telemetry: PowertoolsTelemetry | None = None,
+    telemetry: DeliveryTelemetry | None = None,
 ) -> IngestService:
     """Ingest as producers' events and platform events go through it: the same stores, queue and schedule."""
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable, TenantTable
@@ -246,7 +246,6 @@ def circuit_service() -> CircuitService:
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking(),
-        deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
         queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
         workflow=_retry_workflow(),

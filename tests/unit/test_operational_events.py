@@ -371,7 +371,6 @@ def circuit_world(down: Endpoint) -> tuple[CircuitService, Pipeline, RecordingTe
         endpoints=endpoints,
         circuits=FakeCircuits(endpoints),
         parking=Parking(lot, FakeCircuits(endpoints), endpoints),
-        deliveries=deliveries,
         events=FakeEvents(),
         queue=RecordingQueue(),
         workflow=RecordingWorkflow(),

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from hookrelay.domain.rate_limit import LEASE_SHARE
 from hookrelay.services.rate_limit import RateLimiter
+from tests.support.fakes import FakeClock
 
 SECOND = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -31,20 +32,12 @@ class SharedCounters:
         return True
 
 
-@dataclass
-class Clock:
-    now: datetime = SECOND
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-def container(counters: SharedCounters, clock: Clock, limit: int) -> RateLimiter:
+def container(counters: SharedCounters, clock: FakeClock, limit: int) -> RateLimiter:
     return RateLimiter(counters, per_key_per_second=limit, clock=clock)
 
 
 def test_a_keys_only_request_of_a_second_is_admitted_without_a_write() -> None:
-    counters, clock = SharedCounters(), Clock()
+    counters, clock = SharedCounters(), FakeClock(SECOND)
     limiter = container(counters, clock, limit=50)
     for n in range(5):  # a request every 2.5 s: each the first of its second
         clock.now = SECOND + timedelta(seconds=2.5 * n)
@@ -53,14 +46,14 @@ def test_a_keys_only_request_of_a_second_is_admitted_without_a_write() -> None:
 
 
 def test_the_seconds_first_request_is_counted_by_the_next_so_one_container_gets_exactly_the_limit() -> None:
-    counters, clock = SharedCounters(), Clock()
+    counters, clock = SharedCounters(), FakeClock(SECOND)
     limiter = container(counters, clock, limit=3)
     assert [limiter.admit("key_a") for _ in range(5)] == [True, True, True, False, False]
     assert counters.counts == {f"key_a#{int(SECOND.timestamp())}": 3}  # the free first one included
 
 
 def test_once_refused_the_key_is_refused_for_the_rest_of_the_second_without_writes() -> None:
-    counters, clock = SharedCounters(), Clock()
+    counters, clock = SharedCounters(), FakeClock(SECOND)
     limiter = container(counters, clock, limit=3)
     for _ in range(4):
         limiter.admit("key_a")
@@ -72,7 +65,7 @@ def test_once_refused_the_key_is_refused_for_the_rest_of_the_second_without_writ
 
 
 def test_a_busy_key_is_counted_ahead_in_the_following_seconds() -> None:
-    counters, clock = SharedCounters(), Clock()
+    counters, clock = SharedCounters(), FakeClock(SECOND)
     limiter = container(counters, clock, limit=50)
     writes_per_second = []
     for second in range(3):
@@ -87,7 +80,7 @@ def test_a_busy_key_is_counted_ahead_in_the_following_seconds() -> None:
 
 
 def test_a_lease_is_not_carried_over_a_quiet_gap() -> None:
-    counters, clock = SharedCounters(), Clock()
+    counters, clock = SharedCounters(), FakeClock(SECOND)
     limiter = container(counters, clock, limit=50)
     for _ in range(40):
         limiter.admit("key_a")
@@ -98,7 +91,7 @@ def test_a_lease_is_not_carried_over_a_quiet_gap() -> None:
 
 
 def test_near_the_limit_a_lease_that_does_not_fit_is_dropped_and_the_request_still_counted() -> None:
-    counters, clock = SharedCounters(), Clock()
+    counters, clock = SharedCounters(), FakeClock(SECOND)
     limiter = container(counters, clock, limit=20)
     for _ in range(20):
         limiter.admit("key_a")
@@ -114,7 +107,7 @@ def test_near_the_limit_a_lease_that_does_not_fit_is_dropped_and_the_request_sti
 
 
 def test_a_lease_held_unused_elsewhere_costs_the_key_at_most_its_share_of_the_limit() -> None:
-    counters, clock = SharedCounters(), Clock()
+    counters, clock = SharedCounters(), FakeClock(SECOND)
     quiet, flooded = container(counters, clock, limit=40), container(counters, clock, limit=40)
     clock.now = SECOND - timedelta(seconds=1)
     for _ in range(30):
@@ -126,7 +119,7 @@ def test_a_lease_held_unused_elsewhere_costs_the_key_at_most_its_share_of_the_li
 
 
 def test_keys_are_tallied_apart() -> None:
-    counters, clock = SharedCounters(), Clock()
+    counters, clock = SharedCounters(), FakeClock(SECOND)
     limiter = container(counters, clock, limit=2)
     assert [limiter.admit("key_a") for _ in range(3)] == [True, True, False]
     assert [limiter.admit("key_b") for _ in range(3)] == [True, True, False]
@@ -144,7 +137,7 @@ def test_containers_together_stay_within_the_stated_bounds(
     """Any interleaving of one key's requests over several containers in one second, each container having seen the
     key at its own rate the second before: at most one request per container over the limit, and a key that asks
     enough is refused no sooner than the other containers' unused leases explain."""
-    counters, clock = SharedCounters(), Clock()
+    counters, clock = SharedCounters(), FakeClock(SECOND)
     containers = [container(counters, clock, limit) for _ in busy_before]
     for limiter, busy in zip(containers, busy_before, strict=True):
         clock.now = SECOND - timedelta(seconds=1)

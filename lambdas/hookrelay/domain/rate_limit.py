@@ -38,13 +38,17 @@ LEASE_SHARE = 4
 @dataclass(frozen=True)
 class Window:
     counter_id: str  # one counter per key and second
-    expires_at: int  # epoch seconds, for TTL
     second: int  # its start, epoch seconds
+
+    @property
+    def expires_at(self) -> int:
+        """Epoch seconds, for TTL."""
+        return self.second + COUNTER_LIFETIME_SECONDS
 
 
 def window(key_id: str, now: datetime) -> Window:
     second = epoch_seconds(now) // WINDOW_SECONDS * WINDOW_SECONDS
-    return Window(counter_id=f"{key_id}#{second}", expires_at=second + COUNTER_LIFETIME_SECONDS, second=second)
+    return Window(counter_id=f"{key_id}#{second}", second=second)
 
 
 @dataclass

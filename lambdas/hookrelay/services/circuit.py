@@ -33,7 +33,6 @@ from hookrelay.services.ports import (
     DeadLetters,
     DeliveryMessage,
     DeliveryQueue,
-    DeliveryRepository,
     DeliveryTelemetry,
     EndpointRepository,
     EventRepository,
@@ -67,7 +66,6 @@ class CircuitService:
     endpoints: EndpointRepository
     circuits: CircuitRepository
     parking: Parking
-    deliveries: DeliveryRepository
     events: EventRepository
     queue: DeliveryQueue
     workflow: RetryWorkflow
