@@ -4,6 +4,7 @@ DynamoDB; a worker holding a stale read (another state, another probe workflow's
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -99,7 +100,7 @@ def test_open_applies_once_when_workers_race(stores: Stores) -> None:
 
 def test_open_is_refused_for_an_endpoint_not_enabled(stores: Stores) -> None:
     read = failed(stores, THRESHOLD)
-    disabled = read.model_copy(update={"state": EndpointState.DISABLED, "updated_at": at(1)})
+    disabled = replace(read, state=EndpointState.DISABLED, updated_at=at(1))
     assert stores.endpoints.replace(disabled, expected_updated_at=read.updated_at)
     assert not stores.circuits.open(read, at(2), at(60), THRESHOLD)
     assert stored(stores).circuit is CircuitState.CLOSED
@@ -235,7 +236,7 @@ def test_take_over_is_refused_for_a_closed_circuit(stores: Stores) -> None:
 
 def disable(stores: Stores) -> Endpoint:
     read = stored(stores)
-    off = read.model_copy(update={"state": EndpointState.DISABLED, "updated_at": at(2)})
+    off = replace(read, state=EndpointState.DISABLED, updated_at=at(2))
     assert stores.endpoints.replace(off, expected_updated_at=read.updated_at)
     return stored(stores)
 

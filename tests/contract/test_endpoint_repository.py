@@ -3,6 +3,8 @@ delivery path keeps, and the sweeper's notices, the same on the fake and on Dyna
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.models import Endpoint, EndpointState, FailureNotice
 from tests.support.builders import TENANT, an_endpoint, at
@@ -39,7 +41,7 @@ def test_put_then_get_and_list_return_the_tenants_endpoints_only(stores: Stores)
 def test_replace_writes_the_change_when_nobody_wrote_since_the_read(stores: Stores) -> None:
     read = an_endpoint()
     stores.endpoints.put(read)
-    changed = read.model_copy(update={"description": "changed", "max_in_flight": 4, "updated_at": at(1)})
+    changed = replace(read, description="changed", max_in_flight=4, updated_at=at(1))
     assert stores.endpoints.replace(changed, expected_updated_at=read.updated_at)
     assert stored(stores) == changed
 
@@ -47,8 +49,8 @@ def test_replace_writes_the_change_when_nobody_wrote_since_the_read(stores: Stor
 def test_replace_is_refused_when_the_endpoint_was_written_since_the_read(stores: Stores) -> None:
     read = an_endpoint()
     stores.endpoints.put(read)
-    first = read.model_copy(update={"description": "first", "updated_at": at(1)})
-    second = read.model_copy(update={"description": "second", "updated_at": at(2)})
+    first = replace(read, description="first", updated_at=at(1))
+    second = replace(read, description="second", updated_at=at(2))
     assert stores.endpoints.replace(first, expected_updated_at=read.updated_at)
     assert not stores.endpoints.replace(second, expected_updated_at=read.updated_at)
     assert stored(stores) == first
@@ -58,14 +60,14 @@ def test_replace_is_refused_when_a_failing_spell_started_since_the_read(stores: 
     read = an_endpoint()
     stores.endpoints.put(read)
     assert stores.endpoints.mark_failing(TENANT, "ep_1", at(1))
-    changed = read.model_copy(update={"description": "changed", "updated_at": at(2)})
+    changed = replace(read, description="changed", updated_at=at(2))
     assert not stores.endpoints.replace(changed, expected_updated_at=read.updated_at)
     assert stored(stores).description is None and stored(stores).failing_since == at(1)
 
 
 def test_replace_compares_the_spell_with_the_record_read_when_the_change_ends_it(stores: Stores) -> None:
     read = failing_endpoint(stores)
-    enabled_again = read.model_copy(update={"failing_since": None, "failure_notice": None, "updated_at": at(5)})
+    enabled_again = replace(read, failing_since=None, failure_notice=None, updated_at=at(5))
     assert stores.endpoints.replace(enabled_again, expected_updated_at=read.updated_at, read=read)
     assert stored(stores).failing_since is None
     assert list(stores.failing.failing(at(100))) == []
@@ -75,7 +77,7 @@ def test_replace_leaves_the_circuit_as_the_delivery_path_wrote_it(stores: Stores
     read = an_endpoint()
     stores.endpoints.put(read)
     stores.circuits.count_failure(TENANT, "ep_1", "dlv_1")  # between the service's read and its write
-    changed = read.model_copy(update={"description": "changed", "updated_at": at(1)})
+    changed = replace(read, description="changed", updated_at=at(1))
     assert stores.endpoints.replace(changed, expected_updated_at=read.updated_at)
     after = stored(stores)
     assert after.description == "changed"
@@ -124,7 +126,7 @@ def test_failing_lists_enabled_endpoints_failing_since_before_then_longest_first
     failing_endpoint(stores, "ep_too_recent", since_s=100)
     stores.endpoints.put(an_endpoint("ep_healthy"))
     off = failing_endpoint(stores, "ep_off", since_s=0)
-    disabled = off.model_copy(update={"state": EndpointState.DISABLED, "updated_at": at(1)})
+    disabled = replace(off, state=EndpointState.DISABLED, updated_at=at(1))
     assert stores.endpoints.replace(disabled, expected_updated_at=off.updated_at)
     assert [e.id for e in stores.failing.failing(at(30))] == ["ep_early", "ep_late"]
 
@@ -144,7 +146,7 @@ def test_a_notice_of_an_ended_spell_or_a_disabled_endpoint_is_refused(stores: St
     assert stores.endpoints.mark_failing(TENANT, "ep_1", at(50))  # a new spell
     assert not stores.failing.record_notice(read, FailureNotice.FAILING_1D)
     current = stored(stores)
-    disabled = current.model_copy(update={"state": EndpointState.DISABLED, "updated_at": at(60)})
+    disabled = replace(current, state=EndpointState.DISABLED, updated_at=at(60))
     assert stores.endpoints.replace(disabled, expected_updated_at=current.updated_at)
     assert not stores.failing.record_notice(current, FailureNotice.FAILING_1D)
     assert stored(stores).failure_notice is None

@@ -327,7 +327,7 @@ def test_behind_a_disabled_endpoint_or_an_unknown_one_nothing_stays_parked(store
     open_circuit(stores)
     read = stores.endpoints.get(TENANT, "ep_1")
     assert read is not None
-    off = read.model_copy(update={"state": EndpointState.DISABLED, "updated_at": at(1)})
+    off = replace(read, state=EndpointState.DISABLED, updated_at=at(1))
     assert stores.endpoints.replace(off, expected_updated_at=read.updated_at)
     stores.deliveries.put_many([a_delivery(), a_delivery("dlv_2", endpoint_id="ep_missing")])
     assert park_behind(stores) is ParkOutcome.CIRCUIT_CLOSED

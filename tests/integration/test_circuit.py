@@ -21,6 +21,7 @@ from hookrelay import wiring
 from hookrelay.adapters import schema
 from hookrelay.adapters.circuit import DynamoParkingLot
 from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
+from hookrelay.adapters.records import from_data
 from hookrelay.adapters.sqs import SqsDeliveryQueue
 from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState, Via
@@ -499,7 +500,7 @@ def unanswered_delivery(outage: Outage) -> Delivery:
     """The one delivery of the outage's endpoint that no 202 reported (its request crashed)."""
     items = table("DELIVERIES_TABLE").scan()["Items"]
     [item] = [i for i in items if i["endpoint_id"] == outage.endpoint_id and i["id"] not in outage.delivery_ids]
-    return Delivery.model_validate(item)
+    return from_data(Delivery, item)
 
 
 def close_unseen(outage: Outage) -> None:
@@ -574,7 +575,7 @@ def test_a_circuit_closed_as_the_delivery_parks_on_arrival_has_it_sent(
     monkeypatch.setattr(
         EndpointTable,
         "list_for_tenant",
-        lambda self, tenant_id: [e.model_copy(update={"circuit": CircuitState.OPEN}) for e in listed(self, tenant_id)],
+        lambda self, tenant_id: [replace(e, circuit=CircuitState.OPEN) for e in listed(self, tenant_id)],
     )
     sent = sent_ids(monkeypatch)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -397,15 +397,14 @@ def with_a_last_attempt_due(world: World) -> None:
         )
         for n in (1, 2)
     ]
-    delivery = seeded.delivery.model_copy(
-        update={
-            "attempts": failed,
-            "attempt_count": 2,
-            "first_attempt_at": failed[0].started_at,
-            "next_attempt_at": utcnow() - timedelta(seconds=1),
-            "completed_at": None,
-            "expires_at": None,
-        }
+    delivery = replace(
+        seeded.delivery,
+        attempts=failed,
+        attempt_count=2,
+        first_attempt_at=failed[0].started_at,
+        next_attempt_at=utcnow() - timedelta(seconds=1),
+        completed_at=None,
+        expires_at=None,
     )
     store([type(seeded)(seeded.event, delivery)])
     message = {"delivery_id": delivery.id, "tenant_id": world.tenant_id, "attempt": 3, "endpoint_id": world.endpoint_id}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -257,8 +258,8 @@ def test_during_the_overlap_each_delivery_carries_both_signatures_and_afterwards
 
     # The overlap ends (as if an hour had passed): the old secret stops signing.
     endpoint = stored(tenant, created["id"])
-    old = endpoint.secrets[0].model_copy(update={"expires_at": utcnow() - timedelta(seconds=1)})
-    wiring.endpoint_service().endpoints.put(endpoint.model_copy(update={"secrets": [old, *endpoint.secrets[1:]]}))
+    old = replace(endpoint.secrets[0], expires_at=utcnow() - timedelta(seconds=1))
+    wiring.endpoint_service().endpoints.put(replace(endpoint, secrets=[old, *endpoint.secrets[1:]]))
     tenant.publish()
     platform.pump()
     after = consumer.wait_for(2)[1]

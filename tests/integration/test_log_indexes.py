@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -164,12 +165,12 @@ def test_only_the_fan_out_id_of_its_event_and_endpoint_counts_as_fan_out() -> No
     made = make("ten_1", "ep_1", now)
     endpoint = Endpoint(id="ep_1", tenant_id="ten_1", url="https://a.example", event_types=["*"], secrets=[],
                         created_at=now, updated_at=now)  # fmt: skip
-    derived = made.delivery.model_copy(update={"id": fan_out_id(made.event, endpoint)})
+    derived = replace(made.delivery, id=fan_out_id(made.event, endpoint))
 
     assert is_fan_out(derived)
     assert not is_fan_out(made.delivery)  # a random id
-    assert not is_fan_out(derived.model_copy(update={"endpoint_id": "ep_2"}))
-    assert not is_fan_out(derived.model_copy(update={"event_id": "evt_other"}))
+    assert not is_fan_out(replace(derived, endpoint_id="ep_2"))
+    assert not is_fan_out(replace(derived, event_id="evt_other"))
 
 
 def test_a_hot_tenant_s_writes_spread_over_every_shard_of_each_log_index(platform: Platform) -> None:

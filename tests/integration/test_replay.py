@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from standardwebhooks import Webhook
 
 from hookrelay import wiring
@@ -63,7 +65,7 @@ def test_replay_to_a_disabled_endpoint_conflicts(platform: Platform, consumer: S
     [original_id] = publish(platform, tenant_id)["delivery_ids"]
     platform.pump()
     endpoints = wiring.delivery_log_service().endpoints
-    endpoints.put(endpoints.get(tenant_id, endpoint_id).model_copy(update={"state": EndpointState.DISABLED}))
+    endpoints.put(replace(endpoints.get(tenant_id, endpoint_id), state=EndpointState.DISABLED))
 
     for path in (f"/v1/deliveries/{original_id}/replay", f"/v1/endpoints/{endpoint_id}/test"):
         response = platform.call("POST", path, token)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from hookrelay.domain.circuit import CircuitState
@@ -71,14 +71,13 @@ class FakeDeliveries:
         )
         if not (fresh or abandoned):
             return None
-        claimed = current.model_copy(
-            update={
-                "status": DeliveryStatus.ATTEMPTING,
-                "attempt_count": attempt_number,
-                "claimed_at": now,
-                "updated_at": now,
-                "first_attempt_at": current.first_attempt_at or now,
-            }
+        claimed = replace(
+            current,
+            status=DeliveryStatus.ATTEMPTING,
+            attempt_count=attempt_number,
+            claimed_at=now,
+            updated_at=now,
+            first_attempt_at=current.first_attempt_at or now,
         )
         self.items[delivery_id] = claimed
         return claimed
@@ -91,16 +90,15 @@ class FakeDeliveries:
             or current.attempt_count != attempt_number
         ):
             return False
-        self.items[delivery_id] = current.model_copy(
-            update={
-                "status": record.status,
-                "updated_at": record.completed_at or record.attempt.started_at,
-                "attempts": [*current.attempts, record.attempt],
-                "next_attempt_at": record.next_attempt_at,
-                "completed_at": record.completed_at,
-                "expires_at": record.expires_at,
-                "claimed_at": None,
-            }
+        self.items[delivery_id] = replace(
+            current,
+            status=record.status,
+            updated_at=record.completed_at or record.attempt.started_at,
+            attempts=[*current.attempts, record.attempt],
+            next_attempt_at=record.next_attempt_at,
+            completed_at=record.completed_at,
+            expires_at=record.expires_at,
+            claimed_at=None,
         )
         return True
 
@@ -122,14 +120,14 @@ class FakeDeliveries:
             update["completed_at"] = now
         if expires_at is not None:
             update["expires_at"] = expires_at
-        self.items[delivery_id] = current.model_copy(update=update)
+        self.items[delivery_id] = replace(current, **update)
         return True
 
     def mark_dead_lettered(self, delivery_id: str, at: datetime, reason: DeadReason) -> bool:
         current = self.items.get(delivery_id)
         if current is None or current.status is not DeliveryStatus.DEAD or current.dead_lettered_at is not None:
             return False
-        self.items[delivery_id] = current.model_copy(update={"dead_lettered_at": at, "dead_reason": reason})
+        self.items[delivery_id] = replace(current, dead_lettered_at=at, dead_reason=reason)
         return True
 
     def put_new(self, delivery: Delivery) -> bool:
@@ -167,11 +165,11 @@ class FakeEndpoints:
             or not self.same_spell(current, read or endpoint)
         ):
             return False
-        self.put(endpoint.model_copy(update={name: getattr(current, name) for name in CIRCUIT_FIELDS}))
+        self.put(replace(endpoint, **{name: getattr(current, name) for name in CIRCUIT_FIELDS}))
         return True
 
     def _update(self, endpoint: Endpoint, **changes: object) -> None:
-        self.items[(endpoint.tenant_id, endpoint.id)] = endpoint.model_copy(update=changes)
+        self.items[(endpoint.tenant_id, endpoint.id)] = replace(endpoint, **changes)
 
     def mark_failing(self, tenant_id: str, endpoint_id: str, since: datetime) -> bool:
         current = self.items.get((tenant_id, endpoint_id))
@@ -204,7 +202,7 @@ class FakeEndpoints:
 
     def withdraw_notice(self, endpoint: Endpoint, notice: FailureNotice) -> None:
         current = self.items.get((endpoint.tenant_id, endpoint.id))
-        if current is not None and self.same_spell(current, endpoint.model_copy(update={"failure_notice": notice})):
+        if current is not None and self.same_spell(current, replace(endpoint, failure_notice=notice)):
             self._update(current, failure_notice=endpoint.failure_notice)
 
 
@@ -252,7 +250,7 @@ class FakeEvents:
         self.extensions.append((event_id, expires_at))
         event = self.items.get(event_id)
         if event is not None:
-            self.items[event_id] = event.model_copy(update={"expires_at": max(event.expires_at, expires_at)})
+            self.items[event_id] = replace(event, expires_at=max(event.expires_at, expires_at))
 
 
 @dataclass
@@ -518,7 +516,7 @@ class FakeParkingLot:
         ):
             return ParkOutcome.NOT_PARKABLE
         order = current.event_order or f"{to_rfc3339(at)}#{delivery_id}"
-        self.deliveries.items[delivery_id] = current.model_copy(update={"parked_at": at, "event_order": order})
+        self.deliveries.items[delivery_id] = replace(current, parked_at=at, event_order=order)
         self.marks[delivery_id] = endpoint_id
         self._lot_write("put")
         self.parked_by[delivery_id] = endpoint_id
@@ -562,7 +560,7 @@ class FakeParkingLot:
 
     def _unpark(self, delivery: Delivery, **changes: object) -> Delivery:
         self.marks.pop(delivery.id, None)
-        updated = delivery.model_copy(update={"parked_at": None, **changes})
+        updated = replace(delivery, parked_at=None, **changes)
         self.deliveries.items[delivery.id] = updated
         self._lot_write("drop")
         self.parked_by.pop(delivery.id, None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from hookrelay.domain.models import ApiKey
@@ -21,5 +22,5 @@ class MemoryApiKeys:
         key = self.items.get(key_id)
         if key is None:
             return False
-        self.items[key_id] = key.model_copy(update={"revoked_at": key.revoked_at or at})
+        self.items[key_id] = replace(key, revoked_at=key.revoked_at or at)
         return True

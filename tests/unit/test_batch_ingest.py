@@ -4,6 +4,7 @@ item whose idempotency key published its event before converges (or waits for th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -125,8 +126,8 @@ def test_a_retried_item_whose_deliveries_started_sends_nothing_again(service: In
     deliveries = service.deliveries
     assert isinstance(deliveries, FakeDeliveries)
     for delivery_id in accepted(first).delivery_ids:
-        deliveries.items[delivery_id] = deliveries.items[delivery_id].model_copy(
-            update={"status": DeliveryStatus.DELIVERED, "attempt_count": 1}
+        deliveries.items[delivery_id] = replace(
+            deliveries.items[delivery_id], status=DeliveryStatus.DELIVERED, attempt_count=1
         )
     sent = len(queue_of(service).sent)
     [again] = service.publish_batch(tenant_id=TENANT, items=[item])

@@ -17,7 +17,18 @@ from functools import cache
 
 import pytest
 
-from hookrelay.functions import API, AUTHORIZER, DELIVERY, FUNCTIONS, INGEST, INTERPRETER_ENVIRONMENT, Function
+from hookrelay.functions import (
+    API,
+    AUTHORIZER,
+    DELIVERY,
+    FUNCTIONS,
+    INGEST,
+    INTERPRETER_ENVIRONMENT,
+    RECONCILER,
+    REDRIVE,
+    SWEEPER,
+    Function,
+)
 
 # The management API's own use cases: no other function has any business importing them.
 API_SERVICES = (
@@ -105,6 +116,22 @@ def test_a_handler_imports_no_other_functions_services(function: Function) -> No
     assert [m for prefix in foreign for m in within(loaded, prefix)] == []
 
 
+# The functions that only move the system's own records (domain/models.py: dataclasses) validate no input: pydantic
+# was about a quarter of their import time (bench/cold_start.py).
+MOVE_RECORDS = (DELIVERY, REDRIVE, SWEEPER, RECONCILER)
+
+
+@pytest.mark.parametrize("function", MOVE_RECORDS, ids=lambda f: f.name)
+def test_the_functions_that_move_records_load_no_validation_library(function: Function) -> None:
+    assert within(loaded_by(handler_module(function)), "pydantic") == []
+
+
+@pytest.mark.parametrize("function", [INGEST, API], ids=lambda f: f.name)
+def test_the_functions_that_validate_requests_load_pydantic(function: Function) -> None:
+    """The check above can fail: the functions that take requests validate them with pydantic."""
+    assert within(loaded_by(handler_module(function)), "pydantic")
+
+
 @pytest.mark.parametrize("tracing", ["true", None], ids=["disabled", "unset"])
 @pytest.mark.parametrize("function", FUNCTIONS, ids=lambda f: f.name)
 def test_with_tracing_off_no_handler_imports_the_xray_sdk(function: Function, tracing: str | None) -> None:
@@ -151,7 +178,7 @@ PLUGIN_LOOKUP = (
     "def refused(**_):\n"
     "    raise SystemExit('entry points read')\n"
     "metadata.entry_points = refused\n"
-    "import hookrelay.domain.models\n"
+    "import hookrelay.handlers.publish_schemas\n"
 )
 
 

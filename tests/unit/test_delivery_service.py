@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import re
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -217,7 +218,7 @@ def test_a_disabled_endpoint_cancels_and_ends_the_workflow(world: World) -> None
     world.script(ERROR_500)
     world.service.attempt(world.message(1))
     endpoint = world.endpoints.get("tn_1", "ep_1")
-    world.endpoints.put(endpoint.model_copy(update={"state": EndpointState.DISABLED}))
+    world.endpoints.put(replace(endpoint, state=EndpointState.DISABLED))
     retry(world, 2)
 
     assert world.current().status is DeliveryStatus.CANCELLED and world.current().expires_at is not None
@@ -227,7 +228,7 @@ def test_a_disabled_endpoint_cancels_and_ends_the_workflow(world: World) -> None
 
 def test_a_delivery_that_ends_after_its_event_would_expire_extends_the_event(world: World) -> None:
     world.script(ERROR_500)
-    world.events.items["evt_1"] = world.event.model_copy(update={"expires_at": epoch_seconds(world.clock.now)})
+    world.events.items["evt_1"] = replace(world.event, expires_at=epoch_seconds(world.clock.now))
     world.service.attempt(world.message(1))
     world.script(*[ERROR_500] * 3)
     for attempt in (2, 3, 4):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -101,9 +102,7 @@ def test_a_change_that_meets_a_concurrent_write_is_made_again_on_the_fresh_recor
         endpoints.before_write = None
         current = endpoints.get("ten_1", "ep_1")
         endpoints.put(
-            current.model_copy(
-                update={"state": EndpointState.DISABLED, "updated_at": current.updated_at + timedelta(seconds=1)}
-            )
+            replace(current, state=EndpointState.DISABLED, updated_at=current.updated_at + timedelta(seconds=1))
         )
 
     endpoints.before_write = someone_else_disables
@@ -120,7 +119,7 @@ def test_a_change_that_keeps_meeting_concurrent_writes_gives_up_with_409() -> No
 
     def someone_else_writes() -> None:
         current = endpoints.get("ten_1", "ep_1")
-        endpoints.put(current.model_copy(update={"updated_at": current.updated_at + timedelta(seconds=1)}))
+        endpoints.put(replace(current, updated_at=current.updated_at + timedelta(seconds=1)))
 
     endpoints.before_write = someone_else_writes
     with pytest.raises(Conflict):

@@ -10,6 +10,7 @@ import pytest
 
 from bench.metering import SQS_CHUNK_BYTES
 from hookrelay.adapters import sqs
+from hookrelay.adapters.records import to_data
 from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import CARRIED_EVENT_MAX_BYTES, message_body, parse_message
 from hookrelay.domain.models import Event
@@ -36,7 +37,7 @@ def test_without_a_carried_event_the_stored_one_is_read() -> None:
 
 def test_a_carried_event_of_another_delivery_is_not_used() -> None:
     world = make_world()
-    other = world.event.model_copy(update={"id": "evt_other", "body": '{"other":true}'})
+    other = replace(world.event, id="evt_other", body='{"other":true}')
     world.script(OK)
     world.service.attempt(replace(world.message(1), event=other))
     assert world.events.reads == [world.event.id]
@@ -46,7 +47,7 @@ def test_a_carried_event_of_another_delivery_is_not_used() -> None:
 def test_a_first_attempt_message_takes_its_own_event_only() -> None:
     world = make_world()
     assert first_attempt_message(world.delivery, world.event).event == world.event
-    assert first_attempt_message(world.delivery, world.event.model_copy(update={"id": "evt_other"})).event is None
+    assert first_attempt_message(world.delivery, replace(world.event, id="evt_other")).event is None
     assert first_attempt_message(world.delivery).event is None
 
 
@@ -61,7 +62,7 @@ def test_an_event_too_large_encoded_stays_out_of_the_message() -> None:
     """The limit is on the encoded event: characters escaped as JSON count as what they take in the message."""
     world = make_world()
     body = json.dumps({"data": "é" * (CARRIED_EVENT_MAX_BYTES // 3)}, ensure_ascii=False)  # under it in characters
-    message = first_attempt_message(world.delivery, world.event.model_copy(update={"body": body}))
+    message = first_attempt_message(world.delivery, replace(world.event, body=body))
     assert len(body) < CARRIED_EVENT_MAX_BYTES and message.event is not None
     parsed = parse_message(message_body(message), message.group_id, message.deduplication_id)
     assert parsed.event is None and "event" not in json.loads(message_body(message))
@@ -69,10 +70,10 @@ def test_an_event_too_large_encoded_stays_out_of_the_message() -> None:
 
 def test_ten_messages_carrying_the_largest_events_fit_one_billed_chunk() -> None:
     world = make_world()
-    event = world.event.model_copy(update={"ordering_key": "k" * 256, "sequence": 10**12})
-    overhead = len(json.dumps(event.model_dump(mode="json"), separators=(",", ":"))) - len(event.body)
-    largest = event.model_copy(update={"body": "x" * (CARRIED_EVENT_MAX_BYTES - overhead)})
-    delivery = world.delivery.model_copy(update={"id": "dlv_" + "d" * 60, "tenant_id": "tn_" + "t" * 61})
+    event = replace(world.event, ordering_key="k" * 256, sequence=10**12)
+    overhead = len(json.dumps(to_data(event), separators=(",", ":"))) - len(event.body)
+    largest = replace(event, body="x" * (CARRIED_EVENT_MAX_BYTES - overhead))
+    delivery = replace(world.delivery, id="dlv_" + "d" * 60, tenant_id="tn_" + "t" * 61)
     bodies = [message_body(first_attempt_message(delivery, largest)) for _ in range(SQS_MAX_BATCH)]
     assert all('"event"' in body for body in bodies)
     assert sum(len(body.encode()) for body in bodies) <= SQS_CHUNK_BYTES

@@ -303,7 +303,7 @@ def with_ops_endpoint(world: World) -> Pipeline:
 def test_a_success_ends_a_noticed_spell_with_one_recovered_webhook(world: World) -> None:
     ops = with_ops_endpoint(world)
     down = world.endpoints.get("tn_1", "ep_1")
-    world.endpoints.put(down.model_copy(update={"failing_since": SINCE, "failure_notice": FailureNotice.FAILING_1D}))
+    world.endpoints.put(replace(down, failing_since=SINCE, failure_notice=FailureNotice.FAILING_1D))
     world.script(OK)
     world.service.attempt(world.message(1))
     [event] = ops.of_type(PlatformEventType.ENDPOINT_RECOVERED)
@@ -315,7 +315,7 @@ def test_a_success_ends_a_noticed_spell_with_one_recovered_webhook(world: World)
 def test_a_spell_nobody_was_told_about_ends_quietly(world: World) -> None:
     ops = with_ops_endpoint(world)
     down = world.endpoints.get("tn_1", "ep_1")
-    world.endpoints.put(down.model_copy(update={"failing_since": SINCE}))
+    world.endpoints.put(replace(down, failing_since=SINCE))
     world.script(OK)
     world.service.attempt(world.message(1))
     assert ops.events.items == {} and world.endpoints.get("tn_1", "ep_1").failing_since is None
@@ -326,7 +326,7 @@ def test_a_crash_between_the_recovered_webhook_and_the_spells_end_is_finished_by
 ) -> None:
     ops = with_ops_endpoint(world)
     down = world.endpoints.get("tn_1", "ep_1")
-    world.endpoints.put(down.model_copy(update={"failing_since": SINCE, "failure_notice": FailureNotice.FAILING_3D}))
+    world.endpoints.put(replace(down, failing_since=SINCE, failure_notice=FailureNotice.FAILING_3D))
 
     def die(*args: object) -> bool:
         raise Died
@@ -339,7 +339,7 @@ def test_a_crash_between_the_recovered_webhook_and_the_spells_end_is_finished_by
     assert world.endpoints.get("tn_1", "ep_1").failing_since == SINCE  # announced, not cleared
 
     # The next success (another delivery) announces the same spell's end again, and clears it.
-    again = world.delivery.model_copy(update={"id": "dlv_2"})
+    again = replace(world.delivery, id="dlv_2")
     world.deliveries.put_many([again])
     world.script(OK)
     world.service.attempt(DeliveryMessage("dlv_2", "tn_1", 1, "grp", "dedup-2"))

@@ -3,6 +3,7 @@ parks from the queue): in an outage, most parks happen here, and an operator rea
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from hookrelay.domain.circuit import CircuitState
@@ -67,8 +68,8 @@ def test_a_delivery_taken_back_out_because_the_circuit_closed_is_not_counted() -
     endpoints = service.parking.endpoints
     down = endpoints.get(TENANT, "ep_down")
     assert down is not None
-    read_open = down.model_copy()
-    endpoints.put(down.model_copy(update={"circuit": CircuitState.CLOSED}))  # closed after ingest's listing
+    read_open = replace(down)
+    endpoints.put(replace(down, circuit=CircuitState.CLOSED))  # closed after ingest's listing
     service.endpoints = FakeEndpoints(read_open, an_endpoint("ep_up"))  # the listing still says open
     service.publish(tenant_id=TENANT, event_type="order.paid", data={})
     assert telemetry.counts == {}

@@ -4,6 +4,7 @@ message that comes back, or the probe's command sent again, carries it on."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from hookrelay.domain.circuit import Via
@@ -54,8 +55,8 @@ def test_a_probe_attempt_recorded_and_not_parked_again_is_resumed_by_a_fresh_exe
     nothing. The command sent again probes it again; its first retry execution's name may be taken already."""
     world = make_world()
     due = world.clock.now + timedelta(seconds=10)
-    world.deliveries.items[world.delivery.id] = world.delivery.model_copy(
-        update={"status": DeliveryStatus.RETRYING, "attempt_count": 1, "next_attempt_at": due}
+    world.deliveries.items[world.delivery.id] = replace(
+        world.delivery, status=DeliveryStatus.RETRYING, attempt_count=1, next_attempt_at=due
     )
 
     report = world.service.attempt(message(world, 1, Via.PROBE))

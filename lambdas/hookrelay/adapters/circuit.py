@@ -32,6 +32,7 @@ from hookrelay.adapters.dynamodb import (
     set_status_key,
     update_expression,
 )
+from hookrelay.adapters.records import from_data
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState
@@ -83,7 +84,7 @@ class DynamoCircuits:
             },
             ReturnValues="ALL_NEW",
         )
-        return None if result is None else Endpoint.model_validate(result["Attributes"])
+        return None if result is None else from_data(Endpoint, result["Attributes"])
 
     def reset_failures(self, tenant_id: str, endpoint_id: str) -> None:
         conditional_write(
@@ -371,7 +372,7 @@ class DynamoParkingLot:
             return None
         if not keep_entry:
             self._drop_entry(endpoint_id, result["Attributes"])
-        return Delivery.model_validate(result["Attributes"])
+        return from_data(Delivery, result["Attributes"])
 
     def forget(self, delivery_id: str, event_order: str, endpoint_id: str) -> None:
         self._drop_entry(endpoint_id, {"id": delivery_id, "event_order": event_order})
@@ -414,11 +415,11 @@ class DynamoParkingLot:
             self._drop_if_stale(parked.id, endpoint_id, parked.event_order)
             return None
         self._drop_entry(endpoint_id, result["Attributes"])
-        return Delivery.model_validate(result["Attributes"])
+        return from_data(Delivery, result["Attributes"])
 
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
         items = deliveries_by_id(self.deliveries, delivery_ids, consistent=True)
-        return [Delivery.model_validate(item) for item in items.values()]
+        return [from_data(Delivery, item) for item in items.values()]
 
 
 def _parked(item: dict[str, Any]) -> ParkedDelivery:

@@ -10,14 +10,13 @@ import json
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
-from decimal import Decimal
 from typing import Any, TypeVar
 
 from boto3.dynamodb.conditions import Attr, ConditionBase, Key
 from botocore.exceptions import ClientError
-from pydantic import BaseModel
 
 from hookrelay.adapters import schema
+from hookrelay.adapters.records import field_names, from_data, to_data
 from hookrelay.adapters.schema import IndexSpec
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds
 from hookrelay.domain.lifecycle import is_fan_out
@@ -37,17 +36,17 @@ from hookrelay.domain.redrive import Redrive, RedriveState
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
 from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, UnknownPosition
 
-M = TypeVar("M", bound=BaseModel)
+R = TypeVar("R")
 
 
-def to_item(model: BaseModel, **extra: Any) -> dict[str, Any]:
-    item: dict[str, Any] = json.loads(model.model_dump_json(exclude_none=True), parse_float=Decimal)
+def to_item(record: Any, **extra: Any) -> dict[str, Any]:
+    item = to_data(record, decimals=True)
     item.update(extra)
     return item
 
 
-def from_item(model: type[M], item: dict[str, Any] | None) -> M | None:
-    return None if item is None else model.model_validate(item)
+def from_item(record_type: type[R], item: dict[str, Any] | None) -> R | None:
+    return None if item is None else from_data(record_type, item)
 
 
 def conditional_write(write: Callable[..., dict[str, Any]], **request: Any) -> dict[str, Any] | None:
@@ -171,7 +170,7 @@ class EndpointTable:
             _as_read("failure_notice", read.failure_notice and read.failure_notice.value, values),
         ]
         item = _endpoint_item(endpoint)
-        owned = (set(Endpoint.model_fields) | {_FAILING.partition_key}) - CIRCUIT_FIELDS - {"tenant_id", "id"}
+        owned = (set(field_names(Endpoint)) | {_FAILING.partition_key}) - CIRCUIT_FIELDS - {"tenant_id", "id"}
         names = {f"#a{i}": name for i, name in enumerate(sorted(owned))}
         sets = [f"{alias} = :a{alias[2:]}" for alias, name in names.items() if name in item]
         removes = [alias for alias, name in names.items() if name not in item]
@@ -188,7 +187,7 @@ class EndpointTable:
 
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
         items = query_items(self.table, KeyConditionExpression=Key("tenant_id").eq(tenant_id))
-        return [Endpoint.model_validate(item) for item in items]
+        return [from_data(Endpoint, item) for item in items]
 
     # --- The failing spell: written on transitions only (first failure after a success, first success after) ---
 
@@ -448,7 +447,7 @@ def endpoints_of(table: Any, entries: Iterator[dict[str, Any]], page: int = _BAT
         keys = [{"tenant_id": entry["tenant_id"], "id": entry["id"]} for entry in chunk]
         items = {(i["tenant_id"], i["id"]): i for i in batch_get(table, keys, consistent=True)}
         found = (items.get((key["tenant_id"], key["id"])) for key in keys)
-        yield from (Endpoint.model_validate(item) for item in found if item is not None)
+        yield from (from_data(Endpoint, item) for item in found if item is not None)
 
 
 def deliveries_by_id(table: Any, ids: Sequence[str], *, consistent: bool) -> dict[str, dict[str, Any]]:
@@ -489,7 +488,7 @@ class DeliveryTable:
             },
             ReturnValues="ALL_NEW",
         )
-        return None if result is None else Delivery.model_validate(result["Attributes"])
+        return None if result is None else from_data(Delivery, result["Attributes"])
 
     def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
         now = to_rfc3339(record.attempt.started_at if record.completed_at is None else record.completed_at)
@@ -660,7 +659,7 @@ class DeliveryTable:
         The items are read back (eventually consistent, like the index) and every condition is checked on
         them, including those the index filtered on: a record may have moved since the index saw it."""
         items = deliveries_by_id(self.table, [entry["id"] for entry in entries], consistent=False)
-        found = (Delivery.model_validate(items[e["id"]]) for e in entries if e["id"] in items)
+        found = (from_data(Delivery, items[e["id"]]) for e in entries if e["id"] in items)
         return [delivery for delivery in found if _matches(delivery, where, now)]
 
     def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
@@ -704,8 +703,9 @@ class DeliveryTable:
         )
         ids = [*fan_out, *(str(entry["id"]) for entry in extras)]
         items = deliveries_by_id(self.table, ids, consistent=False).values()
+        deliveries = (from_data(Delivery, item) for item in items)
         found = sorted(
-            (d for d in map(Delivery.model_validate, items) if _matches(d, where, now) and _in_range(d, where)),
+            (d for d in deliveries if _matches(d, where, now) and _in_range(d, where)),
             key=_newest_first,
             reverse=True,
         )

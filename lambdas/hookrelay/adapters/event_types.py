@@ -9,6 +9,7 @@ from boto3.dynamodb.conditions import Key
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import applied, from_item, query_items, to_item
+from hookrelay.adapters.records import from_data
 from hookrelay.domain.event_types import EventType
 
 CATALOGUE = "event-types"  # the one partition: the whole catalogue is read together, and it is small
@@ -38,7 +39,7 @@ class EventTypeTable:
         query: dict[str, Any] = {"KeyConditionExpression": Key(_PARTITION).eq(CATALOGUE), "Limit": limit + 1}
         if after is not None:
             query["ExclusiveStartKey"] = {_PARTITION: CATALOGUE, "name": after}
-        found = [EventType.model_validate(item) for item in self.table.query(**query)["Items"]]
+        found = [from_data(EventType, item) for item in self.table.query(**query)["Items"]]
         if len(found) > limit:
             return found[:limit], found[limit - 1].name
         return found, None

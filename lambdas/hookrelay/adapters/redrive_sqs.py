@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hookrelay.adapters.records import from_data, to_data
 from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import parse_message
 from hookrelay.domain.redrive import Redrive
@@ -17,7 +18,7 @@ DRAIN_VISIBILITY_SECONDS = 15 * 60
 def job_body(job: RedriveJob) -> str:
     document: dict[str, Any] = {"kind": job.kind, "redrive_id": job.redrive_id, "page": job.page}
     if job.redrive is not None:
-        document["redrive"] = job.redrive.model_dump(mode="json", exclude_none=True)
+        document["redrive"] = to_data(job.redrive)
     return json.dumps(document, separators=(",", ":"))
 
 
@@ -28,7 +29,7 @@ def parse_job(body: str) -> RedriveJob:
         kind=str(data["kind"]),
         redrive_id=data.get("redrive_id"),
         page=int(data.get("page", 0)),
-        redrive=Redrive.model_validate(carried) if carried is not None else None,
+        redrive=from_data(Redrive, carried) if carried is not None else None,
     )
 
 

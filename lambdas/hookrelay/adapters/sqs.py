@@ -6,8 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
-
+from hookrelay.adapters.records import UnreadableRecord, from_data, to_data
 from hookrelay.adapters.schema import SQS_MAX_BATCH as SQS_BATCH
 from hookrelay.adapters.stepfunctions import parse_command
 from hookrelay.domain.circuit import Via
@@ -47,8 +46,8 @@ def carried_events(messages: Sequence[DeliveryMessage]) -> dict[str, str | None]
 
 
 def _carried(event: Event) -> str | None:
-    """The event as the message carries it (pydantic's own serializer); None if it is too large."""
-    encoded = event.model_dump_json(ensure_ascii=True)  # ASCII: a character is a byte
+    """The event as the message carries it; None if it is too large."""
+    encoded = json.dumps(to_data(event), separators=(",", ":"), ensure_ascii=True)  # ASCII: a character is a byte
     return encoded if len(encoded) <= CARRIED_EVENT_MAX_BYTES else None
 
 
@@ -73,8 +72,8 @@ def _event(data: Any) -> Event | None:
     if not isinstance(data, dict):
         return None
     try:
-        return Event.model_validate(data)
-    except ValidationError:
+        return from_data(Event, data)
+    except UnreadableRecord:
         return None
 
 

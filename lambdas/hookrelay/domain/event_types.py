@@ -32,8 +32,6 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import unquote
 
-from pydantic import BaseModel, ConfigDict
-
 from hookrelay.domain.matching import filter_matches
 
 MAX_SCHEMA_BYTES = 16 * 1024  # a schema, written out compactly
@@ -64,12 +62,11 @@ _MAP = ("properties", "definitions", "$defs", "dependencies")
 _IN_PLACE = ("not", "if", "then", "else", *_LIST, "dependencies")
 
 
-class EventType(BaseModel):
+@dataclass(kw_only=True)
+class EventType:
     """A registered event type. Its schema and example are kept as compact JSON text: stored as written (DynamoDB
     would nest at most 32 levels and turn floats into decimals), and compared as text (the compiled schema is
     reused while the text is the same)."""
-
-    model_config = ConfigDict(extra="ignore")
 
     name: str
     description: str | None = None

@@ -6,6 +6,7 @@ that ends a delivery goes through these rules, so that an event can never expire
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -113,9 +114,7 @@ def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
     delivery = queued_delivery(event, endpoint, now, delivery_id=fan_out_id(event, endpoint))
     if endpoint.state is EndpointState.ENABLED:
         return delivery
-    return delivery.model_copy(
-        update={"status": DeliveryStatus.CANCELLED, "completed_at": now, "expires_at": retention_expiry(now)}
-    )
+    return replace(delivery, status=DeliveryStatus.CANCELLED, completed_at=now, expires_at=retention_expiry(now))
 
 
 def parked_on_arrival(delivery: Delivery, endpoint: Endpoint, now: datetime) -> Delivery:
@@ -127,7 +126,7 @@ def parked_on_arrival(delivery: Delivery, endpoint: Endpoint, now: datetime) -> 
         and endpoint.state is EndpointState.ENABLED
         and parks_new_deliveries(endpoint.circuit)
     ):
-        return delivery.model_copy(update={"parked_at": now})
+        return replace(delivery, parked_at=now)
     return delivery
 
 

@@ -1,58 +1,58 @@
-"""The records of the system, shared by the services, the adapters and the API."""
+"""The records of the system, shared by the services, the adapters and the API.
+
+Plain dataclasses, not pydantic models: the functions that only move records (delivery, redrive, the sweeper, the
+reconciler) then load no validation library. Pydantic and building the models' validators were about a quarter of
+their import time (issue 12; bench/cold_start.py). What comes from outside is validated where it enters
+(handlers/schemas.py, handlers/publish_schemas.py); what the adapters read back from our own tables and queues
+they wrote themselves, converted by the records' types (adapters/records.py).
+Records take keyword arguments only: their fields with defaults sit among those without, in an order that reads.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated, Any
-
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
+from typing import Any
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import FailureKind, Outcome
-from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 
 RESPONSE_EXCERPT_BYTES = 1024
 
 
-# Every stored time is RFC 3339 UTC at fixed millisecond width, so stored strings sort as the times do
-# (the indexes sort on them) and compare with the values conditions are written with.
-UtcDateTime = Annotated[datetime, PlainSerializer(to_rfc3339, return_type=str, when_used="json")]
-
-
-class Record(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=False)
-
-
-class Tenant(Record):
+@dataclass(kw_only=True)
+class Tenant:
     id: str
     name: str
-    created_at: UtcDateTime
+    created_at: datetime
 
 
-class ApiKey(Record):
+@dataclass(kw_only=True)
+class ApiKey:
     key_id: str
     role: str
     secret_hash: str
-    created_at: UtcDateTime
+    created_at: datetime
     description: str | None = None
-    revoked_at: UtcDateTime | None = None
+    revoked_at: datetime | None = None
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
 
 
-class PortalSession(Record):
+@dataclass(kw_only=True)
+class PortalSession:
     """A tenant's consumer portal session (domain/portal.py): its token stored hashed, until `expires_at`."""
 
     id: str
     tenant_id: str
     secret_hash: str
-    created_at: UtcDateTime
+    created_at: datetime
     expires_at: int  # epoch seconds: the table's TTL attribute, and the moment the token stops working
     opened_by: str  # the API key that opened it (audit)
 
@@ -71,10 +71,11 @@ class FailureNotice(StrEnum):
     DISABLED = "disabled"
 
 
-class SigningSecret(Record):
+@dataclass(kw_only=True)
+class SigningSecret:
     secret: str  # a whsec_ HMAC secret or a whsk_ Ed25519 private key: the prefix says which (domain/signing.py)
-    created_at: UtcDateTime
-    expires_at: UtcDateTime | None = None  # set on the old secret when it is rotated out
+    created_at: datetime
+    expires_at: datetime | None = None  # set on the old secret when it is rotated out
 
     def active(self, now: datetime) -> bool:
         return self.expires_at is None or self.expires_at > now
@@ -89,7 +90,8 @@ class SigningSecret(Record):
         return public_key(self.secret)
 
 
-class Endpoint(Record):
+@dataclass(kw_only=True)
+class Endpoint:
     id: str
     tenant_id: str
     url: str
@@ -98,11 +100,11 @@ class Endpoint(Record):
     state: EndpointState = EndpointState.ENABLED
     secrets: list[SigningSecret]
     max_in_flight: int = 1  # the endpoint's concurrency: the number of FIFO message groups it gets
-    created_at: UtcDateTime
-    updated_at: UtcDateTime
+    created_at: datetime
+    updated_at: datetime
     # The first failed attempt since the last successful one; None while healthy. Written by the delivery
     # path on those two transitions only, and cleared when the endpoint is enabled.
-    failing_since: UtcDateTime | None = None
+    failing_since: datetime | None = None
     failure_notice: FailureNotice | None = None  # the latest notice sent about this failing spell
     disabled_reason: str | None = None  # set when the platform disabled it, not the tenant
     # The circuit (domain/circuit.py), written only by the delivery path and the sweeper, each change a
@@ -111,15 +113,15 @@ class Endpoint(Record):
     circuit_failures: int = 0  # retriable failures in a row while closed
     # The deliveries those failures were of: when the circuit opens they are parked too (each waits in its own
     # retry workflow until then), so the oldest events are the first out again.
-    circuit_failed: list[str] = Field(default_factory=list)
-    circuit_opened_at: UtcDateTime | None = None  # when the circuit last opened (or reopened)
+    circuit_failed: list[str] = field(default_factory=list)
+    circuit_opened_at: datetime | None = None  # when the circuit last opened (or reopened)
     circuit_step: int = 0  # which probe workflow owns the circuit: bumped when one is started
     probes_made: int = 0  # probes since the circuit last opened
-    next_probe_at: UtcDateTime | None = None  # when the probe workflow's next command is due
+    next_probe_at: datetime | None = None  # when the probe workflow's next command is due
     # Set while the drain closes the circuit: a delivery parked meanwhile clears it, and the close fails
     # (services/parking.py says why this is enough for nothing to be left behind in the lot).
     circuit_closing: bool = False
-    drain_paused_until: UtcDateTime | None = None  # a Retry-After answered during the drain
+    drain_paused_until: datetime | None = None  # a Retry-After answered during the drain
     drained_count: int = 0  # deliveries released by the current drain
 
     def active_secrets(self, now: datetime) -> list[str]:
@@ -143,11 +145,12 @@ CIRCUIT_FIELDS = frozenset(
 )
 
 
-class Event(Record):
+@dataclass(kw_only=True)
+class Event:
     id: str
     tenant_id: str
     type: str
-    timestamp: UtcDateTime
+    timestamp: datetime
     ordering_key: str | None = None
     sequence: int | None = None
     body: str  # the envelope exactly as signed and sent, on every attempt, replay and redrive
@@ -161,9 +164,10 @@ class Event(Record):
         return data
 
 
-class Attempt(Record):
+@dataclass(kw_only=True)
+class Attempt:
     number: int
-    started_at: UtcDateTime
+    started_at: datetime
     latency_ms: int
     status_code: int | None = None
     error: FailureKind | None = None
@@ -173,7 +177,8 @@ class Attempt(Record):
     retry_after: float | None = None
 
 
-class Delivery(Record):
+@dataclass(kw_only=True)
+class Delivery:
     id: str
     tenant_id: str
     endpoint_id: str
@@ -181,18 +186,18 @@ class Delivery(Record):
     event_type: str
     status: DeliveryStatus = DeliveryStatus.QUEUED
     message_group_id: str
-    attempts: list[Attempt] = Field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)
     attempt_count: int = 0
-    created_at: UtcDateTime
-    updated_at: UtcDateTime
-    first_attempt_at: UtcDateTime | None = None
-    next_attempt_at: UtcDateTime | None = None
-    completed_at: UtcDateTime | None = None
+    created_at: datetime
+    updated_at: datetime
+    first_attempt_at: datetime | None = None
+    next_attempt_at: datetime | None = None
+    completed_at: datetime | None = None
     replay_of: str | None = None
-    claimed_at: UtcDateTime | None = None
+    claimed_at: datetime | None = None
     expires_at: int | None = None  # set when the delivery ends: end + the redrive window
-    dead_lettered_at: UtcDateTime | None = None  # when its death was recorded and counted (dead deliveries only)
+    dead_lettered_at: datetime | None = None  # when its death was recorded and counted (dead deliveries only)
     dead_reason: DeadReason | None = None  # why it died (dead deliveries only)
     # Where the delivery stands among its endpoint's deliveries when they are parked: domain.circuit.park_order.
     event_order: str | None = None
-    parked_at: UtcDateTime | None = None  # set while the delivery waits on its endpoint's circuit
+    parked_at: datetime | None = None  # set while the delivery waits on its endpoint's circuit

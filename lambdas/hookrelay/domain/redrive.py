@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from hookrelay.domain.models import Record
 from hookrelay.domain.paging import Position
 from hookrelay.domain.status import DeliveryStatus
 
@@ -19,7 +19,8 @@ class RedriveState(StrEnum):
     FAILED = "failed"
 
 
-class Redrive(Record):
+@dataclass(kw_only=True)
+class Redrive:
     id: str
     tenant_id: str
     endpoint_id: str

@@ -1,8 +1,8 @@
 """The authorizer's one use case: a bearer token in, the key's principal (or nothing) out.
 
-Apart from `KeyService` (services/api_keys.py), which manages keys through the pydantic `ApiKey` model, so that the
-authorizer, which runs before every uncached request, imports neither pydantic nor the other functions' code:
-its port is declared here, not in services/ports.py (which imports every model).
+Apart from `KeyService` (services/api_keys.py), which manages keys through the `ApiKey` record, so that the
+authorizer, which runs before every uncached request, imports neither the records nor the other functions' code:
+its port is declared here, not in services/ports.py (which imports every record).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from hookrelay.domain import circuit, platform_events
@@ -272,8 +272,8 @@ class DeliveryService:
         if terminal:
             self._keep_event(event, finished)
         if decision.status is DeliveryStatus.DEAD:
-            ended = delivery.model_copy(
-                update={"status": decision.status, "completed_at": finished, "attempts": [*delivery.attempts, attempt]}
+            ended = replace(
+                delivery, status=decision.status, completed_at=finished, attempts=[*delivery.attempts, attempt]
             )
             self._dead_letter(ended)
         parked = self._settle(delivery, message, endpoint, rule, decision, finished)

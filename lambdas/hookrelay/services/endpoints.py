@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
+from typing import Any
 
 from hookrelay.domain import ids
 from hookrelay.domain.addresses import validate_endpoint_url
@@ -25,7 +26,7 @@ MAX_SECRET_OVERLAP = timedelta(days=7)
 # Every active secret adds a signature to every delivery: a loop of rotations must not grow that unbounded.
 MAX_ACTIVE_SECRETS = 5
 # Enabling an endpoint clears its failing spell and why it was disabled.
-NOT_FAILING = {"failing_since": None, "failure_notice": None, "disabled_reason": None}
+NOT_FAILING: dict[str, Any] = {"failing_since": None, "failure_notice": None, "disabled_reason": None}
 # Read-change-write attempts before a change that keeps meeting concurrent writes gives up with 409.
 WRITE_ATTEMPTS = 3
 
@@ -53,7 +54,7 @@ def _expiring_by(secret: SigningSecret, deadline: datetime) -> SigningSecret:
     """The secret, set to expire at `deadline` at the latest: rotating again never extends an older secret."""
     if secret.expires_at is not None and secret.expires_at <= deadline:
         return secret
-    return secret.model_copy(update={"expires_at": deadline})
+    return replace(secret, expires_at=deadline)
 
 
 def _next_version(previous: datetime, now: datetime) -> datetime:
@@ -127,7 +128,7 @@ class EndpointService:
     ) -> Endpoint:
         """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on."""
         given = {"url": url, "event_types": event_types, "description": description, "max_in_flight": max_in_flight}
-        changes = {name: value for name, value in given.items() if value is not KEEP}
+        changes: dict[str, Any] = {name: value for name, value in given.items() if value is not KEEP}
         if not changes:
             raise InvalidRequest("nothing to change: give url, event_types, description or max_in_flight")
         if isinstance(url, str):
@@ -137,7 +138,7 @@ class EndpointService:
 
         def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
             _not_deleted(endpoint)
-            return endpoint.model_copy(update=changes)
+            return replace(endpoint, **changes)
 
         return self._change(tenant_id, endpoint_id, apply)
 
@@ -150,8 +151,8 @@ class EndpointService:
             if endpoint.state is target:
                 return None
             if enabled:  # a fresh start: an old failing spell must not count against the fixed endpoint
-                return endpoint.model_copy(update={"state": target, **NOT_FAILING})
-            return endpoint.model_copy(update={"state": target})
+                return replace(endpoint, state=target, **NOT_FAILING)
+            return replace(endpoint, state=target)
 
         return self._change(tenant_id, endpoint_id, switch)
 
@@ -167,7 +168,7 @@ class EndpointService:
             disabled = endpoint.state is EndpointState.ENABLED and endpoint.failing_since == failing_since
             if not disabled:
                 return None
-            return endpoint.model_copy(update={"state": EndpointState.DISABLED, "disabled_reason": reason})
+            return replace(endpoint, state=EndpointState.DISABLED, disabled_reason=reason)
 
         self._change(tenant_id, endpoint_id, switch)
         return disabled
@@ -181,7 +182,7 @@ class EndpointService:
         def remove(endpoint: Endpoint, _: datetime) -> Endpoint | None:
             if endpoint.state is EndpointState.DELETED:
                 return None
-            return endpoint.model_copy(update={"state": EndpointState.DELETED, "secrets": []})
+            return replace(endpoint, state=EndpointState.DELETED, secrets=[])
 
         self._change(tenant_id, endpoint_id, remove)
 
@@ -216,7 +217,7 @@ class EndpointService:
                     f"at most {MAX_ACTIVE_SECRETS} secrets may be active at once: rotate with "
                     "expire_previous_after_seconds 0, or wait until a previous secret expires"
                 )
-            return endpoint.model_copy(update={"secrets": [*previous, SigningSecret(secret=secret, created_at=now)]})
+            return replace(endpoint, secrets=[*previous, SigningSecret(secret=secret, created_at=now)])
 
         endpoint = self._change(tenant_id, endpoint_id, rotate)
         assert deadline is not None and secret is not None  # set by the write that succeeded
@@ -247,11 +248,10 @@ class EndpointService:
             changed = change(current, now)
             if changed is None:
                 return current
-            changed = changed.model_copy(
-                update={
-                    "secrets": [s for s in changed.secrets if s.active(now)],
-                    "updated_at": _next_version(current.updated_at, now),
-                }
+            changed = replace(
+                changed,
+                secrets=[s for s in changed.secrets if s.active(now)],
+                updated_at=_next_version(current.updated_at, now),
             )
             if self.endpoints.replace(changed, expected_updated_at=current.updated_at, read=current):
                 return changed
