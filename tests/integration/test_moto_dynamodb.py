@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.parsing import validators
 
 from local import moto_dynamodb
@@ -179,7 +180,61 @@ def operations(dynamodb: Any) -> list[Any]:
         with pytest.raises(ClientError) as error:
             refused()
         answers.append({k: v for k, v in error.value.response.items() if k != "ResponseMetadata"})
+    answers += queries(dynamodb)
     return [{k: v for k, v in answer.items() if k != "ResponseMetadata"} for answer in answers]
+
+
+def queries(dynamodb: Any) -> list[Any]:
+    """Queries of a table keyed by its partition alone and of its index, over partitions written out of key order:
+    pages both ways, a range condition, items outside the index."""
+    dynamodb.create_table(
+        TableName="h",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[
+            {"AttributeName": "id", "AttributeType": "S"},
+            {"AttributeName": "owner", "AttributeType": "S"},
+            {"AttributeName": "at", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by_owner",
+                "KeySchema": [
+                    {"AttributeName": "owner", "KeyType": "HASH"},
+                    {"AttributeName": "at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["n"]},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for n in (7, 3, 9, 1, 5, 8, 2, 6, 4, 0):
+        item = {"id": {"S": f"d{n}"}, "at": {"S": f"2026-0{n % 3 + 1}"}, "n": {"N": str(n)}}
+        if n != 4:  # one item outside the index
+            item["owner"] = {"S": f"o{n % 2}"}
+        dynamodb.put_item(TableName="h", Item=item)
+    owner = {"KeyConditionExpression": "#o = :o", "ExpressionAttributeNames": {"#o": "owner"}}
+    return [
+        dynamodb.query(TableName="h", KeyConditionExpression="id = :i", ExpressionAttributeValues={":i": {"S": "d3"}}),
+        dynamodb.query(TableName="h", KeyConditionExpression="id = :i", ExpressionAttributeValues={":i": {"S": "no"}}),
+        dynamodb.query(TableName="h", IndexName="by_owner", ExpressionAttributeValues={":o": {"S": "o1"}}, **owner),
+        dynamodb.query(
+            TableName="h",
+            IndexName="by_owner",
+            ExpressionAttributeValues={":o": {"S": "o0"}},
+            ScanIndexForward=False,
+            Limit=2,
+            **owner,
+        ),
+        dynamodb.query(
+            TableName="h",
+            IndexName="by_owner",
+            KeyConditionExpression="#o = :o AND #a > :a",
+            ExpressionAttributeNames={"#o": "owner", "#a": "at"},
+            ExpressionAttributeValues={":o": {"S": "o1"}, ":a": {"S": "2026-01"}},
+            ExclusiveStartKey={"id": {"S": "d7"}, "owner": {"S": "o1"}, "at": {"S": "2026-02"}},
+        ),
+        dynamodb.scan(TableName="h"),
+    ]
 
 
 def answers_with(fast: bool) -> list[Any]:
@@ -242,6 +297,44 @@ def test_the_checks_of_an_expression_alone_run_once_per_expression_names_and_tab
         moto_dynamodb.uninstall()
     assert item["value"] == {"N": "2"}
     assert checks == ["counted"]
+
+
+def test_a_query_sorts_what_it_matches_not_the_whole_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto sorts every item of the table for each query; the local stack's sorts the partition it reads (a table
+    query) or the index's matches. Counted as key comparisons, with moto as it ships as the control."""
+    compared: list[None] = []
+    less_than = DynamoType.__lt__
+
+    def counting(self: DynamoType, other: DynamoType) -> bool:
+        compared.append(None)
+        return less_than(self, other)
+
+    monkeypatch.setattr(DynamoType, "__lt__", counting)
+
+    def comparisons(fast: bool) -> int:
+        (moto_dynamodb.install if fast else moto_dynamodb.uninstall)()
+        try:
+            with moto_stack():
+                dynamodb = boto3.client("dynamodb")
+                dynamodb.create_table(
+                    TableName="t",
+                    KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                    AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
+                    BillingMode="PAY_PER_REQUEST",
+                )
+                for n in range(300):
+                    dynamodb.put_item(TableName="t", Item={"pk": {"S": f"p{n % 100}"}, "sk": {"S": f"{n}"}})
+                compared.clear()
+                found = dynamodb.query(
+                    TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p7"}}
+                )
+        finally:
+            moto_dynamodb.uninstall()
+        assert [item["sk"]["S"] for item in found["Items"]] == ["107", "207", "7"]
+        return len(compared)
+
+    assert comparisons(fast=False) > 300  # the control: the whole table sorted
+    assert comparisons(fast=True) < 10
 
 
 def test_the_fast_answers_parse_as_motos_own(fast_answers: list[str]) -> None:
