@@ -1,15 +1,21 @@
 """The local stack at speed: events/s end to end, and a healthy endpoint's latency beside a hanging one.
 
-    python bench/local_throughput.py [--events N] [--hang-events M] [--clients C] [--rate R]
+    python bench/local_throughput.py [--events N] [--hang-events M] [--control-events K] [--clients C] [--rate R]
 
 Runs the real local stack as a process (`python -m local --json --fast --port 0`, as the end-to-end tests and
-a person start it) and demo consumers (`python -m local.consumer`), all on 127.0.0.1. Two phases, each with a
+a person start it) and demo consumers (`python -m local.consumer`), all on 127.0.0.1. Three phases, each with a
 fresh tenant, measured in the same run:
 
 1. alone: one healthy endpoint with 8 message groups (`max_in_flight` 8) gets N events, offered at R per
    second in all by C producer clients, over 8 ordering keys that land in the endpoint's 8 groups;
-2. beside a hanging endpoint: the same set-up plus a second endpoint, subscribed to every event, whose
-   consumer never answers (each attempt is held until the 8 s attempt timeout); M events at the same rate.
+2. beside a healthy endpoint, the control: the same set-up plus a second endpoint like it, subscribed to every
+   event, K events (default M) at the same rate. Every event is then two deliveries: what the second endpoint
+   costs the first when it is healthy;
+3. beside a hanging endpoint: the same, but the second endpoint's consumer never answers (each attempt is held
+   until the 8 s attempt timeout); M events at the same rate.
+
+The healthy endpoint's latency beside the hanging one is printed as a ratio to alone (issue 11's target) and to
+the control: the second ratio is what the hang costs beyond a second endpoint's deliveries.
 
 Each client sends its share paced at R / C per second, and waits for each answer (so a slow stack slows the
 offer down: "accepted/s" is what the stack sustained). Ingest latency is the POST /v1/events round trip;
@@ -153,14 +159,21 @@ def wait_for(healthy: Consumer, sent: dict[str, float]) -> dict[str, float]:
     return received
 
 
+ALONE = "alone"
+CONTROL = "beside a healthy endpoint (control)"
+HANGING = "beside a hanging endpoint"
+SECOND_CONSUMER = {CONTROL: "ok", HANGING: "hang"}  # the second endpoint's consumer, by phase
+SLUG = {ALONE: "alone", CONTROL: "control", HANGING: "hanging"}  # the phase in its consumers' names
+
+
 def run_phase(
     stack: LocalStack, consumer: Callable[..., Consumer], name: str, events: int, args: argparse.Namespace
 ) -> Phase:
     tenant_id, tenant_key = stack.new_tenant(f"throughput {name}")
-    healthy = consumer(f"healthy-{name}")
+    healthy = consumer(f"healthy-{SLUG[name]}")
     endpoint_on(stack, tenant_key, healthy)
-    if name != "alone":
-        endpoint_on(stack, tenant_key, consumer(f"hanging-{name}", mode="hang"))
+    if name in SECOND_CONSUMER:
+        endpoint_on(stack, tenant_key, consumer(f"second-{SLUG[name]}", mode=SECOND_CONSUMER[name]))
     producers = Producers(stack, tenant_id, args.clients, args.rate)
     cpu_before = tree_cpu_seconds(stack.process.popen.pid)
     offered = producers.run(events)
@@ -215,24 +228,32 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
             rows,
         )
     )
-    alone, beside = phases[0].delivery(), phases[-1].delivery()
-    if alone and beside and len(phases) > 1:
-        p50 = percentile(beside, 0.5) / percentile(alone, 0.5)
-        p99 = percentile(beside, 0.99) / percentile(alone, 0.99)
-        print(f"\nhealthy endpoint beside a hanging one / alone: p50 ratio {p50:.2f}, p99 ratio {p99:.2f}")
+    latencies = {phase.name: phase.delivery() for phase in phases}
+    beside = latencies.get(HANGING)
+    for baseline, label in ((ALONE, "alone"), (CONTROL, "beside a healthy one (the control)")):
+        against = latencies.get(baseline)
+        if beside and against:
+            p50 = percentile(beside, 0.5) / percentile(against, 0.5)
+            p99 = percentile(beside, 0.99) / percentile(against, 0.99)
+            print(f"\nhealthy endpoint beside a hanging one / {label}: p50 ratio {p50:.2f}, p99 ratio {p99:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=2000, help="events of the throughput phase (default 2000)")
     parser.add_argument("--hang-events", type=int, default=600, help="events beside the hanging endpoint (600)")
+    parser.add_argument(
+        "--control-events", type=int, help="events beside a second healthy endpoint (default: --hang-events; 0: none)"
+    )
     parser.add_argument("--clients", type=int, default=8, help="producer clients (default 8)")
     parser.add_argument("--rate", type=float, default=33.0, help="events offered per second, in all (default 33)")
     args = parser.parse_args(argv)
     with stack_and_consumers("bench-throughput-") as (stack, consumer):
+        control = args.hang_events if args.control_events is None else args.control_events
         phases = [
-            run_phase(stack, consumer, "alone", args.events, args),
-            run_phase(stack, consumer, "beside a hanging endpoint", args.hang_events, args),
+            run_phase(stack, consumer, ALONE, args.events, args),
+            *([run_phase(stack, consumer, CONTROL, control, args)] if control else []),
+            run_phase(stack, consumer, HANGING, args.hang_events, args),
         ]
         report(phases, args)  # before stopping: the figures are kept even if stopping fails
     return 0
