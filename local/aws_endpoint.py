@@ -36,6 +36,11 @@ FAKE_CREDENTIALS = {
     "AWS_SESSION_TOKEN": "local",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
+# The stack's functions call moto unsigned (`UNSIGNED_CALLS` in hookrelay/adapters/aws.py): moto finds a signed
+# call's service in its signature's scope, and an unsigned one's by the target header of its JSON protocol (SNS,
+# a query protocol, by its action), for the services and actions registered here.
+UNSIGNED_TARGETS = {"DynamoDB_20120810": "dynamodb", "AmazonSQS": "sqs", "AWSStepFunctions": "states"}
+UNSIGNED_ACTIONS = {"Publish": "sns"}
 READY_TIMEOUT_SECONDS = 60
 STOP_TIMEOUT_SECONDS = 10
 
@@ -202,6 +207,14 @@ class OneAtATimeMotoServer:
         self.thread.join()
 
 
+def route_unsigned_calls() -> None:
+    from moto.moto_server import werkzeug_app
+
+    region = FAKE_CREDENTIALS["AWS_DEFAULT_REGION"]
+    werkzeug_app.UNSIGNED_REQUESTS.update({target: (service, region) for target, service in UNSIGNED_TARGETS.items()})
+    werkzeug_app.UNSIGNED_ACTIONS.update({action: (service, region) for action, service in UNSIGNED_ACTIONS.items()})
+
+
 def serve(port: int, *, one_at_a_time: bool = False) -> None:
     """The server process: moto's server until SIGTERM, or until the local stack that started it is gone."""
     from moto.server import ThreadedMotoServer
@@ -218,6 +231,7 @@ def serve(port: int, *, one_at_a_time: bool = False) -> None:
     moto_sqs.install()  # long polls that wait instead of spinning, sends that do not count the queue
     moto_dynamodb.install()  # item operations' answers written as JSON, not walked member by member
     serve_requests_faster()
+    route_unsigned_calls()
     server = (
         OneAtATimeMotoServer(port)
         if one_at_a_time

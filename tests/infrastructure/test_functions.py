@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hookrelay.adapters import schema
+from hookrelay.adapters import aws, schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, schedule_from_config
 from hookrelay.functions import (
@@ -53,6 +53,12 @@ def test_every_function_starts_its_interpreter_with_the_cold_start_settings(synt
     for props in synthesized.properties("AWS::Lambda::Function"):
         variables = props["Environment"]["Variables"]
         assert {name: variables.get(name) for name in INTERPRETER_ENVIRONMENT} == INTERPRETER_ENVIRONMENT
+
+
+def test_no_deployed_function_calls_aws_unsigned(synthesized: Synthesized) -> None:
+    """Only the local stack's functions skip signing (moto checks no signature); AWS refuses unsigned calls."""
+    for props in synthesized.properties("AWS::Lambda::Function"):
+        assert aws.UNSIGNED_CALLS not in props["Environment"]["Variables"]
 
 
 def test_all_functions_share_one_code_asset(synthesized: Synthesized) -> None:

@@ -7,10 +7,12 @@ every client at moto's server without the handlers knowing.
 
 from __future__ import annotations
 
+import os
 from functools import cache
 from typing import Any
 
 import boto3
+from botocore import UNSIGNED
 from botocore.config import Config
 from botocore.exceptions import ClientError
 from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
@@ -47,14 +49,24 @@ def throttled(error: BaseException | None) -> bool:
     return False
 
 
+# Set by the local stack only (local/stack.py), whose moto servers check no signature: its functions' calls go
+# unsigned, as signing was about a sixth of their CPU (py-spy of the throughput benchmark's workers). Deployed
+# functions never have it (tests/infrastructure/test_functions.py), and unset, every call is signed.
+UNSIGNED_CALLS = "HOOKRELAY_LOCAL_UNSIGNED_CALLS"
+
+
+def _config() -> Config:
+    return _CONFIG.merge(Config(signature_version=UNSIGNED)) if os.environ.get(UNSIGNED_CALLS) == "true" else _CONFIG
+
+
 @cache
 def client(service: str) -> Any:
-    return boto3.client(service, config=_CONFIG)
+    return boto3.client(service, config=_config())
 
 
 @cache
 def table(name: str) -> Any:
-    return boto3.resource("dynamodb", config=_CONFIG).Table(name)
+    return boto3.resource("dynamodb", config=_config()).Table(name)
 
 
 def reset() -> None:
