@@ -1,4 +1,4 @@
-"""The local stack's functions call moto unsigned (signing was about a sixth of their CPU), and moto's server still
+"""The local stack's functions call moto unsigned (signing was about 15% of their CPU samples), and moto's server still
 finds each call's service: DynamoDB, SQS and Step Functions by their JSON target, SNS by its action.
 
 `UNSIGNED_CALLS` (hookrelay/adapters/aws.py) is set by the local stack only; `local.aws_endpoint.route_unsigned_calls`
@@ -18,6 +18,7 @@ from moto.moto_server import werkzeug_app
 from hookrelay.adapters import aws
 from local.aws_endpoint import FAKE_CREDENTIALS, OneAtATimeMotoServer, route_unsigned_calls
 
+ROLE = "arn:aws:iam::123456789012:role/r"  # moto checks no role
 SIGNED = {"region_name": "us-east-1", "aws_access_key_id": "local", "aws_secret_access_key": "local"}
 
 
@@ -99,6 +100,3 @@ def test_the_functions_sign_every_call_unless_the_local_stack_says_not_to(monkey
     aws.reset()
     assert aws.client("sqs").meta.config.signature_version is UNSIGNED
     aws.reset()
-
-
-ROLE = "arn:aws:iam::123456789012:role/r"

@@ -6,6 +6,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339
@@ -45,6 +46,17 @@ class FakeClock:
         self.advance(seconds)
 
 
+def claim(delivery: Delivery, attempt_number: int, now: datetime) -> dict[str, Any]:
+    """What a claim changes on a delivery, taken from the queue or out of the lot: the attempt it is taken for."""
+    return {
+        "status": DeliveryStatus.ATTEMPTING,
+        "attempt_count": attempt_number,
+        "claimed_at": now,
+        "updated_at": now,
+        "first_attempt_at": delivery.first_attempt_at or now,
+    }
+
+
 class FakeDeliveries:
     def __init__(self) -> None:
         self.items: dict[str, Delivery] = {}
@@ -71,14 +83,7 @@ class FakeDeliveries:
         )
         if not (fresh or abandoned):
             return None
-        claimed = replace(
-            current,
-            status=DeliveryStatus.ATTEMPTING,
-            attempt_count=attempt_number,
-            claimed_at=now,
-            updated_at=now,
-            first_attempt_at=current.first_attempt_at or now,
-        )
+        claimed = replace(current, **claim(current, attempt_number, now))
         self.items[delivery_id] = claimed
         return claimed
 
@@ -591,14 +596,7 @@ class FakeParkingLot:
             self._drop_if_stale(delivery_id, endpoint_id)
             return None
         entry = self.parked_by.get(delivery_id)
-        claimed = self._unpark(
-            current,
-            status=DeliveryStatus.ATTEMPTING,
-            attempt_count=attempt_number,
-            claimed_at=now,
-            updated_at=now,
-            first_attempt_at=current.first_attempt_at or now,
-        )
+        claimed = self._unpark(current, **claim(current, attempt_number, now))
         if keep_entry and entry is not None:
             self.parked_by[delivery_id] = entry
         return claimed

@@ -50,7 +50,7 @@ def throttled(error: BaseException | None) -> bool:
 
 
 # Set by the local stack only (local/stack.py), whose moto servers check no signature: its functions' calls go
-# unsigned, as signing was about a sixth of their CPU (py-spy of the throughput benchmark's workers). Deployed
+# unsigned, as signing was about 15% of their CPU samples (py-spy of the throughput benchmark's workers). Deployed
 # functions never have it (tests/infrastructure/test_functions.py), and unset, every call is signed.
 UNSIGNED_CALLS = "HOOKRELAY_LOCAL_UNSIGNED_CALLS"
 

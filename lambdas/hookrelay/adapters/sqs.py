@@ -69,10 +69,8 @@ def parse_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMe
 def _event(data: Any) -> Event | None:
     """The event a first attempt's message carries; None when it carries none, or one this code cannot read (the
     attempt reads the stored event then)."""
-    if not isinstance(data, dict):
-        return None
     try:
-        return from_data(Event, data)
+        return from_data(Event, data)  # refuses anything but a map, None included
     except UnreadableRecord:
         return None
 
