@@ -48,28 +48,39 @@ SETTLE_LIMIT_SECONDS = 900.0  # every phase ends within this after its last even
 POLL_SECONDS = 2.0
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """CPU seconds (user + system) of a process and its live descendants so far, from /proc (Linux): the local
-    stack's parent, its moto servers and its function workers. Per event, it is the load the stack puts on the
-    machine, a figure that the machine's other tenants disturb far less than they do a rate."""
+def tree_cpu_seconds(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of a process and its live descendants, from /proc (Linux), by process
+    name: the local stack (`hookrelay-local`), its moto servers (`moto-*`) and its function workers (`fn-<function>`,
+    summed over a function's workers). In all, per event, it is the load the stack puts on the machine, a figure
+    that the machine's other tenants disturb far less than they do a rate."""
     parents: dict[int, int] = {}
-    times: dict[int, float] = {}
+    times: dict[int, tuple[str, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            head, tail = (entry / "stat").read_text().rsplit(")", 1)
         except OSError:  # ended while listed
             continue
+        fields = tail.split()
         pid = int(entry.name)
         parents[pid] = int(fields[1])
-        times[pid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+        ticks = int(fields[11]) + int(fields[12])  # utime + stime
+        times[pid] = (head.split("(", 1)[1], ticks / os.sysconf("SC_CLK_TCK"))
     tree, grown = {root}, True
     while grown:
         below = {pid for pid, parent in parents.items() if parent in tree} - tree
         tree |= below
         grown = bool(below)
-    return sum(times.get(pid, 0.0) for pid in tree)
+    by_name: dict[str, float] = {}
+    for pid in tree & times.keys():
+        name, seconds = times[pid]
+        by_name[name] = by_name.get(name, 0.0) + seconds
+    return by_name
+
+
+def used_since(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {name: after[name] - before.get(name, 0.0) for name in after}
 
 
 def ordering_keys(groups: int = GROUPS) -> list[str]:
@@ -91,7 +102,11 @@ class Phase:
     offered_seconds: float  # first POST started -> last POST answered
     received: dict[str, float]  # event id -> when the healthy consumer accepted it
     errors: int  # POSTs that were not accepted
-    cpu_seconds: float  # the stack's process tree, from the first POST until every delivery was seen
+    cpu_by_process: dict[str, float]  # the stack's process tree, from the first POST until every delivery was seen
+
+    @property
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu_by_process.values())
 
     def delivery(self) -> list[float]:
         return [self.received[event_id] - at for event_id, at in self.sent.items() if event_id in self.received]
@@ -178,7 +193,7 @@ def run_phase(
     cpu_before = tree_cpu_seconds(stack.process.popen.pid)
     offered = producers.run(events)
     received = wait_for(healthy, producers.sent)
-    cpu = tree_cpu_seconds(stack.process.popen.pid) - cpu_before
+    cpu = used_since(cpu_before, tree_cpu_seconds(stack.process.popen.pid))
     return Phase(name, producers.sent, producers.ingest, offered, received, producers.errors, cpu)
 
 
@@ -226,6 +241,25 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
                 "stack CPU ms/event",
             ],
             rows,
+        )
+    )
+    names = sorted(
+        {name for phase in phases for name in phase.cpu_by_process}, key=lambda n: -phases[0].cpu_by_process.get(n, 0)
+    )
+    print("\nstack CPU ms per event accepted, by process (workers of a function summed)")
+    print(
+        table(
+            ["process", *(phase.name for phase in phases)],
+            [
+                [
+                    name,
+                    *(
+                        f"{1000 * phase.cpu_by_process.get(name, 0.0) / max(1, len(phase.sent)):.1f}"
+                        for phase in phases
+                    ),
+                ]
+                for name in names
+            ],
         )
     )
     latencies = {phase.name: phase.delivery() for phase in phases}

@@ -9,7 +9,7 @@ calls; its operations alone took about half of moto's busy time in a py-spy prof
 per-request overhead): with one server, moto's one interpreter lock was the stack's
 bottleneck on a 2-core machine; with two, the queue's and the tables' work run at once. moto keeps each
 service's state in the process that serves it, so no state is shared between the two. DynamoDB's server
-answers one request at a time (`OneAtATimeMotoServer`, `--one-at-a-time`). Every boto3 client
+answers one request at a time (``local.moto_server.MotoServer`, `--one-at-a-time`). Every boto3 client
 made afterwards finds them through the standard `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_DYNAMODB` (the AWS
 CLI reads the same two).
 """
@@ -25,10 +25,11 @@ import subprocess
 import sys
 import threading
 import time
-import wsgiref.simple_server
 from dataclasses import dataclass
 
 import requests
+
+from local.moto_server import MotoServer
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
@@ -37,9 +38,8 @@ FAKE_CREDENTIALS = {
     "AWS_DEFAULT_REGION": "us-east-1",
 }
 # The stack's functions call moto unsigned (`UNSIGNED_CALLS` in hookrelay/adapters/aws.py): moto finds a signed
-# call's service in its signature's scope, and an unsigned one's by the target header of its JSON protocol (SNS,
-# a query protocol, by its action), for the services and actions registered here.
-UNSIGNED_TARGETS = {"DynamoDB_20120810": "dynamodb", "AmazonSQS": "sqs", "AWSStepFunctions": "states"}
+# call's service in its signature's scope. The JSON protocols' calls go to their service by their target header
+# (`local.moto_server.json_dispatchers`); SNS's, a query protocol, is found by its action, registered here.
 UNSIGNED_ACTIONS = {"Publish": "sns"}
 READY_TIMEOUT_SECONDS = 60
 STOP_TIMEOUT_SECONDS = 10
@@ -147,83 +147,28 @@ def serve_requests_faster() -> None:
     """
     from moto import backends
     from moto.core import responses
-    from moto.moto_server.werkzeug_app import MotoRequestHandler
 
-    MotoRequestHandler.protocol_version = "HTTP/1.1"
     modules = tuple(backends.list_of_moto_modules())
     backends.list_of_moto_modules = lambda: modules
     responses.method_names_from_class = functools.cache(responses.method_names_from_class)
     responses.camelcase_to_underscores = functools.lru_cache(maxsize=4096)(responses.camelcase_to_underscores)
 
 
-# Connections that may wait for DynamoDB's server at once: more than every worker the local stack can run (see
-# tests/unit/test_local_aws_servers.py). With socketserver's default, 5, a tenth of a loaded run's ingest requests
-# took over a second (p50 119 ms, p90 1,115 ms), the mark of the kernel's one-second SYN retry when a listen queue
-# is full; with 128 that tail was gone.
-ONE_AT_A_TIME_BACKLOG = 128
-
-
-class _OneAtATimeServer(wsgiref.simple_server.WSGIServer):
-    request_queue_size = ONE_AT_A_TIME_BACKLOG
-
-
-class _QuietRequestHandler(wsgiref.simple_server.WSGIRequestHandler):
-    wbufsize = 64 * 1024  # an answer's status line, headers and body leave in one write
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass  # one line per AWS call is noise, not information
-
-
-class OneAtATimeMotoServer:
-    """moto's WSGI app on 127.0.0.1:`port`, each request answered in turn on one background thread by the standard
-    library's `wsgiref` server; the interface of moto's own `ThreadedMotoServer` (a thread per request), which
-    serves the other services, whose long polls each wait in a thread of their own.
-
-    For DynamoDB's server, whose every request is CPU work and none waits. Measured under the throughput
-    benchmark's load, a thread per request cost more than the requests' work: each new thread waited for the
-    interpreter lock before it could even say it had started, and werkzeug's server then waits up to 10 ms after
-    every answer for the client to close (`run_wsgi`), each call paying both in latency (bench/README.md has the
-    figures).
-    """
-
-    def __init__(self, port: int) -> None:
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-
-        app = DomainDispatcherApplication(create_backend_app)
-        self.server = wsgiref.simple_server.make_server(
-            "127.0.0.1", port, app, server_class=_OneAtATimeServer, handler_class=_QuietRequestHandler
-        )
-        self.thread = threading.Thread(target=self.server.serve_forever, name="moto", daemon=True)
-
-    def get_host_and_port(self) -> tuple[str, int]:
-        host, port = self.server.server_address[:2]
-        return str(host), int(port)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.thread.join()
-
-
 def route_unsigned_calls() -> None:
     from moto.moto_server import werkzeug_app
 
     region = FAKE_CREDENTIALS["AWS_DEFAULT_REGION"]
-    werkzeug_app.UNSIGNED_REQUESTS.update({target: (service, region) for target, service in UNSIGNED_TARGETS.items()})
     werkzeug_app.UNSIGNED_ACTIONS.update({action: (service, region) for action, service in UNSIGNED_ACTIONS.items()})
 
 
 def serve(port: int, *, one_at_a_time: bool = False) -> None:
     """The server process: moto's server until SIGTERM, or until the local stack that started it is gone."""
-    from moto.server import ThreadedMotoServer
-
     from local import moto_dynamodb, moto_sqs, moto_stepfunctions, moto_transactions
-    from local.processes import exit_with_parent, leave_interrupts_to_the_parent, wait_for_signal
+    from local.processes import exit_with_parent, leave_interrupts_to_the_parent, name_this_process, wait_for_signal
 
     exit_with_parent()
     leave_interrupts_to_the_parent()
+    name_this_process("moto-dynamodb" if one_at_a_time else "moto-aws")
     use_utc()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per AWS call is noise, not information
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
@@ -232,11 +177,7 @@ def serve(port: int, *, one_at_a_time: bool = False) -> None:
     moto_dynamodb.install()  # item operations' answers written as JSON, not walked member by member
     serve_requests_faster()
     route_unsigned_calls()
-    server = (
-        OneAtATimeMotoServer(port)
-        if one_at_a_time
-        else ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    )
+    server = MotoServer(port, one_at_a_time=one_at_a_time)
     server.start()
     bound = server.get_host_and_port()[1]
     os.environ.update(FAKE_CREDENTIALS)

@@ -34,10 +34,11 @@ class InvocationFailed(Exception):
 def serve(function: str, connection: Connection, log_level: str) -> None:
     """A worker process: invoke `function` with each event received, until the parent goes away."""
     from local.lambda_runtime import invoke_here
-    from local.processes import exit_with_parent, leave_interrupts_to_the_parent
+    from local.processes import exit_with_parent, leave_interrupts_to_the_parent, name_this_process
 
     exit_with_parent()
     leave_interrupts_to_the_parent()
+    name_this_process(f"fn-{function}")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("hookrelay").setLevel(log_level)
     while True:

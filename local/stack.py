@@ -34,7 +34,7 @@ from local import gateway, lambda_runtime
 from local.aws_endpoint import AwsEndpoints, start_aws_endpoints, use_utc
 from local.function_workers import FunctionWorkers
 from local.http_api import ApiServer
-from local.processes import wait_for_signal
+from local.processes import name_this_process, wait_for_signal
 from local.provision import provision
 from local.schedule import ScheduledFunction
 from local.sqs_source import EventSource
@@ -347,6 +347,7 @@ def _health_policy() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    name_this_process("hookrelay-local")  # its moto servers and function workers are named too
     console = configure_process(args.log_level)
     try:
         stack = start(

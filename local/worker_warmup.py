@@ -16,6 +16,9 @@ import pkgutil
 import boto3
 
 import hookrelay
+from local.processes import name_this_process
+
+name_this_process("fn-forkserver")
 
 for _service in ("dynamodb", "sqs", "stepfunctions", "sns"):
     boto3.client(_service)

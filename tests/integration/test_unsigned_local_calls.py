@@ -1,8 +1,9 @@
 """The local stack's functions call moto unsigned (signing was about 15% of their CPU samples), and moto's server still
-finds each call's service: DynamoDB, SQS and Step Functions by their JSON target, SNS by its action.
+finds each call's service: DynamoDB, SQS and Step Functions by their JSON target (`local.moto_server`), SNS by its
+action.
 
 `UNSIGNED_CALLS` (hookrelay/adapters/aws.py) is set by the local stack only; `local.aws_endpoint.route_unsigned_calls`
-teaches moto's dispatcher the targets. Deployed functions never have the variable (tests/infrastructure).
+teaches moto's dispatcher the action. Deployed functions never have the variable (tests/infrastructure).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from botocore import UNSIGNED
 from moto.moto_server import werkzeug_app
 
 from hookrelay.adapters import aws
-from local.aws_endpoint import FAKE_CREDENTIALS, OneAtATimeMotoServer, route_unsigned_calls
+from local.aws_endpoint import FAKE_CREDENTIALS, route_unsigned_calls
+from local.moto_server import MotoServer
 
 ROLE = "arn:aws:iam::123456789012:role/r"  # moto checks no role
 SIGNED = {"region_name": "us-east-1", "aws_access_key_id": "local", "aws_secret_access_key": "local"}
@@ -29,7 +31,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setattr(werkzeug_app, "UNSIGNED_ACTIONS", dict(werkzeug_app.UNSIGNED_ACTIONS))
     for name, value in FAKE_CREDENTIALS.items():
         monkeypatch.setenv(name, value)
-    moto = OneAtATimeMotoServer(0)
+    moto = MotoServer(0)
     moto.start()
     url = f"http://127.0.0.1:{moto.get_host_and_port()[1]}"
     monkeypatch.setenv("AWS_ENDPOINT_URL", url)
@@ -85,10 +87,11 @@ def test_each_service_the_functions_call_answers_their_unsigned_calls(
     assert started["executionArn"].startswith(machine.replace(":stateMachine:", ":execution:"))
 
 
-def test_without_the_routes_moto_does_not_know_an_unsigned_call(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The control: moto alone cannot tell an unsigned DynamoDB call's service (another service answers it)."""
-    a_signed_item(server, "unrouted")
-    assert "Item" not in unsigned(monkeypatch, "dynamodb").get_item(TableName="unrouted", Key={"pk": {"S": "a"}})
+def test_without_the_route_moto_does_not_know_an_unsigned_publish(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: moto alone cannot tell an unsigned SNS call's service (another service answers it)."""
+    topic = boto3.client("sns", endpoint_url=server, **SIGNED).create_topic(Name="unrouted")["TopicArn"]
+    with pytest.raises(KeyError, match="PublishResult"):  # botocore finds no SNS answer in what another service said
+        unsigned(monkeypatch, "sns").publish(TopicArn=topic, Message="m")
 
 
 def test_the_functions_sign_every_call_unless_the_local_stack_says_not_to(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,13 +1,14 @@
-"""DynamoDB's local server answers one request at a time, and none of the local stack's callers waits for a place.
+"""moto's local servers (`local.moto_server.MotoServer`): DynamoDB's answers one request at a time, every client keeps
+its connection for its next call, and none of the local stack's callers waits for a place in the listen queue.
 
-`local.aws_endpoint.OneAtATimeMotoServer` serves moto's app on one thread. Every worker process of the
-local stack may call it at once; each connection waits in the listen queue until its turn. A full queue drops
-the next connection's SYN and its client retries after a second, so the queue must hold them all.
+A full listen queue drops the next connection's SYN and its client retries after a second, so the queue must hold
+every worker of the local stack connecting at once.
 """
 
 from __future__ import annotations
 
-import socketserver
+import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -15,51 +16,106 @@ from typing import Any
 import boto3
 import pytest
 
-from local.aws_endpoint import ONE_AT_A_TIME_BACKLOG, OneAtATimeMotoServer
+from local.moto_server import LISTEN_BACKLOG, MotoServer
 from local.stack import DEFAULT_DELIVERY_CONCURRENCY, concurrency_limits
 
+HOLD_SECONDS = 0.005  # each DynamoDB answer is held this long, so that requests at once would overlap
 
-@pytest.fixture
-def dynamodb() -> Iterator[tuple[OneAtATimeMotoServer, Any]]:
-    server = OneAtATimeMotoServer(0)
-    server.start()
-    client = boto3.client(
+
+def dynamodb_client(server: MotoServer) -> Any:
+    return boto3.client(
         "dynamodb",
         endpoint_url=f"http://127.0.0.1:{server.get_host_and_port()[1]}",
         region_name="us-east-1",
         aws_access_key_id="local",
         aws_secret_access_key="local",
     )
+
+
+def a_counter_table(client: Any, name: str) -> None:
     client.create_table(
-        TableName="counters",
+        TableName=name,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
-    yield server, client
-    server.stop()
 
 
-def test_the_listen_queue_holds_every_worker_of_the_local_stack() -> None:
-    workers = sum(concurrency_limits(DEFAULT_DELIVERY_CONCURRENCY).values())
-    assert workers <= ONE_AT_A_TIME_BACKLOG, f"{workers} workers may call DynamoDB at once"
+class Overlap:
+    """Wraps the server's DynamoDB dispatch: the most requests it was ever in at once."""
+
+    def __init__(self, server: MotoServer) -> None:
+        self.inside = self.most = 0
+        self.lock = threading.Lock()
+        dispatch = server.server.dispatchers["DynamoDB_20120810"]
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            with self.lock:
+                self.inside += 1
+                self.most = max(self.most, self.inside)
+            try:
+                time.sleep(HOLD_SECONDS)
+                return dispatch(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.inside -= 1
+
+        server.server.dispatchers["DynamoDB_20120810"] = counted
 
 
-def test_requests_from_many_clients_are_answered_in_turn_on_one_thread(
-    dynamodb: tuple[OneAtATimeMotoServer, Any],
-) -> None:
-    server, client = dynamodb
-    assert not isinstance(server.server, socketserver.ThreadingMixIn)
+@pytest.fixture
+def servers() -> Iterator[dict[bool, MotoServer]]:
+    started = {one_at_a_time: MotoServer(0, one_at_a_time=one_at_a_time) for one_at_a_time in (True, False)}
+    for server in started.values():
+        server.start()
+    yield started
+    for server in started.values():
+        server.stop()
 
+
+def add_ones(client: Any, table: str, times: int) -> None:
     def add_one(_: int) -> None:
         client.update_item(
-            TableName="counters",
+            TableName=table,
             Key={"pk": {"S": "n"}},
             UpdateExpression="ADD v :one",
             ExpressionAttributeValues={":one": {"N": "1"}},
         )
 
     with ThreadPoolExecutor(16) as pool:
-        list(pool.map(add_one, range(200)))
-    item = client.get_item(TableName="counters", Key={"pk": {"S": "n"}})["Item"]
-    assert item["v"] == {"N": "200"}
+        list(pool.map(add_one, range(times)))
+
+
+def test_the_listen_queue_holds_every_worker_of_the_local_stack() -> None:
+    workers = sum(concurrency_limits(DEFAULT_DELIVERY_CONCURRENCY).values())
+    assert workers <= LISTEN_BACKLOG, f"{workers} workers may call DynamoDB at once"
+
+
+def test_requests_from_many_clients_are_answered_in_turn(servers: dict[bool, MotoServer]) -> None:
+    overlap = {one_at_a_time: Overlap(server) for one_at_a_time, server in servers.items()}
+    for one_at_a_time, server in servers.items():
+        client = dynamodb_client(server)
+        a_counter_table(client, f"counters-{one_at_a_time}")
+        add_ones(client, f"counters-{one_at_a_time}", 100)
+        item = client.get_item(TableName=f"counters-{one_at_a_time}", Key={"pk": {"S": "n"}})["Item"]
+        assert item["v"] == {"N": "100"}
+    assert overlap[True].most == 1
+    assert overlap[False].most > 1  # the control: without its turns, the same server answers requests at once
+
+
+def test_a_client_keeps_its_connection_for_its_next_calls(servers: dict[bool, MotoServer]) -> None:
+    server = servers[True]
+    accepted: list[object] = []
+    accept = server.server.get_request
+
+    def counted() -> Any:
+        connection = accept()
+        accepted.append(connection)
+        return connection
+
+    server.server.get_request = counted  # type: ignore[method-assign]
+    client = dynamodb_client(server)
+    a_counter_table(client, "kept")
+    for _ in range(20):
+        client.get_item(TableName="kept", Key={"pk": {"S": "n"}})
+    assert len(accepted) == 1  # werkzeug's server, moto's own, accepts one connection per call
