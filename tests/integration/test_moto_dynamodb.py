@@ -9,6 +9,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.parsing import validators
 
@@ -30,6 +31,14 @@ ITEM = {
     "map": {"M": {"a": {"S": "b"}, "empty": {"M": {}}}},
     "gsi": {"S": "g"},
 }
+
+
+# A condition with a value in every place one can be: a comparison, a function's argument, IN and BETWEEN.
+CLAIM = (
+    "attribute_exists(pk) AND #n > :low AND begins_with(#str, :s) AND attribute_type(strings, :t)"
+    " AND flag IN (:a, :b) AND #n BETWEEN :low AND #n"
+)
+CLAIM_NAMES = {"#n": "number", "#str": "string"}
 
 
 def operations(dynamodb: Any) -> list[Any]:
@@ -98,6 +107,19 @@ def operations(dynamodb: Any) -> list[Any]:
             ReturnValues="UPDATED_OLD",
         ),
     ]
+    answers += [  # one condition used again and again with other values: a kept parse must not carry them
+        dynamodb.update_item(
+            TableName="t",
+            Key=key,
+            UpdateExpression="SET flag = :f",
+            ConditionExpression=CLAIM,
+            ExpressionAttributeNames=CLAIM_NAMES,
+            ExpressionAttributeValues={":f": {"BOOL": flag}, ":low": {"N": low}, ":s": {"S": "é"}, ":t": {"S": "SS"}}
+            | {":a": {"BOOL": flag}, ":b": {"BOOL": not flag}},
+            ReturnValues="ALL_NEW",
+        )
+        for flag, low in ((False, "1"), (True, "-99999"), (False, "0"))
+    ]
     for n in range(5):
         dynamodb.put_item(TableName="t", Item={"pk": {"S": "tenant#1"}, "sk": {"S": f"1{n}"}, "gsi": {"S": "g"}})
     answers += [
@@ -154,6 +176,25 @@ def operations(dynamodb: Any) -> list[Any]:
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         ),
         lambda: dynamodb.get_item(TableName="missing", Key=key),
+        # The condition above with values it does not hold for; then with a value it does not use.
+        lambda: dynamodb.update_item(
+            TableName="t",
+            Key=key,
+            UpdateExpression="SET flag = :f",
+            ConditionExpression=CLAIM,
+            ExpressionAttributeNames=CLAIM_NAMES,
+            ExpressionAttributeValues={":f": {"BOOL": True}, ":low": {"N": "1e9"}, ":s": {"S": "é"}, ":t": {"S": "SS"}}
+            | {":a": {"BOOL": True}, ":b": {"BOOL": True}},
+        ),
+        lambda: dynamodb.update_item(
+            TableName="t",
+            Key=key,
+            UpdateExpression="SET flag = :f",
+            ConditionExpression=CLAIM,
+            ExpressionAttributeNames=CLAIM_NAMES,
+            ExpressionAttributeValues={":f": {"BOOL": True}, ":low": {"N": "1"}, ":s": {"S": "é"}, ":t": {"S": "SS"}}
+            | {":a": {"BOOL": True}, ":b": {"BOOL": True}, ":unused": {"N": "1"}},
+        ),
         # Refused by the checks that read only the expression: each refused again when used again.
         *[
             lambda names=names: dynamodb.update_item(  # type: ignore[misc]
@@ -297,6 +338,52 @@ def test_the_checks_of_an_expression_alone_run_once_per_expression_names_and_tab
         moto_dynamodb.uninstall()
     assert item["value"] == {"N": "2"}
     assert checks == ["counted"]
+
+
+def test_a_condition_is_parsed_once_per_expression_names_and_value_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    lexed: list[str] = []
+    lex = ConditionExpressionParser._lex_condition_expression  # the parse's first step
+
+    def counting(self: ConditionExpressionParser) -> Any:
+        lexed.append(str(self.condition_expression))
+        return lex(self)
+
+    def versions(fast: bool) -> tuple[list[Any], list[str]]:
+        lexed.clear()
+        (moto_dynamodb.install if fast else moto_dynamodb.uninstall)()
+        try:
+            with moto_stack():
+                dynamodb = boto3.client("dynamodb")
+                dynamodb.create_table(
+                    TableName="t",
+                    KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                    AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                    BillingMode="PAY_PER_REQUEST",
+                )
+                dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}, "v": {"N": "0"}})
+                written = []
+                for n in (1, 2, 2, 3):  # each write holds only if it raises the version: the second 2 does not
+                    try:
+                        dynamodb.update_item(
+                            TableName="t",
+                            Key={"pk": {"S": "a"}},
+                            UpdateExpression="SET v = :v",
+                            ConditionExpression="v < :v",
+                            ExpressionAttributeValues={":v": {"N": str(n)}},
+                        )
+                        written.append(n)
+                    except ClientError as error:
+                        written.append(error.response["Error"]["Code"])
+                return written, list(lexed)
+        finally:
+            moto_dynamodb.uninstall()
+
+    monkeypatch.setattr(ConditionExpressionParser, "_lex_condition_expression", counting)
+    generic, generic_lexed = versions(fast=False)
+    fast, fast_lexed = versions(fast=True)
+    assert generic == fast == [1, 2, "ConditionalCheckFailedException", 3]
+    assert len(generic_lexed) == 8  # the control: moto parses each update's condition twice
+    assert fast_lexed == ["v < :v"]
 
 
 def test_a_query_sorts_what_it_matches_not_the_whole_table(monkeypatch: pytest.MonkeyPatch) -> None:
