@@ -21,7 +21,8 @@ Each client sends its share paced at R / C per second, and waits for each answer
 offer down: "accepted/s" is what the stack sustained). Ingest latency is the POST /v1/events round trip;
 delivery latency is from just before the POST to the healthy consumer receiving the verified webhook (both
 clocks are this machine's). Each phase also prints the stack's CPU per event: the CPU seconds its processes used
-from the phase's first POST until every delivery was seen (read from /proc), over the events accepted.
+from the phase's first POST until every delivery was seen (read from /proc), over the events accepted, in all and
+by process (the stack names its processes: `hookrelay-local`, `moto-dynamodb`, `moto-aws`, `fn-<function>`).
 """
 
 from __future__ import annotations

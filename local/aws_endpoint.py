@@ -4,12 +4,13 @@
 service (SQS, Step Functions, SNS), with Step Functions executions switched on (moto's own interpreter runs the
 retry workflow's ASL, whose tasks only send to SQS queues, and finds its server through `MOTO_PORT`). Each has
 the local stack's fixes to moto installed (`moto_transactions`, `moto_sqs`, `moto_dynamodb`) and prints its
-port. DynamoDB gets a process of its own because it is most of the stack's AWS work (six of an event's nine
+port. DynamoDB gets a process of its own because it is most of the stack's AWS work (seven of an event's ten
 calls; its operations alone took about half of moto's busy time in a py-spy profile, before their share of the
 per-request overhead): with one server, moto's one interpreter lock was the stack's
 bottleneck on a 2-core machine; with two, the queue's and the tables' work run at once. moto keeps each
-service's state in the process that serves it, so no state is shared between the two. DynamoDB's server
-answers one request at a time (``local.moto_server.MotoServer`, `--one-at-a-time`). Every boto3 client
+service's state in the process that serves it, so no state is shared between the two. Both keep their clients'
+connections open (`local.moto_server.MotoServer`); DynamoDB's answers one request at a time (`--one-at-a-time`),
+as moto's conditional writes need. Every boto3 client
 made afterwards finds them through the standard `AWS_ENDPOINT_URL` and `AWS_ENDPOINT_URL_DYNAMODB` (the AWS
 CLI reads the same two).
 """
@@ -140,10 +141,8 @@ def serve_requests_faster() -> None:
 
     It finds the service a request is for by listing moto's package directory, on every request; the list does
     not change. And it finds the action's method by listing the response class's methods (through `inspect`) and
-    converting the action's name, on every request; neither changes while the server runs. (What it does not
-    save: werkzeug's server ends every connection after one answer, whatever the protocol version says, so each
-    AWS call is a new connection and a new server thread; a keep-alive server saved about 10% of the server's CPU
-    per call in a micro-benchmark, bench/README.md says why it was left out.)
+    converting the action's name, on every request; neither changes while the server runs. (The server itself,
+    kept-alive connections and the JSON protocols without Flask, is `local.moto_server`.)
     """
     from moto import backends
     from moto.core import responses
