@@ -1,10 +1,15 @@
 """moto's SQS as the local stack patches it (local/moto_sqs.py): a send or a receive reads a queue's settings without
-the approximate counts (each a scan of the whole queue), and the settings read are moto's own."""
+the approximate counts (each a scan of the whole queue), and the settings read are moto's own; the clock is moto's,
+read without building datetimes."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import boto3
 from moto import mock_aws
+from moto.core import utils
+from moto.sqs import models
 from moto.sqs.models import Queue, sqs_backends
 
 from local import moto_sqs
@@ -33,3 +38,18 @@ def test_a_send_reads_the_queues_settings_as_moto_does_but_not_its_counts() -> N
     assert settings == {name: value for name, value in whole.items() if name not in moto_sqs._COUNTS}
     assert settings["ContentBasedDeduplication"] == "true"
     assert Queue.attributes.fget(queue)["ApproximateNumberOfMessages"] == 1  # type: ignore[attr-defined]  # put back
+
+
+def test_the_clock_is_motos_clock_read_without_its_datetimes() -> None:
+    moto_sqs.install()
+    try:
+        assert models.unix_time is moto_sqs.unix_time
+        before, patched, after = utils.unix_time(), models.unix_time(), utils.unix_time()
+        millis = models.unix_time_millis()
+        at = datetime(2026, 12, 2, 6, 0, 0, 123000)
+        assert models.unix_time_millis(at) == utils.unix_time_millis(at)
+    finally:
+        moto_sqs.uninstall()
+    assert before <= patched <= after
+    assert 1000 * before <= millis <= 1000 * utils.unix_time()
+    assert models.unix_time is utils.unix_time  # put back
