@@ -225,9 +225,13 @@ def operations(dynamodb: Any) -> list[Any]:
     return [{k: v for k, v in answer.items() if k != "ResponseMetadata"} for answer in answers]
 
 
+_OWNER = {"ExpressionAttributeNames": {"#o": "owner"}}
+
+
 def queries(dynamodb: Any) -> list[Any]:
     """Queries of a table keyed by its partition alone and of its index, over partitions written out of key order:
-    pages both ways, a range condition, items outside the index."""
+    pages both ways, a range condition, items outside the index; then again after items moved between the index's
+    partitions, left it, were deleted and written again."""
     dynamodb.create_table(
         TableName="h",
         KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
@@ -254,7 +258,46 @@ def queries(dynamodb: Any) -> list[Any]:
             item["owner"] = {"S": f"o{n % 2}"}
         dynamodb.put_item(TableName="h", Item=item)
     owner = {"KeyConditionExpression": "#o = :o", "ExpressionAttributeNames": {"#o": "owner"}}
+    before = dynamodb.query(TableName="h", IndexName="by_owner", ExpressionAttributeValues={":o": {"S": "o1"}}, **owner)
+    # Items that leave a partition, join one, go and come back, by every write the functions make.
+    dynamodb.update_item(
+        TableName="h",
+        Key={"id": {"S": "d3"}},
+        UpdateExpression="SET #o = :o",
+        ExpressionAttributeNames={"#o": "owner"},
+        ExpressionAttributeValues={":o": {"S": "o0"}},
+    )
+    dynamodb.update_item(TableName="h", Key={"id": {"S": "d5"}}, UpdateExpression="REMOVE #o", **_OWNER)
+    dynamodb.delete_item(TableName="h", Key={"id": {"S": "d7"}})
+    dynamodb.batch_write_item(
+        RequestItems={
+            "h": [{"PutRequest": {"Item": {"id": {"S": "d7"}, "owner": {"S": "o0"}, "at": {"S": "2026-09"}}}}]
+        }
+    )
+    dynamodb.transact_write_items(
+        TransactItems=[
+            {"Put": {"TableName": "h", "Item": {"id": {"S": "d4"}, "owner": {"S": "o1"}, "at": {"S": "2026-08"}}}},
+            {
+                "Update": {
+                    "TableName": "h",
+                    "Key": {"id": {"S": "d9"}},
+                    "UpdateExpression": "SET #o = :o",
+                    "ExpressionAttributeNames": {"#o": "owner"},
+                    "ExpressionAttributeValues": {":o": {"S": "o2"}},
+                }
+            },
+        ]
+    )
+    dynamodb.update_item(  # an item made by an update, straight into a partition
+        TableName="h",
+        Key={"id": {"S": "d10"}},
+        UpdateExpression="SET #o = :o, #a = :a",
+        ExpressionAttributeNames={"#o": "owner", "#a": "at"},
+        ExpressionAttributeValues={":o": {"S": "o1"}, ":a": {"S": "2026-07"}},
+    )
     return [
+        before,
+        dynamodb.query(TableName="h", IndexName="by_owner", ExpressionAttributeValues={":o": {"S": "o2"}}, **owner),
         dynamodb.query(TableName="h", KeyConditionExpression="id = :i", ExpressionAttributeValues={":i": {"S": "d3"}}),
         dynamodb.query(TableName="h", KeyConditionExpression="id = :i", ExpressionAttributeValues={":i": {"S": "no"}}),
         dynamodb.query(TableName="h", IndexName="by_owner", ExpressionAttributeValues={":o": {"S": "o1"}}, **owner),
@@ -421,6 +464,59 @@ def test_a_query_sorts_what_it_matches_not_the_whole_table(monkeypatch: pytest.M
         return len(compared)
 
     assert comparisons(fast=False) > 300  # the control: the whole table sorted
+    assert comparisons(fast=True) < 10
+
+
+def test_an_index_query_reads_the_items_with_its_partition_value_not_the_whole_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """moto compares every item of the table with an index query's partition value; the local stack's looks at the
+    items that have had it. Counted as value comparisons, with moto as it ships as the control."""
+    compared: list[None] = []
+    not_equal = DynamoType.__ne__
+
+    def counting(self: DynamoType, other: DynamoType) -> bool:
+        compared.append(None)
+        return not_equal(self, other)
+
+    monkeypatch.setattr(DynamoType, "__ne__", counting)
+
+    def comparisons(fast: bool) -> int:
+        (moto_dynamodb.install if fast else moto_dynamodb.uninstall)()
+        try:
+            with moto_stack():
+                dynamodb = boto3.client("dynamodb")
+                dynamodb.create_table(
+                    TableName="t",
+                    KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                    AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "owner")],
+                    GlobalSecondaryIndexes=[
+                        {
+                            "IndexName": "by_owner",
+                            "KeySchema": [{"AttributeName": "owner", "KeyType": "HASH"}],
+                            "Projection": {"ProjectionType": "ALL"},
+                        }
+                    ],
+                    BillingMode="PAY_PER_REQUEST",
+                )
+                for n in range(300):
+                    dynamodb.put_item(TableName="t", Item={"pk": {"S": f"{n:03}"}, "owner": {"S": f"o{n % 100}"}})
+                query = {"IndexName": "by_owner", "KeyConditionExpression": "#o = :o"}
+                dynamodb.query(TableName="t", **query, ExpressionAttributeNames={"#o": "owner"},
+                               ExpressionAttributeValues={":o": {"S": "o1"}})  # fmt: skip
+                compared.clear()
+                found = dynamodb.query(
+                    TableName="t",
+                    **query,
+                    ExpressionAttributeNames={"#o": "owner"},
+                    ExpressionAttributeValues={":o": {"S": "o7"}},
+                )
+        finally:
+            moto_dynamodb.uninstall()
+        assert sorted(item["pk"]["S"] for item in found["Items"]) == ["007", "107", "207"]
+        return len(compared)
+
+    assert comparisons(fast=False) >= 300  # the control: every item compared
     assert comparisons(fast=True) < 10
 
 
