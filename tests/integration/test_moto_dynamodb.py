@@ -4,6 +4,7 @@ gives: the same item operations, every attribute type, pages, batch and transact
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import boto3
@@ -39,6 +40,22 @@ CLAIM = (
     " AND flag IN (:a, :b) AND #n BETWEEN :low AND #n"
 )
 CLAIM_NAMES = {"#n": "number", "#str": "string"}
+CLAIMS = ((False, "1"), (True, "-99999"), (False, "0"))  # (flag, low) for which CLAIM holds, in turn
+
+
+def claimed(dynamodb: Any, key: Any, flag: bool, low: str, extra: dict[str, Any] | None = None, **more: Any) -> Any:
+    """An update of `key` under CLAIM, with these values in it."""
+    values = {":f": {"BOOL": flag}, ":low": {"N": low}, ":s": {"S": "é"}, ":t": {"S": "SS"}}
+    values |= {":a": {"BOOL": flag}, ":b": {"BOOL": not flag}, **(extra or {})}
+    return dynamodb.update_item(
+        TableName="t",
+        Key=key,
+        UpdateExpression="SET flag = :f",
+        ConditionExpression=CLAIM,
+        ExpressionAttributeNames=CLAIM_NAMES,
+        ExpressionAttributeValues=values,
+        **more,
+    )
 
 
 def operations(dynamodb: Any) -> list[Any]:
@@ -107,19 +124,8 @@ def operations(dynamodb: Any) -> list[Any]:
             ReturnValues="UPDATED_OLD",
         ),
     ]
-    answers += [  # one condition used again and again with other values: a kept parse must not carry them
-        dynamodb.update_item(
-            TableName="t",
-            Key=key,
-            UpdateExpression="SET flag = :f",
-            ConditionExpression=CLAIM,
-            ExpressionAttributeNames=CLAIM_NAMES,
-            ExpressionAttributeValues={":f": {"BOOL": flag}, ":low": {"N": low}, ":s": {"S": "é"}, ":t": {"S": "SS"}}
-            | {":a": {"BOOL": flag}, ":b": {"BOOL": not flag}},
-            ReturnValues="ALL_NEW",
-        )
-        for flag, low in ((False, "1"), (True, "-99999"), (False, "0"))
-    ]
+    # One condition used again and again with other values: a kept parse must not carry them.
+    answers += [claimed(dynamodb, key, flag, low, ReturnValues="ALL_NEW") for flag, low in CLAIMS]
     for n in range(5):
         dynamodb.put_item(TableName="t", Item={"pk": {"S": "tenant#1"}, "sk": {"S": f"1{n}"}, "gsi": {"S": "g"}})
     answers += [
@@ -177,24 +183,8 @@ def operations(dynamodb: Any) -> list[Any]:
         ),
         lambda: dynamodb.get_item(TableName="missing", Key=key),
         # The condition above with values it does not hold for; then with a value it does not use.
-        lambda: dynamodb.update_item(
-            TableName="t",
-            Key=key,
-            UpdateExpression="SET flag = :f",
-            ConditionExpression=CLAIM,
-            ExpressionAttributeNames=CLAIM_NAMES,
-            ExpressionAttributeValues={":f": {"BOOL": True}, ":low": {"N": "1e9"}, ":s": {"S": "é"}, ":t": {"S": "SS"}}
-            | {":a": {"BOOL": True}, ":b": {"BOOL": True}},
-        ),
-        lambda: dynamodb.update_item(
-            TableName="t",
-            Key=key,
-            UpdateExpression="SET flag = :f",
-            ConditionExpression=CLAIM,
-            ExpressionAttributeNames=CLAIM_NAMES,
-            ExpressionAttributeValues={":f": {"BOOL": True}, ":low": {"N": "1"}, ":s": {"S": "é"}, ":t": {"S": "SS"}}
-            | {":a": {"BOOL": True}, ":b": {"BOOL": True}, ":unused": {"N": "1"}},
-        ),
+        lambda: claimed(dynamodb, key, True, "1e9"),
+        lambda: claimed(dynamodb, key, True, "1", {":unused": {"N": "1"}}),
         # Refused by the checks that read only the expression: each refused again when used again.
         *[
             lambda names=names: dynamodb.update_item(  # type: ignore[misc]
@@ -321,13 +311,33 @@ def queries(dynamodb: Any) -> list[Any]:
     ]
 
 
-def answers_with(fast: bool) -> list[Any]:
+@contextmanager
+def dynamodb_on_moto(fast: bool) -> Iterator[Any]:
+    """A DynamoDB client on moto, with the local stack's changes (`fast`) or as moto ships."""
     (moto_dynamodb.install if fast else moto_dynamodb.uninstall)()
     try:
         with moto_stack():
-            return operations(boto3.client("dynamodb"))
+            yield boto3.client("dynamodb")
     finally:
         moto_dynamodb.uninstall()
+
+
+def counting(monkeypatch: pytest.MonkeyPatch, owner: type, name: str) -> list[None]:
+    """The calls of `owner.name` from now on, one entry each."""
+    calls: list[None] = []
+    original = getattr(owner, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(None)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counted)
+    return calls
+
+
+def answers_with(fast: bool) -> list[Any]:
+    with dynamodb_on_moto(fast) as dynamodb:
+        return operations(dynamodb)
 
 
 @pytest.fixture
@@ -349,79 +359,62 @@ def fast_answers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 def test_the_checks_of_an_expression_alone_run_once_per_expression_names_and_table(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    checks: list[str] = []
-    traverse = validators.ActionCountValidator.traverse  # one pass over the tree per validation
-
-    def counting(self: Any, node: Any) -> Any:
-        checks.append("counted")
-        return traverse(self, node)
-
-    monkeypatch.setattr(validators.ActionCountValidator, "traverse", counting)
-    moto_dynamodb.install()
-    try:
-        with moto_stack():
-            dynamodb = boto3.client("dynamodb")
-            dynamodb.create_table(
+    checks = counting(monkeypatch, validators.ActionCountValidator, "traverse")  # one pass per validation
+    with dynamodb_on_moto(fast=True) as dynamodb:
+        dynamodb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        for n in range(3):
+            dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}})
+            dynamodb.update_item(
                 TableName="t",
-                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
+                Key={"pk": {"S": "a"}},
+                UpdateExpression="SET #v = :v",
+                ExpressionAttributeNames={"#v": "value"},
+                ExpressionAttributeValues={":v": {"N": str(n)}},
             )
-            for n in range(3):
-                dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}})
-                dynamodb.update_item(
-                    TableName="t",
-                    Key={"pk": {"S": "a"}},
-                    UpdateExpression="SET #v = :v",
-                    ExpressionAttributeNames={"#v": "value"},
-                    ExpressionAttributeValues={":v": {"N": str(n)}},
-                )
-            item = dynamodb.get_item(TableName="t", Key={"pk": {"S": "a"}})["Item"]
-    finally:
-        moto_dynamodb.uninstall()
+        item = dynamodb.get_item(TableName="t", Key={"pk": {"S": "a"}})["Item"]
     assert item["value"] == {"N": "2"}
-    assert checks == ["counted"]
+    assert len(checks) == 1
 
 
 def test_a_condition_is_parsed_once_per_expression_names_and_value_names(monkeypatch: pytest.MonkeyPatch) -> None:
     lexed: list[str] = []
     lex = ConditionExpressionParser._lex_condition_expression  # the parse's first step
 
-    def counting(self: ConditionExpressionParser) -> Any:
+    def recording(self: ConditionExpressionParser) -> Any:
         lexed.append(str(self.condition_expression))
         return lex(self)
 
     def versions(fast: bool) -> tuple[list[Any], list[str]]:
         lexed.clear()
-        (moto_dynamodb.install if fast else moto_dynamodb.uninstall)()
-        try:
-            with moto_stack():
-                dynamodb = boto3.client("dynamodb")
-                dynamodb.create_table(
-                    TableName="t",
-                    KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                    AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                    BillingMode="PAY_PER_REQUEST",
-                )
-                dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}, "v": {"N": "0"}})
-                written = []
-                for n in (1, 2, 2, 3):  # each write holds only if it raises the version: the second 2 does not
-                    try:
-                        dynamodb.update_item(
-                            TableName="t",
-                            Key={"pk": {"S": "a"}},
-                            UpdateExpression="SET v = :v",
-                            ConditionExpression="v < :v",
-                            ExpressionAttributeValues={":v": {"N": str(n)}},
-                        )
-                        written.append(n)
-                    except ClientError as error:
-                        written.append(error.response["Error"]["Code"])
-                return written, list(lexed)
-        finally:
-            moto_dynamodb.uninstall()
+        with dynamodb_on_moto(fast) as dynamodb:
+            dynamodb.create_table(
+                TableName="t",
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}, "v": {"N": "0"}})
+            written = []
+            for n in (1, 2, 2, 3):  # each write holds only if it raises the version: the second 2 does not
+                try:
+                    dynamodb.update_item(
+                        TableName="t",
+                        Key={"pk": {"S": "a"}},
+                        UpdateExpression="SET v = :v",
+                        ConditionExpression="v < :v",
+                        ExpressionAttributeValues={":v": {"N": str(n)}},
+                    )
+                    written.append(n)
+                except ClientError as error:
+                    written.append(error.response["Error"]["Code"])
+        return written, list(lexed)
 
-    monkeypatch.setattr(ConditionExpressionParser, "_lex_condition_expression", counting)
+    monkeypatch.setattr(ConditionExpressionParser, "_lex_condition_expression", recording)
     generic, generic_lexed = versions(fast=False)
     fast, fast_lexed = versions(fast=True)
     assert generic == fast == [1, 2, "ConditionalCheckFailedException", 3]
@@ -432,34 +425,22 @@ def test_a_condition_is_parsed_once_per_expression_names_and_value_names(monkeyp
 def test_a_query_sorts_what_it_matches_not_the_whole_table(monkeypatch: pytest.MonkeyPatch) -> None:
     """moto sorts every item of the table for each query; the local stack's sorts the partition it reads (a table
     query) or the index's matches. Counted as key comparisons, with moto as it ships as the control."""
-    compared: list[None] = []
-    less_than = DynamoType.__lt__
-
-    def counting(self: DynamoType, other: DynamoType) -> bool:
-        compared.append(None)
-        return less_than(self, other)
-
-    monkeypatch.setattr(DynamoType, "__lt__", counting)
+    compared = counting(monkeypatch, DynamoType, "__lt__")
 
     def comparisons(fast: bool) -> int:
-        (moto_dynamodb.install if fast else moto_dynamodb.uninstall)()
-        try:
-            with moto_stack():
-                dynamodb = boto3.client("dynamodb")
-                dynamodb.create_table(
-                    TableName="t",
-                    KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-                    AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
-                    BillingMode="PAY_PER_REQUEST",
-                )
-                for n in range(300):
-                    dynamodb.put_item(TableName="t", Item={"pk": {"S": f"p{n % 100}"}, "sk": {"S": f"{n}"}})
-                compared.clear()
-                found = dynamodb.query(
-                    TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p7"}}
-                )
-        finally:
-            moto_dynamodb.uninstall()
+        with dynamodb_on_moto(fast) as dynamodb:
+            dynamodb.create_table(
+                TableName="t",
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            for n in range(300):
+                dynamodb.put_item(TableName="t", Item={"pk": {"S": f"p{n % 100}"}, "sk": {"S": f"{n}"}})
+            compared.clear()
+            found = dynamodb.query(
+                TableName="t", KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p7"}}
+            )
         assert [item["sk"]["S"] for item in found["Items"]] == ["107", "207", "7"]
         return len(compared)
 
@@ -472,47 +453,29 @@ def test_an_index_query_reads_the_items_with_its_partition_value_not_the_whole_t
 ) -> None:
     """moto compares every item of the table with an index query's partition value; the local stack's looks at the
     items that have had it. Counted as value comparisons, with moto as it ships as the control."""
-    compared: list[None] = []
-    not_equal = DynamoType.__ne__
-
-    def counting(self: DynamoType, other: DynamoType) -> bool:
-        compared.append(None)
-        return not_equal(self, other)
-
-    monkeypatch.setattr(DynamoType, "__ne__", counting)
+    compared = counting(monkeypatch, DynamoType, "__ne__")
 
     def comparisons(fast: bool) -> int:
-        (moto_dynamodb.install if fast else moto_dynamodb.uninstall)()
-        try:
-            with moto_stack():
-                dynamodb = boto3.client("dynamodb")
-                dynamodb.create_table(
-                    TableName="t",
-                    KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                    AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "owner")],
-                    GlobalSecondaryIndexes=[
-                        {
-                            "IndexName": "by_owner",
-                            "KeySchema": [{"AttributeName": "owner", "KeyType": "HASH"}],
-                            "Projection": {"ProjectionType": "ALL"},
-                        }
-                    ],
-                    BillingMode="PAY_PER_REQUEST",
-                )
-                for n in range(300):
-                    dynamodb.put_item(TableName="t", Item={"pk": {"S": f"{n:03}"}, "owner": {"S": f"o{n % 100}"}})
-                query = {"IndexName": "by_owner", "KeyConditionExpression": "#o = :o"}
-                dynamodb.query(TableName="t", **query, ExpressionAttributeNames={"#o": "owner"},
-                               ExpressionAttributeValues={":o": {"S": "o1"}})  # fmt: skip
-                compared.clear()
-                found = dynamodb.query(
-                    TableName="t",
-                    **query,
-                    ExpressionAttributeNames={"#o": "owner"},
-                    ExpressionAttributeValues={":o": {"S": "o7"}},
-                )
-        finally:
-            moto_dynamodb.uninstall()
+        with dynamodb_on_moto(fast) as dynamodb:
+            dynamodb.create_table(
+                TableName="t",
+                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+                AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "owner")],
+                GlobalSecondaryIndexes=[
+                    {
+                        "IndexName": "by_owner",
+                        "KeySchema": [{"AttributeName": "owner", "KeyType": "HASH"}],
+                        "Projection": {"ProjectionType": "ALL"},
+                    }
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            for n in range(300):
+                dynamodb.put_item(TableName="t", Item={"pk": {"S": f"{n:03}"}, "owner": {"S": f"o{n % 100}"}})
+            by_owner = {"IndexName": "by_owner", "KeyConditionExpression": "#o = :o", **_OWNER}
+            dynamodb.query(TableName="t", **by_owner, ExpressionAttributeValues={":o": {"S": "o1"}})  # notes the keys
+            compared.clear()
+            found = dynamodb.query(TableName="t", **by_owner, ExpressionAttributeValues={":o": {"S": "o7"}})
         assert sorted(item["pk"]["S"] for item in found["Items"]) == ["007", "107", "207"]
         return len(compared)
 
