@@ -20,12 +20,16 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
+import logging
 import sys
 import threading
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
+
+log = logging.getLogger("hookrelay.local.moto")
 
 # Connections that may wait to be accepted at once: more than every worker the local stack can run (see
 # tests/unit/test_local_aws_servers.py). With socketserver's default, 5, a tenth of a loaded run's ingest requests
@@ -73,8 +77,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         length = int(self.headers.get("content-length") or 0)
         environ = self._environ(self.rfile.read(length) if length else b"")
-        with self.server.turn:
-            status, headers, body = self._respond(environ)
+        try:
+            with self.server.turn:
+                status, headers, body = self._respond(environ)
+        except Exception as error:  # a fault of moto's: answered, as werkzeug's server answers it, not a dropped line
+            log.exception("moto failed on %s %s", self.command, self.path)
+            message = json.dumps({"__type": "InternalFailure", "message": f"{type(error).__name__}: {error}"})
+            status, headers, body = 500, [("content-type", "application/x-amz-json-1.0")], [message.encode()]
         self._answer(status, headers, body)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _serve

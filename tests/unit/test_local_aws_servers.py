@@ -15,6 +15,8 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
 
 from local.moto_server import LISTEN_BACKLOG, MotoServer
 from local.stack import DEFAULT_DELIVERY_CONCURRENCY, concurrency_limits
@@ -22,9 +24,10 @@ from local.stack import DEFAULT_DELIVERY_CONCURRENCY, concurrency_limits
 HOLD_SECONDS = 0.005  # each DynamoDB answer is held this long, so that requests at once would overlap
 
 
-def dynamodb_client(server: MotoServer) -> Any:
+def dynamodb_client(server: MotoServer, attempts: int = 3) -> Any:
     return boto3.client(
         "dynamodb",
+        config=Config(retries={"mode": "standard", "max_attempts": attempts}),
         endpoint_url=f"http://127.0.0.1:{server.get_host_and_port()[1]}",
         region_name="us-east-1",
         aws_access_key_id="local",
@@ -119,3 +122,18 @@ def test_a_client_keeps_its_connection_for_its_next_calls(servers: dict[bool, Mo
     for _ in range(20):
         client.get_item(TableName="kept", Key={"pk": {"S": "n"}})
     assert len(accepted) == 1  # werkzeug's server, moto's own, accepts one connection per call
+
+
+def test_a_fault_of_motos_is_answered_not_a_dropped_connection(servers: dict[bool, MotoServer]) -> None:
+    server = servers[True]
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        raise KeyError(":missing")  # what moto raises for a condition naming a value it was not given
+
+    client = dynamodb_client(server, attempts=1)  # a 500 is retried otherwise
+    a_counter_table(client, "faulty")
+    server.server.dispatchers["DynamoDB_20120810"] = failing
+    with pytest.raises(ClientError) as error:
+        client.get_item(TableName="faulty", Key={"pk": {"S": "n"}})
+    assert error.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+    assert "KeyError" in error.value.response["Error"]["Message"]
