@@ -37,8 +37,6 @@ log = logging.getLogger("hookrelay.local.moto")
 # is full; with 128 that tail was gone.
 LISTEN_BACKLOG = 128
 
-TARGET_HEADER = "x-amz-target"
-
 Dispatch = Callable[..., Any]  # a response class's `dispatch(request, full_url, headers)`
 
 
