@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import logging
 import os
 import signal
 import subprocess
@@ -29,8 +28,6 @@ import time
 from dataclasses import dataclass
 
 import requests
-
-from local.moto_server import MotoServer
 
 FAKE_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "local",
@@ -163,13 +160,13 @@ def route_unsigned_calls() -> None:
 def serve(port: int, *, one_at_a_time: bool = False) -> None:
     """The server process: moto's server until SIGTERM, or until the local stack that started it is gone."""
     from local import moto_dynamodb, moto_sqs, moto_stepfunctions, moto_transactions
+    from local.moto_server import MotoServer
     from local.processes import exit_with_parent, leave_interrupts_to_the_parent, name_this_process, wait_for_signal
 
     exit_with_parent()
     leave_interrupts_to_the_parent()
     name_this_process("moto-dynamodb" if one_at_a_time else "moto-aws")
     use_utc()
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per AWS call is noise, not information
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
     moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
     moto_sqs.install()  # long polls that wait instead of spinning, sends that do not count the queue

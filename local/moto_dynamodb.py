@@ -76,6 +76,8 @@ from moto.dynamodb.parsing.validators import (
 )
 from moto.dynamodb.responses import DynamoResult
 
+from local.moto_patches import Patches
+
 ITEM_OPERATIONS = frozenset(
     {
         "GetItem",
@@ -122,7 +124,7 @@ def _execute_result(self: DynamoResult, context: ActionContext) -> Any:
     return _generic_execute_result(self, context)
 
 
-_generic_make = UpdateExpressionParser.__dict__["make"]  # the classmethod itself, to put back
+_generic_make = UpdateExpressionParser.__dict__["make"]  # the classmethod itself: what the kept trees are parsed by
 _generic_validate = UpdateExpressionValidator.validate
 _SOURCE = "hookrelay_expression"  # set on each kept tree's root: the expression it was parsed from
 
@@ -326,31 +328,27 @@ def _all_items(self: Table) -> list[Any]:
     return _every_item(self)
 
 
+_PATCHES = Patches(
+    (DynamoResult, "execute_result", _execute_result),
+    (UpdateExpressionParser, "make", staticmethod(_kept_tree)),
+    (validators, "deepcopy", _copy),
+    (UpdateExpressionValidator, "validate", _validate),
+    (Table, "query", _query),
+    (Table, "all_items", _all_items),
+    (Table, "put_item", _put_item),
+    (DynamoDBBackend, "update_item", _update_item),
+    (ConditionExpressionParser, "parse", _parse_condition),
+    (ConditionExpressionParser, "_make_operand", _make_operand),
+)
+
+
 def install() -> None:
-    DynamoResult.execute_result = _execute_result  # type: ignore[method-assign]
-    UpdateExpressionParser.make = staticmethod(_kept_tree)
-    validators.deepcopy = _copy
-    UpdateExpressionValidator.validate = _validate  # type: ignore[method-assign]
-    Table.query = _query  # type: ignore[method-assign]
-    Table.all_items = _all_items  # type: ignore[method-assign]
-    Table.put_item = _put_item  # type: ignore[method-assign]
-    DynamoDBBackend.update_item = _update_item  # type: ignore[method-assign]
-    ConditionExpressionParser.parse = _parse_condition  # type: ignore[method-assign]
-    ConditionExpressionParser._make_operand = _make_operand  # type: ignore[method-assign]
+    _PATCHES.install()
 
 
 def uninstall() -> None:
     """For the comparison test: moto as it ships."""
-    DynamoResult.execute_result = _generic_execute_result  # type: ignore[method-assign]
-    UpdateExpressionParser.make = _generic_make
-    validators.deepcopy = copy.deepcopy
-    UpdateExpressionValidator.validate = _generic_validate  # type: ignore[method-assign]
-    Table.query = _generic_query  # type: ignore[method-assign]
-    Table.all_items = _generic_all_items  # type: ignore[method-assign]
-    Table.put_item = _generic_put_item  # type: ignore[method-assign]
-    DynamoDBBackend.update_item = _generic_update_item  # type: ignore[method-assign]
-    ConditionExpressionParser.parse = _generic_parse_condition  # type: ignore[method-assign]
-    ConditionExpressionParser._make_operand = _generic_make_operand  # type: ignore[method-assign]
+    _PATCHES.uninstall()
     _parsed_once.cache_clear()
     _condition_tree.cache_clear()
     _passed.clear()

@@ -29,6 +29,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
+from botocore.exceptions import ClientError
+from moto.dynamodb.responses import DynamoHandler
+from moto.moto_server.werkzeug_app import BackendRequest, DomainDispatcherApplication, create_backend_app
+from moto.sqs.responses import SQSResponse
+from moto.stepfunctions.responses import StepFunctionResponse
+
 log = logging.getLogger("hookrelay.local.moto")
 
 # Connections that may wait to be accepted at once: more than every worker the local stack can run (see
@@ -42,10 +48,6 @@ Dispatch = Callable[..., Any]  # a response class's `dispatch(request, full_url,
 
 def json_dispatchers() -> dict[str, Dispatch]:
     """The response class of each JSON-protocol service the stack calls, by the prefix of its target header."""
-    from moto.dynamodb.responses import DynamoHandler
-    from moto.sqs.responses import SQSResponse
-    from moto.stepfunctions.responses import StepFunctionResponse
-
     return {
         "DynamoDB_20120810": DynamoHandler.dispatch,
         "AmazonSQS": SQSResponse.dispatch,
@@ -154,9 +156,6 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _dispatched(dispatch: Dispatch, environ: dict[str, Any]) -> tuple[int, list[tuple[str, str]], Iterable[bytes]]:
     """What moto's Flask view (`convert_to_flask_response`) does with a request, without Flask around it."""
-    from botocore.exceptions import ClientError
-    from moto.moto_server.werkzeug_app import BackendRequest
-
     request = BackendRequest(environ)
     try:
         result = dispatch(request, request.raw_url, dict(request.headers))
@@ -172,8 +171,6 @@ class MotoServer:
     own `ThreadedMotoServer`."""
 
     def __init__(self, port: int, *, one_at_a_time: bool = False) -> None:
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-
         self.server = _Server(("127.0.0.1", port), _Handler)
         self.server.app = DomainDispatcherApplication(create_backend_app)
         self.server.dispatchers = json_dispatchers()

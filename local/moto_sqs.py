@@ -37,10 +37,11 @@ from moto.core.utils import camelcase_to_underscores
 from moto.sqs import models
 from moto.sqs.models import Queue, SQSBackend
 
+from local.moto_patches import Patches
+
 _original_unix_time = models.unix_time
 _original_unix_time_millis = models.unix_time_millis
 _original_delete_message = Queue.delete_message
-_original_wait_for_messages = Queue.wait_for_messages
 _original_attributes = Queue.attributes
 _settings_only = threading.local()  # set while an operation that reads only settings runs
 
@@ -121,33 +122,23 @@ def delete_message(self: Queue, receipt_handle: str) -> Any:
     return result
 
 
-_ORIGINAL_OPERATIONS = {
-    name: getattr(SQSBackend, name) for name in ("send_message", "send_message_batch", "receive_message")
-}
-_OPERATIONS = {
-    "send_message": _reading_settings_only(SQSBackend.send_message),
-    "send_message_batch": _reading_settings_only(SQSBackend.send_message_batch),
-    "receive_message": _receiving_afresh(_reading_settings_only(SQSBackend.receive_message)),
-}
+_PATCHES = Patches(
+    (models, "unix_time", unix_time),
+    (models, "unix_time_millis", unix_time_millis),
+    (Queue, "wait_for_messages", wait_for_messages),
+    (Queue, "delete_message", delete_message),
+    (Queue, "attributes", property(attributes)),
+    (SQSBackend, "send_message", _reading_settings_only(SQSBackend.send_message)),
+    (SQSBackend, "send_message_batch", _reading_settings_only(SQSBackend.send_message_batch)),
+    (SQSBackend, "receive_message", _receiving_afresh(_reading_settings_only(SQSBackend.receive_message))),
+)
 
 
 def install() -> None:
     """Replace moto's waits, its attribute reads in sends and receives, and its clock (idempotent)."""
-    models.unix_time = unix_time
-    models.unix_time_millis = unix_time_millis
-    Queue.wait_for_messages = wait_for_messages
-    Queue.delete_message = delete_message
-    Queue.attributes = property(attributes)
-    for name, operation in _OPERATIONS.items():
-        setattr(SQSBackend, name, operation)
+    _PATCHES.install()
 
 
 def uninstall() -> None:
     """moto as it ships (for the tests that compare)."""
-    models.unix_time = _original_unix_time
-    models.unix_time_millis = _original_unix_time_millis
-    Queue.wait_for_messages = _original_wait_for_messages
-    Queue.delete_message = _original_delete_message
-    Queue.attributes = _original_attributes
-    for name, operation in _ORIGINAL_OPERATIONS.items():
-        setattr(SQSBackend, name, operation)
+    _PATCHES.uninstall()

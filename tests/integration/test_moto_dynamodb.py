@@ -58,25 +58,34 @@ def claimed(dynamodb: Any, key: Any, flag: bool, low: str, extra: dict[str, Any]
     )
 
 
+def a_table(
+    dynamodb: Any, name: str, key: tuple[str, ...], index: tuple[str, tuple[str, ...], dict[str, Any]] | None = None
+) -> None:
+    """A table keyed by `key` (partition, then sort), with at most one index (its name, key and projection); every
+    key attribute a string."""
+
+    def schema(attributes: tuple[str, ...]) -> list[dict[str, str]]:
+        return [{"AttributeName": a, "KeyType": kind} for a, kind in zip(attributes, ("HASH", "RANGE"), strict=False)]
+
+    attributes = dict.fromkeys([*key, *(index[1] if index else ())])
+    indexes = {}
+    if index is not None:
+        index_name, index_key, projection = index
+        indexes["GlobalSecondaryIndexes"] = [
+            {"IndexName": index_name, "KeySchema": schema(index_key), "Projection": projection}
+        ]
+    dynamodb.create_table(
+        TableName=name,
+        KeySchema=schema(key),
+        AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in attributes],
+        BillingMode="PAY_PER_REQUEST",
+        **indexes,
+    )
+
+
 def operations(dynamodb: Any) -> list[Any]:
     """Every item operation the functions make, and their answers as boto3 parsed them."""
-    dynamodb.create_table(
-        TableName="t",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-            {"AttributeName": "gsi", "AttributeType": "S"},
-        ],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by_gsi",
-                "KeySchema": [{"AttributeName": "gsi", "KeyType": "HASH"}],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    a_table(dynamodb, "t", ("pk", "sk"), ("by_gsi", ("gsi",), {"ProjectionType": "KEYS_ONLY"}))
     key = {"pk": ITEM["pk"], "sk": ITEM["sk"]}
     answers: list[Any] = [
         dynamodb.put_item(TableName="t", Item=ITEM, ReturnConsumedCapacity="TOTAL"),
@@ -222,26 +231,8 @@ def queries(dynamodb: Any) -> list[Any]:
     """Queries of a table keyed by its partition alone and of its index, over partitions written out of key order:
     pages both ways, a range condition, items outside the index; then again after items moved between the index's
     partitions, left it, were deleted and written again."""
-    dynamodb.create_table(
-        TableName="h",
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[
-            {"AttributeName": "id", "AttributeType": "S"},
-            {"AttributeName": "owner", "AttributeType": "S"},
-            {"AttributeName": "at", "AttributeType": "S"},
-        ],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": "by_owner",
-                "KeySchema": [
-                    {"AttributeName": "owner", "KeyType": "HASH"},
-                    {"AttributeName": "at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["n"]},
-            }
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    included = {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["n"]}
+    a_table(dynamodb, "h", ("id",), ("by_owner", ("owner", "at"), included))
     for n in (7, 3, 9, 1, 5, 8, 2, 6, 4, 0):
         item = {"id": {"S": f"d{n}"}, "at": {"S": f"2026-0{n % 3 + 1}"}, "n": {"N": str(n)}}
         if n != 4:  # one item outside the index
@@ -361,12 +352,7 @@ def test_the_checks_of_an_expression_alone_run_once_per_expression_names_and_tab
 ) -> None:
     checks = counting(monkeypatch, validators.ActionCountValidator, "traverse")  # one pass per validation
     with dynamodb_on_moto(fast=True) as dynamodb:
-        dynamodb.create_table(
-            TableName="t",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        a_table(dynamodb, "t", ("pk",))
         for n in range(3):
             dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}})
             dynamodb.update_item(
@@ -392,12 +378,7 @@ def test_a_condition_is_parsed_once_per_expression_names_and_value_names(monkeyp
     def versions(fast: bool) -> tuple[list[Any], list[str]]:
         lexed.clear()
         with dynamodb_on_moto(fast) as dynamodb:
-            dynamodb.create_table(
-                TableName="t",
-                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-                BillingMode="PAY_PER_REQUEST",
-            )
+            a_table(dynamodb, "t", ("pk",))
             dynamodb.put_item(TableName="t", Item={"pk": {"S": "a"}, "v": {"N": "0"}})
             written = []
             for n in (1, 2, 2, 3):  # each write holds only if it raises the version: the second 2 does not
@@ -429,12 +410,7 @@ def test_a_query_sorts_what_it_matches_not_the_whole_table(monkeypatch: pytest.M
 
     def comparisons(fast: bool) -> int:
         with dynamodb_on_moto(fast) as dynamodb:
-            dynamodb.create_table(
-                TableName="t",
-                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-                AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk")],
-                BillingMode="PAY_PER_REQUEST",
-            )
+            a_table(dynamodb, "t", ("pk", "sk"))
             for n in range(300):
                 dynamodb.put_item(TableName="t", Item={"pk": {"S": f"p{n % 100}"}, "sk": {"S": f"{n}"}})
             compared.clear()
@@ -457,19 +433,7 @@ def test_an_index_query_reads_the_items_with_its_partition_value_not_the_whole_t
 
     def comparisons(fast: bool) -> int:
         with dynamodb_on_moto(fast) as dynamodb:
-            dynamodb.create_table(
-                TableName="t",
-                KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-                AttributeDefinitions=[{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "owner")],
-                GlobalSecondaryIndexes=[
-                    {
-                        "IndexName": "by_owner",
-                        "KeySchema": [{"AttributeName": "owner", "KeyType": "HASH"}],
-                        "Projection": {"ProjectionType": "ALL"},
-                    }
-                ],
-                BillingMode="PAY_PER_REQUEST",
-            )
+            a_table(dynamodb, "t", ("pk",), ("by_owner", ("owner",), {"ProjectionType": "ALL"}))
             for n in range(300):
                 dynamodb.put_item(TableName="t", Item={"pk": {"S": f"{n:03}"}, "owner": {"S": f"o{n % 100}"}})
             by_owner = {"IndexName": "by_owner", "KeyConditionExpression": "#o = :o", **_OWNER}

@@ -15,6 +15,7 @@ from moto.sqs.models import Queue, sqs_backends
 from local import moto_sqs
 
 ACCOUNT = "123456789012"
+MICROSECOND = 1e-6
 
 
 def test_a_send_reads_the_queues_settings_as_moto_does_but_not_its_counts() -> None:
@@ -50,6 +51,7 @@ def test_the_clock_is_motos_clock_read_without_its_datetimes() -> None:
         assert models.unix_time_millis(at) == utils.unix_time_millis(at)
     finally:
         moto_sqs.uninstall()
-    assert before <= patched <= after
-    assert 1000 * before <= millis <= 1000 * utils.unix_time()
+    # moto's readings are datetimes, whole microseconds: `after` may be up to one short of a float read before it.
+    assert before <= patched <= after + MICROSECOND
+    assert 1000 * before <= millis <= 1000 * (utils.unix_time() + MICROSECOND)
     assert models.unix_time is utils.unix_time  # put back
