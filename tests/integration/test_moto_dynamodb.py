@@ -11,7 +11,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from moto.dynamodb.comparisons import ConditionExpressionParser
-from moto.dynamodb.models.dynamo_type import DynamoType
+from moto.dynamodb.models.dynamo_type import DynamoType, Item
 from moto.dynamodb.parsing import validators
 
 from local import moto_dynamodb
@@ -151,6 +151,13 @@ def operations(dynamodb: Any) -> list[Any]:
             ExclusiveStartKey={"pk": {"S": "tenant#1"}, "sk": {"S": "11"}},
             ScanIndexForward=False,
             Select="COUNT",
+        ),
+        dynamodb.query(
+            TableName="t",
+            KeyConditionExpression="pk = :p AND sk BETWEEN :a AND :b",
+            ExpressionAttributeValues={":p": {"S": "tenant#1"}, ":a": {"S": "11"}, ":b": {"S": "13"}},
+            ScanIndexForward=False,
+            Limit=2,
         ),
         dynamodb.query(
             TableName="t",
@@ -297,6 +304,30 @@ def queries(dynamodb: Any) -> list[Any]:
             ExpressionAttributeNames={"#o": "owner", "#a": "at"},
             ExpressionAttributeValues={":o": {"S": "o1"}, ":a": {"S": "2026-01"}},
             ExclusiveStartKey={"id": {"S": "d7"}, "owner": {"S": "o1"}, "at": {"S": "2026-02"}},
+        ),
+        # The reconciler's shape: a window of the sort key, newest first, a page at a time, filtered.
+        *(
+            dynamodb.query(
+                TableName="h",
+                IndexName="by_owner",
+                KeyConditionExpression="#o = :o AND #a BETWEEN :from AND :to",
+                FilterExpression="#n < :n",
+                ExpressionAttributeNames={"#o": "owner", "#a": "at", "#n": "n"},
+                ExpressionAttributeValues={
+                    ":o": {"S": owner},
+                    ":from": {"S": "2026-02"},
+                    ":to": {"S": "2026-08"},
+                    ":n": {"N": "8"},
+                },
+                ScanIndexForward=False,
+                Limit=1,
+                **page,
+            )
+            for owner, page in [
+                ("o1", {}),
+                ("o0", {}),
+                ("o1", {"ExclusiveStartKey": {"id": {"S": "d4"}, "owner": {"S": "o1"}, "at": {"S": "2026-08"}}}),
+            ]
         ),
         dynamodb.scan(TableName="h"),
     ]
@@ -445,6 +476,35 @@ def test_an_index_query_reads_the_items_with_its_partition_value_not_the_whole_t
 
     assert comparisons(fast=False) >= 300  # the control: every item compared
     assert comparisons(fast=True) < 10
+
+
+def test_a_query_sizes_only_the_items_within_its_sort_key_condition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto sizes (and sorts) every item of the partition before it compares an item's sort key with the query's
+    condition; the local stack's hands it only the items that meet the condition (the reconciler's window of a
+    tenant's log shard). Counted as item sizes, with moto as it ships as the control."""
+    sized = counting(monkeypatch, Item, "size")
+
+    def sizes(fast: bool) -> int:
+        with dynamodb_on_moto(fast) as dynamodb:
+            a_table(dynamodb, "t", ("pk",), ("by_owner", ("owner", "at"), {"ProjectionType": "ALL"}))
+            for n in range(300):
+                dynamodb.put_item(
+                    TableName="t", Item={"pk": {"S": f"{n:03}"}, "owner": {"S": "o"}, "at": {"N": str(n)}}
+                )
+            sized.clear()
+            found = dynamodb.query(
+                TableName="t",
+                IndexName="by_owner",
+                KeyConditionExpression="#o = :o AND #a BETWEEN :from AND :to",
+                ExpressionAttributeNames={"#o": "owner", "#a": "at"},
+                ExpressionAttributeValues={":o": {"S": "o"}, ":from": {"N": "20"}, ":to": {"N": "22"}},
+                ScanIndexForward=False,
+            )
+        assert [item["pk"]["S"] for item in found["Items"]] == ["022", "021", "020"]
+        return len(sized)
+
+    assert sizes(fast=False) >= 300  # the control: every item of the partition sized
+    assert sizes(fast=True) < 10
 
 
 def test_the_fast_answers_parse_as_motos_own(fast_answers: list[str]) -> None:
