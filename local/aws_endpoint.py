@@ -35,7 +35,7 @@ FAKE_CREDENTIALS = {
     "AWS_SESSION_TOKEN": "local",
     "AWS_DEFAULT_REGION": "us-east-1",
 }
-# The stack's functions call moto unsigned (`UNSIGNED_CALLS` in hookrelay/adapters/aws.py): moto finds a signed
+# The stack's functions call moto unsigned (`LOCAL_MOTO_CALLS` in hookrelay/adapters/aws.py): moto finds a signed
 # call's service in its signature's scope. The JSON protocols' calls go to their service by their target header
 # (`local.moto_server.json_dispatchers`); SNS's, a query protocol, is found by its action, registered here.
 UNSIGNED_ACTIONS = {"Publish": "sns"}

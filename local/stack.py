@@ -245,7 +245,7 @@ def provision_environment(schedule_name: str, *, fast: bool) -> dict[str, str]:
     env = provision(retry_schedule=schedule_name)
     # Local mode only: lets endpoints on 127.0.0.1 (the demo consumer) receive webhooks.
     env[schema.ALLOW_PRIVATE_DESTINATIONS] = "true"
-    env[aws_clients.UNSIGNED_CALLS] = "true"  # moto's servers check no signature: signing would only cost CPU
+    env[aws_clients.LOCAL_MOTO_CALLS] = "true"  # to moto: unsigned and unchecked calls (adapters/aws.py)
     if fast:
         env[schema.ENDPOINT_HEALTH_DAY_SECONDS] = str(FAST_HEALTH_DAY_SECONDS)
     os.environ.update(env)

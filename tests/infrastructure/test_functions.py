@@ -55,10 +55,11 @@ def test_every_function_starts_its_interpreter_with_the_cold_start_settings(synt
         assert {name: variables.get(name) for name in INTERPRETER_ENVIRONMENT} == INTERPRETER_ENVIRONMENT
 
 
-def test_no_deployed_function_calls_aws_unsigned(synthesized: Synthesized) -> None:
-    """Only the local stack's functions skip signing (moto checks no signature); AWS refuses unsigned calls."""
+def test_no_deployed_function_calls_aws_unsigned_or_unchecked(synthesized: Synthesized) -> None:
+    """Only the local stack's functions skip signing and botocore's checks (their calls go to moto); AWS refuses
+    unsigned calls."""
     for props in synthesized.properties("AWS::Lambda::Function"):
-        assert aws.UNSIGNED_CALLS not in props["Environment"]["Variables"]
+        assert aws.LOCAL_MOTO_CALLS not in props["Environment"]["Variables"]
 
 
 def test_all_functions_share_one_code_asset(synthesized: Synthesized) -> None:

@@ -1,8 +1,8 @@
 """The local stack's functions call moto unsigned (signing was about 15% of their CPU samples), and moto's server still
 finds each call's service: DynamoDB, SQS and Step Functions by their JSON target (`local.moto_server`), SNS by its
-action.
+action. Nor does botocore check their calls against the service model before sending them.
 
-`UNSIGNED_CALLS` (hookrelay/adapters/aws.py) is set by the local stack only; `local.aws_endpoint.route_unsigned_calls`
+`LOCAL_MOTO_CALLS` (hookrelay/adapters/aws.py) is set by the local stack only; `local.aws_endpoint.route_unsigned_calls`
 teaches moto's dispatcher the action. Deployed functions never have the variable (tests/infrastructure).
 """
 
@@ -14,6 +14,7 @@ from typing import Any
 import boto3
 import pytest
 from botocore import UNSIGNED
+from botocore.exceptions import ClientError, ParamValidationError
 from moto.moto_server import werkzeug_app
 
 from hookrelay.adapters import aws
@@ -43,7 +44,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 def unsigned(monkeypatch: pytest.MonkeyPatch, service: str) -> Any:
     """The functions' own client, as the local stack makes it; it fails the test if a call carries a signature."""
-    monkeypatch.setenv(aws.UNSIGNED_CALLS, "true")
+    monkeypatch.setenv(aws.LOCAL_MOTO_CALLS, "true")
     aws.reset()
     client = aws.client(service)
 
@@ -95,11 +96,23 @@ def test_without_the_route_moto_does_not_know_an_unsigned_publish(server: str, m
 
 
 def test_the_functions_sign_every_call_unless_the_local_stack_says_not_to(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(aws.UNSIGNED_CALLS, raising=False)
+    monkeypatch.delenv(aws.LOCAL_MOTO_CALLS, raising=False)
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     aws.reset()
     assert aws.client("sqs").meta.config.signature_version is not UNSIGNED
-    monkeypatch.setenv(aws.UNSIGNED_CALLS, "true")
+    monkeypatch.setenv(aws.LOCAL_MOTO_CALLS, "true")
     aws.reset()
     assert aws.client("sqs").meta.config.signature_version is UNSIGNED
     aws.reset()
+
+
+def test_a_call_botocore_would_refuse_reaches_the_local_stacks_moto(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unchecked, a malformed call is sent, and moto answers it; checked (as deployed), botocore refuses it."""
+    monkeypatch.delenv(aws.LOCAL_MOTO_CALLS, raising=False)
+    aws.reset()
+    with pytest.raises(ParamValidationError):
+        aws.client("sqs").get_queue_url(QueueName=7)
+    with pytest.raises(ClientError, match=r"QueueDoesNotExist|NonExistentQueue"):
+        unsigned(monkeypatch, "sqs").get_queue_url(QueueName=7)

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.aws import UNSIGNED_CALLS
+from hookrelay.adapters.aws import LOCAL_MOTO_CALLS
 
 ROOT = Path(__file__).resolve().parents[2]
 # What the fork server's process holds once the module is imported: the cached clients and tables, by name.
@@ -40,7 +40,7 @@ def test_every_table_and_client_is_made_before_the_workers_are_forked_and_nothin
     with socket.socket() as closed:  # the endpoint: a port that refuses connections, so that any call fails
         closed.bind(("127.0.0.1", 0))
         endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
-        held = warmed_up({"AWS_ENDPOINT_URL": endpoint, UNSIGNED_CALLS: "true"})
+        held = warmed_up({"AWS_ENDPOINT_URL": endpoint, LOCAL_MOTO_CALLS: "true"})
     assert held == {"tables": len(schema.ALL_TABLES), "clients": 4, "endpoint": endpoint}  # dynamodb, sqs, sfn, sns
 
 
