@@ -367,12 +367,9 @@ def _in_partition(table: Table, query: _Query) -> list[Any]:
 
 
 def _within_sort_key_condition(query: _Query, items: list[Any]) -> list[Any]:
-    """The items whose sort key meets the query's condition, compared as moto compares it; moto compares them again.
-
-    moto sorts every item of the partition and sizes each one before it looks at the sort key: the reconciler's
-    query of a tenant's minute-old deliveries, a few seconds of them, cost the whole of the tenant's log shard
-    (28 ms a call, a quarter of this server's CPU beside a hanging endpoint, and every other call waits behind it).
-    An item without the attribute is not in the index: moto skips it too."""
+    """The items whose sort key meets the query's condition, compared as moto compares it: moto sorts and sizes what
+    it is given before it compares (see the module's docstring), then compares them again. An item without the
+    attribute is not in the index: moto skips it too."""
     attribute = query.sort_key()
     if attribute is None:
         return items
