@@ -23,6 +23,9 @@ delivery latency is from just before the POST to the healthy consumer receiving 
 clocks are this machine's). Each phase also prints the stack's CPU per event: the CPU seconds its processes used
 from the phase's first POST until every delivery was seen (read from /proc), over the events accepted, in all and
 by process (the stack names its processes: `hookrelay-local`, `moto-dynamodb`, `moto-aws`, `fn-<function>`).
+For each phase beside a second endpoint it prints where the healthy endpoint's p99 comes from: when in the phase
+the slowest 1% of its events were sent, when the second endpoint's circuit opened (as the API reports it), and its
+delivery p50 by second sent.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import requests
@@ -104,10 +108,31 @@ class Phase:
     received: dict[str, float]  # event id -> when the healthy consumer accepted it
     errors: int  # POSTs that were not accepted
     cpu_by_process: dict[str, float]  # the stack's process tree, from the first POST until every delivery was seen
+    circuit_opened: float | None = None  # when the second endpoint's circuit opened, from the first POST; None: never
 
     @property
     def cpu_seconds(self) -> float:
         return sum(self.cpu_by_process.values())
+
+    def started(self) -> float:
+        return min(self.sent.values(), default=0.0)
+
+    def by_second_sent(self) -> dict[int, list[float]]:
+        """The healthy endpoint's delivery latencies by the whole second, from the first POST, its event was sent in."""
+        seconds: dict[int, list[float]] = {}
+        for event_id, at in self.sent.items():
+            if event_id in self.received:
+                seconds.setdefault(int(at - self.started()), []).append(self.received[event_id] - at)
+        return dict(sorted(seconds.items()))
+
+    def slowest_sent(self, fraction: float = 0.99) -> list[float]:
+        """When (from the first POST) the events whose delivery took at least the `fraction` percentile were sent."""
+        slow = percentile(self.delivery(), fraction)
+        return sorted(
+            at - self.started()
+            for event_id, at in self.sent.items()
+            if event_id in self.received and self.received[event_id] - at >= slow
+        )
 
     def delivery(self) -> list[float]:
         return [self.received[event_id] - at for event_id, at in self.sent.items() if event_id in self.received]
@@ -116,11 +141,20 @@ class Phase:
         return max(self.received.values(), default=0.0) - min(self.sent.values(), default=0.0)
 
 
-def endpoint_on(stack: LocalStack, tenant_key: str, consumer: Consumer) -> None:
+def endpoint_on(stack: LocalStack, tenant_key: str, consumer: Consumer) -> str:
     endpoint = stack.created(
         "/v1/endpoints", tenant_key, {"url": consumer.url, "event_types": ["*"], "max_in_flight": GROUPS}
     )
     consumer.control(secret=endpoint["secret"])
+    return str(endpoint["id"])
+
+
+def circuit_opened_at(stack: LocalStack, tenant_key: str, endpoint_id: str) -> float | None:
+    """When the endpoint's circuit opened (epoch seconds, as the API reports it), or None if it is closed."""
+    response = stack.call("GET", f"/v1/endpoints/{endpoint_id}/health", tenant_key)
+    response.raise_for_status()
+    opened = response.json()["circuit"]["opened_at"]
+    return None if opened is None else datetime.fromisoformat(opened.replace("Z", "+00:00")).timestamp()
 
 
 class Producers:
@@ -188,14 +222,18 @@ def run_phase(
     tenant_id, tenant_key = stack.new_tenant(f"throughput {name}")
     healthy = consumer(f"healthy-{SLUG[name]}")
     endpoint_on(stack, tenant_key, healthy)
+    second = None
     if name in SECOND_CONSUMER:
-        endpoint_on(stack, tenant_key, consumer(f"second-{SLUG[name]}", mode=SECOND_CONSUMER[name]))
+        second = endpoint_on(stack, tenant_key, consumer(f"second-{SLUG[name]}", mode=SECOND_CONSUMER[name]))
     producers = Producers(stack, tenant_id, args.clients, args.rate)
     cpu_before = tree_cpu_seconds(stack.process.popen.pid)
     offered = producers.run(events)
     received = wait_for(healthy, producers.sent)
     cpu = used_since(cpu_before, tree_cpu_seconds(stack.process.popen.pid))
-    return Phase(name, producers.sent, producers.ingest, offered, received, producers.errors, cpu)
+    phase = Phase(name, producers.sent, producers.ingest, offered, received, producers.errors, cpu)
+    opened = circuit_opened_at(stack, tenant_key, second) if second is not None else None
+    phase.circuit_opened = None if opened is None else opened - phase.started()
+    return phase
 
 
 def ms(values: list[float], fraction: float) -> str:
@@ -271,6 +309,23 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
             p50 = percentile(beside, 0.5) / percentile(against, 0.5)
             p99 = percentile(beside, 0.99) / percentile(against, 0.99)
             print(f"\nhealthy endpoint beside a hanging one / {label}: p50 ratio {p50:.2f}, p99 ratio {p99:.2f}")
+    for phase in phases:
+        if phase.name in SECOND_CONSUMER and phase.received:
+            when(phase)
+
+
+def when(phase: Phase) -> None:
+    """When in the phase the healthy endpoint's slowest deliveries were sent, and when the second endpoint's circuit
+    opened: where the p99 comes from."""
+    slowest = phase.slowest_sent()
+    circuit = "stayed closed" if phase.circuit_opened is None else f"opened {phase.circuit_opened:.1f} s into the phase"
+    print(
+        f"\n{phase.name}: the second endpoint's circuit {circuit}; the healthy endpoint's slowest 1%"
+        f" ({len(slowest)}) were sent {slowest[0]:.1f} to {slowest[-1]:.1f} s into the phase"
+    )
+    seconds = phase.by_second_sent().items()
+    p50s = (f"{second}s {1000 * percentile(latencies, 0.5):.0f}" for second, latencies in seconds)
+    print("  its delivery p50 by second sent, ms: " + ", ".join(p50s))
 
 
 def main(argv: list[str] | None = None) -> int:
