@@ -38,7 +38,6 @@ import time
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import requests
@@ -46,6 +45,7 @@ import requests
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import heading, machine, percentile, table
+from hookrelay.domain.clock import from_rfc3339
 from tests.e2e.harness import HTTP_TIMEOUT, Consumer, LocalStack, stack_and_consumers
 
 GROUPS = 8  # the healthy endpoint's message groups (its max_in_flight), one ordering key each
@@ -117,28 +117,32 @@ class Phase:
     def started(self) -> float:
         return min(self.sent.values(), default=0.0)
 
+    def delivered(self) -> list[tuple[float, float]]:
+        """(when its event was sent, from the first POST; its delivery latency) of each healthy delivery."""
+        start = self.started()
+        return [
+            (at - start, self.received[event_id] - at)
+            for event_id, at in self.sent.items()
+            if event_id in self.received
+        ]
+
     def by_second_sent(self) -> dict[int, list[float]]:
         """The healthy endpoint's delivery latencies by the whole second, from the first POST, its event was sent in."""
         seconds: dict[int, list[float]] = {}
-        for event_id, at in self.sent.items():
-            if event_id in self.received:
-                seconds.setdefault(int(at - self.started()), []).append(self.received[event_id] - at)
+        for sent, latency in self.delivered():
+            seconds.setdefault(int(sent), []).append(latency)
         return dict(sorted(seconds.items()))
 
     def slowest_sent(self, fraction: float = 0.99) -> list[float]:
         """When (from the first POST) the events whose delivery took at least the `fraction` percentile were sent."""
         slow = percentile(self.delivery(), fraction)
-        return sorted(
-            at - self.started()
-            for event_id, at in self.sent.items()
-            if event_id in self.received and self.received[event_id] - at >= slow
-        )
+        return sorted(sent for sent, latency in self.delivered() if latency >= slow)
 
     def delivery(self) -> list[float]:
-        return [self.received[event_id] - at for event_id, at in self.sent.items() if event_id in self.received]
+        return [latency for _, latency in self.delivered()]
 
     def delivered_seconds(self) -> float:
-        return max(self.received.values(), default=0.0) - min(self.sent.values(), default=0.0)
+        return max(self.received.values(), default=0.0) - self.started()
 
 
 def endpoint_on(stack: LocalStack, tenant_key: str, consumer: Consumer) -> str:
@@ -154,7 +158,7 @@ def circuit_opened_at(stack: LocalStack, tenant_key: str, endpoint_id: str) -> f
     response = stack.call("GET", f"/v1/endpoints/{endpoint_id}/health", tenant_key)
     response.raise_for_status()
     opened = response.json()["circuit"]["opened_at"]
-    return None if opened is None else datetime.fromisoformat(opened.replace("Z", "+00:00")).timestamp()
+    return None if opened is None else from_rfc3339(opened).timestamp()
 
 
 class Producers:

@@ -28,15 +28,16 @@ from local.processes import name_this_process
 name_this_process("fn-forkserver")
 
 _SERVICES = ("dynamodb", "sqs", "stepfunctions", "sns")
-for _service in _SERVICES:
-    boto3.client(_service)
-boto3.resource("dynamodb")
 if "AWS_ENDPOINT_URL" in os.environ:  # the stack's moto: never a client of AWS itself kept for every worker
     for _service in _SERVICES:
-        aws.client(_service)
+        aws.client(_service)  # reads the service's model into the default session, as boto3.client does
     for _table in schema.ALL_TABLES:
         if _table.env_var in os.environ:
             aws.table(os.environ[_table.env_var])
+else:  # the models alone
+    for _service in _SERVICES:
+        boto3.client(_service)
+    boto3.resource("dynamodb")
 
 for _module in pkgutil.walk_packages(hookrelay.__path__, "hookrelay."):
     importlib.import_module(_module.name)

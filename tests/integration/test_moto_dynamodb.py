@@ -245,7 +245,7 @@ def queries(dynamodb: Any) -> list[Any]:
         if n != 4:  # one item outside the index
             item["owner"] = {"S": f"o{n % 2}"}
         dynamodb.put_item(TableName="h", Item=item)
-    owner = {"KeyConditionExpression": "#o = :o", "ExpressionAttributeNames": {"#o": "owner"}}
+    owner = {"KeyConditionExpression": "#o = :o", **_OWNER}
     before = dynamodb.query(TableName="h", IndexName="by_owner", ExpressionAttributeValues={":o": {"S": "o1"}}, **owner)
     # Items that leave a partition, join one, go and come back, by every write the functions make.
     dynamodb.update_item(
@@ -489,7 +489,7 @@ def test_a_query_sizes_only_the_items_within_its_sort_key_condition(monkeypatch:
             a_table(dynamodb, "t", ("pk",), ("by_owner", ("owner", "at"), {"ProjectionType": "ALL"}))
             for n in range(300):
                 dynamodb.put_item(
-                    TableName="t", Item={"pk": {"S": f"{n:03}"}, "owner": {"S": "o"}, "at": {"N": str(n)}}
+                    TableName="t", Item={"pk": {"S": f"{n:03}"}, "owner": {"S": "o"}, "at": {"S": f"{n:03}"}}
                 )
             sized.clear()
             found = dynamodb.query(
@@ -497,7 +497,7 @@ def test_a_query_sizes_only_the_items_within_its_sort_key_condition(monkeypatch:
                 IndexName="by_owner",
                 KeyConditionExpression="#o = :o AND #a BETWEEN :from AND :to",
                 ExpressionAttributeNames={"#o": "owner", "#a": "at"},
-                ExpressionAttributeValues={":o": {"S": "o"}, ":from": {"N": "20"}, ":to": {"N": "22"}},
+                ExpressionAttributeValues={":o": {"S": "o"}, ":from": {"S": "020"}, ":to": {"S": "022"}},
                 ScanIndexForward=False,
             )
         assert [item["pk"]["S"] for item in found["Items"]] == ["022", "021", "020"]

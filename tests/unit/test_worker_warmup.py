@@ -14,7 +14,7 @@ from hookrelay.adapters import schema
 from hookrelay.adapters.aws import LOCAL_MOTO_CALLS
 
 ROOT = Path(__file__).resolve().parents[2]
-# What the fork server's process holds once the module is imported: the cached clients and tables, by name.
+# What the fork server's process holds once the module is imported: how many clients and tables are kept.
 REPORT = """
 import json, local.worker_warmup
 from hookrelay.adapters import aws
