@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hookrelay.functions import BY_NAME, Function
+from local import function_scope
 
 
 @dataclass
@@ -50,7 +51,8 @@ RUNNING: ContextVar[str | None] = ContextVar("running_function", default=None)
 def invoke_here(function: str, event: dict[str, Any]) -> Any:
     token = RUNNING.set(function)
     try:
-        return load_handler(function)(event, LocalContext.of(BY_NAME[function]))
+        with function_scope.entered(function):  # its own environment, as deployed (once a deployment is in use)
+            return load_handler(function)(event, LocalContext.of(BY_NAME[function]))
     finally:
         RUNNING.reset(token)
 

@@ -12,7 +12,8 @@ from constructs import Construct
 
 from hookrelay.adapters import schema
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
-from hookrelay.functions import API, DELIVERY, ROUTES
+from hookrelay.function_environment import Settings
+from hookrelay.functions import DELIVERY
 from scripts import build_lambda_asset
 from stacks import config
 from stacks.constructs.api import Api
@@ -59,21 +60,17 @@ class HookrelayStack(Stack):
             queues=queues,
             notices=notices,
             retry_workflow=retry.state_machine,
-            environment={
-                schema.RETRY_SCHEDULE: json.dumps(schedule.to_config()),
-                schema.ATTEMPT_TIMEOUT_SECONDS: str(ATTEMPT_TIMEOUT_SECONDS),
-                schema.AUTO_DISABLE_AFTER_DAYS: f"{auto_disable.disable_after_days:g}",
-            },
+            settings=Settings(
+                retry_schedule=json.dumps(schedule.to_config()),
+                attempt_timeout_seconds=ATTEMPT_TIMEOUT_SECONDS,
+                auto_disable_after_days=f"{auto_disable.disable_after_days:g}",
+                api_key_rate_per_second=api_key_rate,
+                enforce_event_catalogue=enforce_event_catalogue,
+                xray_tracing=telemetry.xray_tracing,
+            ),
             reserved_concurrency=concurrency.reserved,
             event_source_max_concurrency={DELIVERY.name: concurrency.delivery_max_concurrency},
             xray_tracing=telemetry.xray_tracing,
-        )
-        if api_key_rate is not None:  # counted by the functions that serve the API's routes (handlers/http.py)
-            for served in {function.name for function in ROUTES.values()}:
-                functions.function(served).add_environment(schema.API_KEY_RATE_PER_SECOND, str(api_key_rate))
-        # Only the API function registers and changes endpoints' filters.
-        functions.function(API.name).add_environment(
-            schema.ENFORCE_EVENT_CATALOGUE, "true" if enforce_event_catalogue else "false"
         )
         api = Api(self, "Api", functions=functions.functions)
         observability = Observability(

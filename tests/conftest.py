@@ -2,9 +2,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from local.as_deployed import local_deployment, local_settings, placeholder_environment
+from local.iam_check import CALLS_LOG, unused_actions
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import moto_stack
 from tests.support.consumer import ScriptedConsumer
@@ -25,3 +29,26 @@ def consumer() -> Iterator[ScriptedConsumer]:
     server = ScriptedConsumer()
     yield server
     server.close()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One file of the AWS calls every function made, across this run's processes (local/iam_check.py): started
+    empty by the run's controller; the workers and the local stacks they start append to it."""
+    if hasattr(config, "workerinput"):
+        return
+    log = Path(config.rootpath) / "build" / "iam-calls.log"
+    log.parent.mkdir(exist_ok=True)
+    log.write_text("")
+    os.environ[CALLS_LOG] = str(log)
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Per function, the actions its role grants its code that no test of this run called."""
+    log = os.environ.get(CALLS_LOG)
+    if hasattr(config, "workerinput") or not log or not Path(log).read_text():
+        return
+    seen = {tuple(line.split()) for line in Path(log).read_text().splitlines() if line.strip()}
+    policies = local_deployment(placeholder_environment(), local_settings()).policies
+    terminalreporter.section("IAM: granted and never called in this run")
+    for function, actions in unused_actions(seen, policies).items():  # type: ignore[arg-type]
+        terminalreporter.write_line(f"{function}: {', '.join(actions) or 'every action called'}")

@@ -37,11 +37,15 @@ INTERPRETER_ENVIRONMENT: Mapping[str, str] = {"PYDANTIC_DISABLE_PLUGINS": "__all
 
 
 class TableAccess(Enum):
+    """What a function may do to a table's items; the IAM actions of each are `function_permissions.TABLE_ACTIONS`."""
+
+    LOOKUP = "lookup"  # GetItem only: items by their key
     READ = "read"
-    WRITE = "write"
-    READ_WRITE = "read_write"
+    READ_SCAN = "read_scan"  # read, and Scan: a walk over every item
     READ_UPDATE = "read_update"  # read, and UpdateItem only: no puts, no deletes
     READ_REWRITE = "read_rewrite"  # read, PutItem and UpdateItem: rewrites records, never deletes them
+    READ_BATCH_WRITE = "read_batch_write"  # READ_REWRITE and BatchWriteItem: records written many at a time
+    READ_WRITE = "read_write"  # read, write and delete items
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,7 @@ AUTHORIZER = Function(
     memory_mb=LIGHT_MEMORY_MB,
     # The keys and portal sessions only: its answers are cached (stacks/constructs/api.py), so the per-key rate
     # limit is counted by the API functions, which see every request.
-    access=Access(tables={schema.API_KEYS: TableAccess.READ, schema.PORTAL_SESSIONS: TableAccess.READ}),
+    access=Access(tables={schema.API_KEYS: TableAccess.LOOKUP, schema.PORTAL_SESSIONS: TableAccess.LOOKUP}),
 )
 
 INGEST = Function(
@@ -159,9 +163,12 @@ INGEST = Function(
             schema.TENANTS: TableAccess.READ,
             # An open circuit's close held open by a delivery parked on arrival (services/parking.py).
             schema.ENDPOINTS: TableAccess.READ_UPDATE,
-            schema.EVENTS: TableAccess.WRITE,  # the event, and the per-ordering-key sequence counter
-            schema.DELIVERIES: TableAccess.WRITE,  # batch-written; a parked one taken back out is an update
-            schema.PARKING_LOT: TableAccess.WRITE,  # entries of deliveries parked on arrival (and dropped again)
+            # The event, and the per-ordering-key sequence counter; read back on a retry (services/ingest.py) whose
+            # idempotency record is gone, and on the crash-recovery paths.
+            schema.EVENTS: TableAccess.READ_BATCH_WRITE,
+            # Batch-written; a parked one taken back out is an update; read back as the events are.
+            schema.DELIVERIES: TableAccess.READ_BATCH_WRITE,
+            schema.PARKING_LOT: TableAccess.READ_WRITE,  # entries of deliveries parked on arrival (and dropped again)
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency records
             schema.EVENT_TYPES: TableAccess.READ,  # an event's data against its type's schema
             schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
@@ -301,7 +308,7 @@ RECONCILER = Function(
     timeout_seconds=120,
     access=Access(
         tables={
-            schema.TENANTS: TableAccess.READ,  # the walk over tenants
+            schema.TENANTS: TableAccess.READ_SCAN,  # the walk over tenants
             schema.DELIVERIES: TableAccess.READ_UPDATE,  # recent deliveries (by_tenant); the dead mark and reason
             schema.EVENTS: TableAccess.READ_UPDATE,  # a surfaced delivery's event is kept for the redrive window
             schema.REDRIVES: TableAccess.READ_UPDATE,  # a redrive whose job failed repeatedly ends failed

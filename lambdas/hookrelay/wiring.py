@@ -8,8 +8,8 @@ tests/unit/test_cold_imports.py holds every handler to that).
 from __future__ import annotations
 
 import os
-from functools import cache
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from hookrelay import functions
 from hookrelay.adapters import aws, schema
@@ -32,13 +32,41 @@ if TYPE_CHECKING:
     from hookrelay.services.ingest import IngestService
     from hookrelay.services.operational_events import OperationalEvents
     from hookrelay.services.parking import Parking
-    from hookrelay.services.portal import PortalSessionService
+    from hookrelay.services.portal import PortalSessionCheck, PortalSessionService
     from hookrelay.services.ports import DeliveryLog, DeliveryTelemetry
     from hookrelay.services.rate_limit import RateLimiter
     from hookrelay.services.reconcile import Reconciler
     from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
     from hookrelay.services.replay import ReplayService
     from hookrelay.services.tenants import TenantService
+
+
+_T = TypeVar("_T")
+
+
+class per_function(Generic[_T]):
+    """A factory's product, made once per process and function on first use.
+
+    In AWS a process serves one function, so this is once per process. The integration tier runs several functions
+    in one process, each invocation with its own environment (local/function_scope.py): each function gets the
+    services its own environment builds, never one another function built from its own (the function is told by
+    the variable Lambda names it in; outside an invocation, the tests get their own).
+    """
+
+    def __init__(self, factory: Callable[[], _T]) -> None:
+        self._factory = factory
+        self._made: dict[str | None, _T] = {}
+        self.__doc__ = factory.__doc__
+        self.__name__ = factory.__name__
+
+    def __call__(self) -> _T:
+        function = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+        if function not in self._made:
+            self._made[function] = self._factory()
+        return self._made[function]
+
+    def cache_clear(self) -> None:
+        self._made.clear()
 
 
 def _table(spec: schema.TableSpec) -> Any:
@@ -50,14 +78,14 @@ def allow_private_destinations() -> bool:
     return os.environ.get(schema.ALLOW_PRIVATE_DESTINATIONS, "false").lower() == "true"
 
 
-@cache
+@per_function
 def retry_schedule() -> RetrySchedule:
     from hookrelay.domain.schedule import schedule_from_config
 
     return schedule_from_config(os.environ.get(schema.RETRY_SCHEDULE))
 
 
-@cache
+@per_function
 def delivery_table() -> DeliveryTable:
     """The deliveries, for the delivery path and the log alike: one adapter, one table resource per process."""
     from hookrelay.adapters.dynamodb import DeliveryTable
@@ -65,7 +93,7 @@ def delivery_table() -> DeliveryTable:
     return DeliveryTable(_table(schema.DELIVERIES))
 
 
-@cache
+@per_function
 def key_service() -> KeyService:
     from hookrelay.adapters.dynamodb import ApiKeyTable
     from hookrelay.services.api_keys import KeyService
@@ -73,7 +101,7 @@ def key_service() -> KeyService:
     return KeyService(ApiKeyTable(_table(schema.API_KEYS)))
 
 
-@cache
+@per_function
 def authenticator() -> Authenticator:
     """The authorizer's token check: its own small service and adapter (no pydantic, no key management)."""
     from hookrelay.adapters.credentials import DynamoCredentials
@@ -82,16 +110,25 @@ def authenticator() -> Authenticator:
     return Authenticator(DynamoCredentials(aws.client("dynamodb"), os.environ[schema.API_KEYS.env_var]))
 
 
-@cache
+@per_function
 def portal_session_service() -> PortalSessionService:
-    """Portal sessions: opened by the API, checked by the authorizer (which reads only the sessions table)."""
+    """Portal sessions as the API opens them (for a tenant that exists)."""
     from hookrelay.adapters.dynamodb import PortalSessionTable, TenantTable
     from hookrelay.services.portal import PortalSessionService
 
     return PortalSessionService(PortalSessionTable(_table(schema.PORTAL_SESSIONS)), TenantTable(_table(schema.TENANTS)))
 
 
-@cache
+@per_function
+def portal_session_check() -> PortalSessionCheck:
+    """Portal sessions as the authorizer checks them: the sessions table only, all its environment names."""
+    from hookrelay.adapters.dynamodb import PortalSessionTable
+    from hookrelay.services.portal import PortalSessionCheck
+
+    return PortalSessionCheck(PortalSessionTable(_table(schema.PORTAL_SESSIONS)))
+
+
+@per_function
 def rate_limiter() -> RateLimiter:
     from hookrelay.adapters.rate_limits import DynamoRateCounters
     from hookrelay.domain.rate_limit import per_key_limit_from_config
@@ -101,7 +138,7 @@ def rate_limiter() -> RateLimiter:
     return RateLimiter(DynamoRateCounters(_table(schema.RATE_LIMITS)), per_key_per_second=limit)
 
 
-@cache
+@per_function
 def tenant_service() -> TenantService:
     from hookrelay.adapters.dynamodb import TenantTable
     from hookrelay.services.tenants import TenantService
@@ -109,7 +146,7 @@ def tenant_service() -> TenantService:
     return TenantService(TenantTable(_table(schema.TENANTS)), key_service())
 
 
-@cache
+@per_function
 def endpoint_service() -> EndpointService:
     from hookrelay.adapters.dynamodb import EndpointTable
     from hookrelay.services.endpoints import EndpointService
@@ -125,7 +162,7 @@ def endpoint_service() -> EndpointService:
     )
 
 
-@cache
+@per_function
 def event_type_catalogue() -> EventTypeCatalogue:
     from hookrelay.adapters.event_types import EventTypeTable
     from hookrelay.adapters.json_schema import FastJsonSchemas
@@ -141,7 +178,7 @@ def enforce_event_catalogue() -> bool:
     return enforce_from_config(os.environ.get(schema.ENFORCE_EVENT_CATALOGUE))
 
 
-@cache
+@per_function
 def ingest_service() -> IngestService:
     from hookrelay.adapters.event_types import EventTypeTable
     from hookrelay.adapters.json_schema import FastJsonSchemas
@@ -182,7 +219,7 @@ def _ingest(
     )
 
 
-@cache
+@per_function
 def operational_events() -> OperationalEvents:
     """Platform events to tenants' subscribed endpoints, through ingest (the sweeper, delivery and redrive functions).
     Deliveries are created one conditional put each: these functions may put deliveries, not batch-write them."""
@@ -234,7 +271,7 @@ def _delivery_telemetry() -> PowertoolsTelemetry:
     return PowertoolsTelemetry(service=functions.DELIVERY.name)
 
 
-@cache
+@per_function
 def circuit_service() -> CircuitService:
     """The probe workflow's commands (delivery function) and the circuit sweep (sweeper function)."""
     from hookrelay.adapters.circuit import DynamoCircuits
@@ -257,7 +294,7 @@ def circuit_service() -> CircuitService:
     )
 
 
-@cache
+@per_function
 def delivery_service() -> DeliveryService:
     from hookrelay.adapters.circuit import DynamoCircuits
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
@@ -297,7 +334,7 @@ def _replay_service(delivery_queue_url: str | None = None) -> ReplayService:
     )
 
 
-@cache
+@per_function
 def delivery_log_service() -> DeliveryLogService:
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.services.delivery_log import DeliveryLogService
@@ -310,12 +347,12 @@ def delivery_log_service() -> DeliveryLogService:
     )
 
 
-@cache
+@per_function
 def replay_service() -> ReplayService:
     return _replay_service()
 
 
-@cache
+@per_function
 def redrive_service() -> RedriveService:
     from hookrelay.adapters.dynamodb import EndpointTable, RedriveTable
     from hookrelay.services.redrive import RedriveService
@@ -330,7 +367,7 @@ def redrive_service() -> RedriveService:
     )
 
 
-@cache
+@per_function
 def redrive_job_runner() -> RedriveJobRunner:
     from hookrelay.services.redrive import RedriveJobRunner
 
@@ -343,7 +380,7 @@ def redrive_jobs() -> SqsRedriveJobs:
     return SqsRedriveJobs(aws.client("sqs"), os.environ[schema.REDRIVE_JOBS_QUEUE.env_var])
 
 
-@cache
+@per_function
 def reconciler() -> Reconciler:
     from hookrelay.adapters.dynamodb import EventTable, RedriveTable, TenantTable
     from hookrelay.adapters.redrive_sqs import SqsMessageSource
@@ -384,7 +421,7 @@ def auto_disable_policy() -> AutoDisablePolicy:
     )
 
 
-@cache
+@per_function
 def auto_disable_sweeper() -> AutoDisableSweeper:
     from hookrelay.adapters.dynamodb import EndpointTable
     from hookrelay.adapters.sns import SnsEndpointNotices
@@ -406,6 +443,7 @@ _FACTORIES = (
     key_service,
     authenticator,
     portal_session_service,
+    portal_session_check,
     rate_limiter,
     tenant_service,
     endpoint_service,

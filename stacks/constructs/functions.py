@@ -1,35 +1,27 @@
 """The Lambda functions, one per entry of the table of functions (`hookrelay.functions`), all from one asset.
 
-Each entry's `Access` becomes its IAM grants and the environment naming those resources, its trigger an SQS
-event source or an EventBridge rule (API routes and the authorizer are the API construct's).
+Each entry's `Access` becomes its role's statements (hookrelay/function_permissions.py) and its environment
+(hookrelay/function_environment.py), its trigger an SQS event source or an EventBridge rule (API routes and the
+authorizer are the API construct's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from aws_cdk import Duration, RemovalPolicy, Stack
-from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import ArnFormat, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from hookrelay.functions import (
-    FUNCTIONS,
-    INTERPRETER_ENVIRONMENT,
-    Access,
-    Function,
-    QueueTrigger,
-    Schedule,
-    TableAccess,
-)
+from hookrelay.function_environment import LOG_LEVEL, Resources, Settings, environment
+from hookrelay.function_permissions import Arns, statements
+from hookrelay.functions import FUNCTIONS, Function, QueueTrigger, Schedule
 from stacks.constructs.notices import Notices
 from stacks.constructs.queues import Queues
 from stacks.constructs.storage import Storage
@@ -51,7 +43,7 @@ class Functions(Construct):
     # delivered webhook writes one (the delivery handler's metrics record, which carries the attempt).
     LOG_FORMAT = lambda_.LoggingFormat.JSON
     SYSTEM_LOG_LEVEL = lambda_.SystemLogLevel.WARN
-    APPLICATION_LOG_LEVEL = lambda_.ApplicationLogLevel.INFO
+    APPLICATION_LOG_LEVEL = lambda_.ApplicationLogLevel[LOG_LEVEL]
 
     def __init__(
         self,
@@ -63,7 +55,7 @@ class Functions(Construct):
         queues: Queues,
         notices: Notices,
         retry_workflow: sfn.IStateMachine,
-        environment: Mapping[str, str],
+        settings: Settings,
         entries: Iterable[Function] = FUNCTIONS,
         reserved_concurrency: Mapping[str, int] | None = None,
         event_source_max_concurrency: Mapping[str, int] | None = None,
@@ -78,9 +70,9 @@ class Functions(Construct):
         self._storage, self._queues, self._notices, self._retry_workflow = storage, queues, notices, retry_workflow
         self._reserved = dict(reserved_concurrency or {})
         self._max_concurrency = dict(event_source_max_concurrency or {})
-        self.functions: dict[str, lambda_.Function] = {
-            entry.name: self._function(entry, code, environment) for entry in entries
-        }
+        self._settings = settings
+        self._log_groups: dict[str, logs.LogGroup] = {}
+        self.functions: dict[str, lambda_.Function] = {entry.name: self._function(entry, code) for entry in entries}
 
     @classmethod
     def python_version(cls) -> str:
@@ -93,14 +85,14 @@ class Functions(Construct):
     def function(self, name: str) -> lambda_.Function:
         return self.functions[name]
 
-    def _function(self, entry: Function, code: lambda_.Code, environment: Mapping[str, str]) -> lambda_.Function:
+    def _function(self, entry: Function, code: lambda_.Code) -> lambda_.Function:
         construct_id = entry.name.title().replace("_", "")
         log_group = logs.LogGroup(
             self, f"{construct_id}Logs", retention=self.LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
         )
-        # An own role instead of AWSLambdaBasicExecutionRole: writes to this function's log group only.
+        self._log_groups[entry.name] = log_group
+        # An own role instead of AWSLambdaBasicExecutionRole: writes to this function's log group only (_grant).
         role = iam.Role(self, f"{construct_id}Role", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
-        log_group.grant_write(role)
         function = lambda_.Function(
             self,
             construct_id,
@@ -117,14 +109,9 @@ class Functions(Construct):
             reserved_concurrent_executions=self._reserved.get(entry.name),
             log_group=log_group,
             role=role,
-            environment={
-                **INTERPRETER_ENVIRONMENT,
-                **self._powertools_environment(entry.name),
-                **environment,
-                **self._resource_environment(entry.access),
-            },
+            environment=environment(entry, self._resources(), self._settings),
         )
-        self._grant(function, entry.access)
+        self._grant(role, entry)
         self._trigger(function, entry, construct_id)
         acknowledge(
             function,
@@ -148,13 +135,16 @@ class Functions(Construct):
         """SQS event sources and schedules; the API construct wires API routes and the authorizer."""
         trigger = entry.trigger
         if isinstance(trigger, QueueTrigger):
-            function.add_event_source(
-                event_sources.SqsEventSource(
-                    self._queues.queue(trigger.queue),
-                    batch_size=trigger.batch_size,
-                    max_concurrency=trigger.max_concurrency or self._max_concurrency.get(entry.name),
-                    report_batch_item_failures=True,
-                )
+            # A mapping, not CDK's SqsEventSource: that one grants the queue's whole consume bundle (GetQueueUrl,
+            # ChangeMessageVisibility) on its own; the event source's actions are in the role's statements instead.
+            lambda_.EventSourceMapping(
+                self,
+                f"{construct_id}EventSource",
+                target=function,
+                event_source_arn=self._queues.queue(trigger.queue).queue_arn,
+                batch_size=trigger.batch_size,
+                max_concurrency=trigger.max_concurrency or self._max_concurrency.get(entry.name),
+                report_batch_item_failures=True,
             )
         elif isinstance(trigger, Schedule):
             minutes = trigger.every_seconds // 60
@@ -167,93 +157,59 @@ class Functions(Construct):
             )
 
     @staticmethod
-    def _acknowledge_executions(function: lambda_.Function, reason: str) -> None:
+    def _acknowledge_executions(role: iam.Role, reason: str) -> None:
         acknowledge(
-            function.role,
+            role,
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
             '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"RetryWorkflowStateMachineE5633325"}]}]}:*]',
             reason,
         )
 
-    @staticmethod
-    def _acknowledge_index_grants(function: lambda_.Function, table: dynamodb.Table) -> None:
-        table_id = Stack.of(table).get_logical_id(table.node.default_child)
-        acknowledge(
-            function.role,
-            f"AwsSolutions-IAM5[Resource::<{table_id}.Arn>/index/*]",
-            "CDK's table grants also cover the table's own global secondary indexes (<table>/index/*): deliveries "
-            "by tenant, status, endpoint and event, failing endpoints; nothing outside this table.",
+    def _arns(self) -> Arns:
+        """The ARNs the table of functions' statements name, as CloudFormation tokens."""
+        return Arns(
+            tables={spec: self._storage.table(spec).table_arn for spec in schema.ALL_TABLES},
+            queues={spec: self._queues.queue(spec).queue_arn for spec in schema.ALL_QUEUES},
+            topics={spec: self._notices.topic(spec).topic_arn for spec in schema.ALL_TOPICS},
+            topic_key=self._notices.key.key_arn,
+            retry_state_machine=self._retry_workflow.state_machine_arn,
+            retry_executions=self._executions_arn(),
+            log_groups={name: group.log_group_arn for name, group in self._log_groups.items()},
         )
 
-    def _powertools_environment(self, name: str) -> dict[str, str]:
-        return {
-            "POWERTOOLS_SERVICE_NAME": name,
-            "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
-            "POWERTOOLS_LOG_LEVEL": self.APPLICATION_LOG_LEVEL.value,
-            # Read by handlers/tracing.py at import: "true" means no Tracer and no X-Ray SDK at all.
-            "POWERTOOLS_TRACE_DISABLED": "false" if self._tracing else "true",
-        }
+    def _executions_arn(self) -> str:
+        """Every execution of the retry workflow (named per delivery or probe, so not known at deploy time)."""
+        stack = Stack.of(self)
+        name = Fn.select(6, Fn.split(":", self._retry_workflow.state_machine_arn))
+        return stack.format_arn(
+            service="states", resource="execution", resource_name=f"{name}:*", arn_format=ArnFormat.COLON_RESOURCE_NAME
+        )
 
-    def _resource_environment(self, access: Access) -> dict[str, str]:
-        """The names of exactly the resources the function may touch."""
-        env = {spec.env_var: self._storage.table(spec).table_name for spec in access.tables}
-        for spec in (*access.sends_to, *access.drains):
-            env[spec.env_var] = self._queues.queue(spec).queue_url
-        if access.starts_retries or access.answers_retries:
-            env[schema.RETRY_STATE_MACHINE_ARN] = self._retry_workflow.state_machine_arn
-        for topic in access.publishes:
-            env[topic.env_var] = self._notices.topic(topic).topic_arn
-        return env
+    def _resources(self) -> Resources:
+        return Resources(
+            table_names={spec: self._storage.table(spec).table_name for spec in schema.ALL_TABLES},
+            queue_urls={spec: self._queues.queue(spec).queue_url for spec in schema.ALL_QUEUES},
+            topic_arns={spec: self._notices.topic(spec).topic_arn for spec in schema.ALL_TOPICS},
+            retry_state_machine_arn=self._retry_workflow.state_machine_arn,
+        )
 
-    def _grant(self, function: lambda_.Function, access: Access) -> None:
-        for spec, mode in access.tables.items():
-            table = self._storage.table(spec)
-            if spec.indexes:
-                self._acknowledge_index_grants(function, table)
-            if mode is TableAccess.READ:
-                table.grant_read_data(function)
-            elif mode is TableAccess.WRITE:
-                table.grant_write_data(function)
-            elif mode is TableAccess.READ_WRITE:
-                table.grant_read_write_data(function)
-            elif mode is TableAccess.READ_UPDATE:
-                table.grant_read_data(function)
-                table.grant(function, "dynamodb:UpdateItem")
-            elif mode is TableAccess.READ_REWRITE:
-                table.grant_read_data(function)
-                table.grant(function, "dynamodb:PutItem", "dynamodb:UpdateItem")
-        for spec in access.sends_to:
-            self._queues.queue(spec).grant_send_messages(function)
-        for spec in access.drains:
-            self._queues.queue(spec).grant_consume_messages(function)
-        for topic in access.publishes:
-            self._notices.topic(topic).grant_publish(function)  # with kms:GenerateDataKey* and Decrypt on its key
-        if access.publishes:
+    def _grant(self, role: iam.Role, entry: Function) -> None:
+        """The role's policy: exactly the table of functions' statements (hookrelay/function_permissions.py)."""
+        for statement in statements(entry, self._arns()):
+            # One policy per role (its default policy), not one per statement.
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=list(statement.actions), resources=list(statement.resources))
+            )
+        if entry.access.publishes:
             acknowledge(
-                function.role,
+                role,
                 "AwsSolutions-IAM5[Action::kms:GenerateDataKey*]",
                 "Publishing to an SNS topic encrypted with a customer-managed key needs kms:GenerateDataKey* (as AWS "
                 "documents it) on that one key, which is the statement's only resource.",
             )
-        if access.starts_retries:
-            self._retry_workflow.grant_start_execution(function)
-        if access.watches_probes:
-            self._retry_workflow.grant_execution(function, "states:DescribeExecution")
+        if entry.access.watches_probes or entry.access.stops_retries:
             self._acknowledge_executions(
-                function,
-                "DescribeExecution of the retry workflow's own executions (named per endpoint and step, so not known "
-                "at deploy time): the sweep checks that an open circuit's probe workflow still runs.",
+                role,
+                "DescribeExecution (a lost probe) and StopExecution (a retry whose delivery parked) of the retry "
+                "workflow's own executions, which are named per delivery and probe, so not known at deploy time.",
             )
-        if access.stops_retries:
-            self._retry_workflow.grant_execution(function, "states:StopExecution")
-            self._acknowledge_executions(
-                function,
-                "StopExecution of the retry workflow's own executions (named per delivery, so not known at deploy "
-                "time): a retry execution whose delivery was parked when the circuit opened ends at once.",
-            )
-        if access.answers_retries:
-            # Step Functions authorizes task-token calls against the state machine whose task issued the token
-            # (AccessDenied messages name `...:stateMachine:<name>`), so this scopes them to our workflow;
-            # No `states:*`, no wildcard resource, and no SendTaskHeartbeat (CDK's grant_task_response would add
-            # it): the delivery Lambda only ever reports an attempt's outcome.
-            self._retry_workflow.grant(function, "states:SendTaskSuccess", "states:SendTaskFailure")

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 
-from hookrelay.adapters import schema
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import moto_stack
 from tests.support.platform import Platform
@@ -140,7 +139,7 @@ def test_a_type_name_with_a_wildcard_is_refused(platform: Platform) -> None:
 
 @pytest.fixture
 def enforced() -> Iterator[Platform]:
-    with moto_stack(**{schema.ENFORCE_EVENT_CATALOGUE: "true"}) as env:
+    with moto_stack(enforce_event_catalogue=True) as env:
         yield Platform(env=env, admin_token=create_admin_key(env["API_KEYS_TABLE"]).token)
 
 

@@ -11,10 +11,13 @@ import boto3
 from moto import mock_aws
 
 from hookrelay import wiring
-from hookrelay.adapters import aws
+from hookrelay.adapters import aws, schema
 from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from local import moto_stepfunctions, moto_transactions
+from hookrelay.functions import FUNCTIONS, Function
+from local import function_scope, iam_check, moto_stepfunctions, moto_transactions
+from local.as_deployed import local_deployment, local_settings
+from local.iam_check import IamCheck
 from local.provision import provision
 
 FAKE_ENV = {
@@ -43,23 +46,58 @@ def patched_env(values: dict[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
+# The attempt timeout of the tests' deployment: a hanging scripted consumer costs each test seconds, not eight.
+TEST_ATTEMPT_TIMEOUT_SECONDS = 2
+
+
 @contextmanager
 def moto_stack(
-    *, retry_schedule: str = "default", execute_state_machine: bool = True, **extra: str
+    *,
+    retry_schedule: str = "default",
+    execute_state_machine: bool = True,
+    api_key_rate_per_second: int | None = None,
+    enforce_event_catalogue: bool = False,
+    entries: tuple[Function, ...] = FUNCTIONS,
+    revoke: tuple[tuple[str, str], ...] = (),
 ) -> Iterator[dict[str, Any]]:
+    """The whole system on moto, each function run as deployed: its own environment, its role's statements enforced
+    (local/as_deployed.py). Yields every resource's variable, for the tests (which are no function) to read.
+    `entries`: the table of functions, or a changed copy of it; `revoke`: (function, action) pairs taken out of
+    those functions' statements, as if the template lacked them."""
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
     moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
     with patched_env(FAKE_ENV), mock_aws(config={"stepfunctions": {"execute_state_machine": execute_state_machine}}):
         aws.reset()
-        env = provision(retry_schedule=retry_schedule)
-        env.update({"ALLOW_PRIVATE_DESTINATIONS": "true", "ATTEMPT_TIMEOUT_SECONDS": "2"}, **extra)
+        settings = local_settings(
+            retry_schedule,
+            attempt_timeout_seconds=TEST_ATTEMPT_TIMEOUT_SECONDS,
+            api_key_rate_per_second=api_key_rate_per_second,
+            enforce_event_catalogue=enforce_event_catalogue,
+        )
+        deployment = local_deployment(provision(retry_schedule=retry_schedule), settings, entries)
+        for function, action in revoke:
+            deployment = deployment.without(function, action)
+        env = {**deployment.every_variable(), schema.ALLOW_PRIVATE_DESTINATIONS: "true"}
+        check = IamCheck(deployment.policies, FAKE_ENV["AWS_DEFAULT_REGION"])
         with patched_env(env):
+            function_scope.use(deployment)
+            iam_check.install(check)
             wiring.reset()
             try:
                 yield env
             finally:
+                iam_check.install(None)
+                function_scope.use(None)
                 stop_running_executions(env[RETRY_STATE_MACHINE_ARN])
                 wiring.reset()
+
+
+@contextmanager
+def as_function(name: str) -> Iterator[None]:
+    """Inside: what `name`'s invocations see (its environment, and the services the wiring built for it), so a test
+    can change a function's service (a clock, a page size) before invoking it."""
+    with function_scope.entered(name):
+        yield
 
 
 def stop_running_executions(state_machine_arn: str) -> None:

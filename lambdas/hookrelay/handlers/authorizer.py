@@ -47,5 +47,5 @@ def _authenticate(token: str) -> Principal | None:
     """A portal token (its own prefix) is looked up among portal sessions (only then is that service loaded), any
     other among API keys."""
     if token.startswith(portal.TOKEN_PREFIX + "_"):
-        return wiring.portal_session_service().authenticate(token)
+        return wiring.portal_session_check().authenticate(token)
     return wiring.authenticator().authenticate(token)

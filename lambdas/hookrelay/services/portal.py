@@ -20,8 +20,30 @@ class OpenedSession:
 
 
 @dataclass
-class PortalSessionService:
+class PortalSessionCheck:
+    """The authorizer's part: a session's token in, its principal out. It reads the sessions and nothing else, which
+    is all the authorizer's role and environment name."""
+
     sessions: PortalSessionRepository
+
+    def authenticate(self, token: str) -> Principal | None:
+        session_id = portal.session_id_of(token)
+        if session_id is None:
+            return None
+        session = self.sessions.get(session_id)
+        if session is None or not token_matches(token, session.secret_hash):
+            return None
+        if session.expires_at <= epoch_seconds(utcnow()):  # TTL removes it within days, not at once
+            return None
+        return Principal(
+            key_id=session.id, role=tenant_role(session.tenant_id), portal=True, counted_as=session.opened_by
+        )
+
+
+@dataclass
+class PortalSessionService(PortalSessionCheck):
+    """Opening sessions (the API function): for the opener's own tenant, or an admin's for a tenant that exists."""
+
     tenants: TenantRepository
 
     def open(self, opener: Principal, tenant_id: str | None, lifetime: timedelta) -> OpenedSession:
@@ -71,16 +93,3 @@ class PortalSessionService:
         if tenant_id is not None and tenant_id != own:
             raise Forbidden("a tenant key opens portal sessions for its own tenant only")
         return own
-
-    def authenticate(self, token: str) -> Principal | None:
-        session_id = portal.session_id_of(token)
-        if session_id is None:
-            return None
-        session = self.sessions.get(session_id)
-        if session is None or not token_matches(token, session.secret_hash):
-            return None
-        if session.expires_at <= epoch_seconds(utcnow()):  # TTL removes it within days, not at once
-            return None
-        return Principal(
-            key_id=session.id, role=tenant_role(session.tenant_id), portal=True, counted_as=session.opened_by
-        )

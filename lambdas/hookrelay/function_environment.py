@@ -1,0 +1,104 @@
+"""Each function's environment, as deployed: one definition for the CDK stack, the local stack and the tests.
+
+A function's environment is what its entry in the table of functions (`hookrelay.functions`) implies: the names of
+exactly the resources its `Access` lets it touch, and the deployment settings it reads. The CDK stack
+(`stacks/constructs/functions.py`) calls `environment` with CloudFormation tokens for the resources; the local
+stack and the integration tier (`local/function_scope.py`) call it with moto's names, and run each function with
+that environment and nothing of another function's. tests/infrastructure/test_function_environment.py holds the
+synthesized template to this module, variable by variable.
+
+Plain Python (no aws_cdk): the local stack and the functions import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from hookrelay.adapters import schema
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.functions import (
+    API,
+    INTERPRETER_ENVIRONMENT,
+    ROUTES,
+    Function,
+)
+
+# The level of the functions' own log lines (Lambda's application log level, and Powertools').
+LOG_LEVEL = "INFO"
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Where the resources are, as a function reads them: table names, queue URLs, topic and state machine ARNs.
+
+    CloudFormation tokens in the stack, moto's names in the local stack."""
+
+    table_names: Mapping[schema.TableSpec, str]
+    queue_urls: Mapping[schema.QueueSpec, str]
+    topic_arns: Mapping[schema.TopicSpec, str]
+    retry_state_machine_arn: str
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The deployment settings the functions read (stacks/config.py validates them from CDK context)."""
+
+    retry_schedule: str  # JSON of the schedule's config, or a profile's name
+    attempt_timeout_seconds: int
+    auto_disable_after_days: str
+    api_key_rate_per_second: int | None  # None: no per-key limit
+    enforce_event_catalogue: bool
+    xray_tracing: bool = False
+
+
+def environment(function: Function, resources: Resources, settings: Settings) -> dict[str, str]:
+    """Every variable `function` is deployed with, and no other."""
+    return {
+        **INTERPRETER_ENVIRONMENT,
+        **_powertools(function, settings),
+        **_settings(function, settings),
+        **resource_environment(function, resources),
+    }
+
+
+def resource_environment(function: Function, resources: Resources) -> dict[str, str]:
+    """The names of exactly the resources the function may touch."""
+    access = function.access
+    env = {spec.env_var: resources.table_names[spec] for spec in access.tables}
+    for queue in (*access.sends_to, *access.drains):
+        env[queue.env_var] = resources.queue_urls[queue]
+    if access.starts_retries or access.answers_retries:
+        env[schema.RETRY_STATE_MACHINE_ARN] = resources.retry_state_machine_arn
+    for topic in access.publishes:
+        env[topic.env_var] = resources.topic_arns[topic]
+    return env
+
+
+def _powertools(function: Function, settings: Settings) -> dict[str, str]:
+    return {
+        "POWERTOOLS_SERVICE_NAME": function.name,
+        "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+        "POWERTOOLS_LOG_LEVEL": LOG_LEVEL,
+        # Read by handlers/tracing.py at import: "true" means no Tracer and no X-Ray SDK at all.
+        "POWERTOOLS_TRACE_DISABLED": "false" if settings.xray_tracing else "true",
+    }
+
+
+def _settings(function: Function, settings: Settings) -> dict[str, str]:
+    env = {
+        schema.RETRY_SCHEDULE: settings.retry_schedule,
+        schema.ATTEMPT_TIMEOUT_SECONDS: str(settings.attempt_timeout_seconds),
+        schema.AUTO_DISABLE_AFTER_DAYS: settings.auto_disable_after_days,
+    }
+    # Counted by the functions that serve the API's routes (handlers/http.py), which see every request.
+    if settings.api_key_rate_per_second is not None and function in ROUTES.values():
+        env[schema.API_KEY_RATE_PER_SECOND] = str(settings.api_key_rate_per_second)
+    if function is API:  # only the API function registers and changes endpoints' filters
+        env[schema.ENFORCE_EVENT_CATALOGUE] = "true" if settings.enforce_event_catalogue else "false"
+    return env
+
+
+def names_of_any_function(resources: Resources, settings: Settings, functions: tuple[Function, ...]) -> set[str]:
+    """Every variable some function is deployed with: what a function must not see of another's."""
+    return {name for function in functions for name in environment(function, resources, settings)}

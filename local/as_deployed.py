@@ -1,0 +1,143 @@
+"""Each function as the template deploys it, on moto: its own environment, and its own role's statements.
+
+The local stack and the integration tier provision one set of resources (`local.provision`) and then run every
+function with exactly what its entry in the table of functions gives it in AWS: the environment of
+`hookrelay.function_environment` and the IAM statements of `hookrelay.function_permissions`, both resolved to
+moto's names and ARNs (tests/infrastructure/test_as_deployed.py holds the synthesized template to the same two
+modules). A function sees nothing of another function's environment (`local.function_scope`), and a call its
+statements do not allow fails as AWS fails it (`local.iam_check`).
+
+What a local function has beyond its template's environment is named here and nowhere else: `LOCAL_ONLY`, set
+by the local stack and the tests for every function alike (tests/infrastructure/test_as_deployed.py checks no
+deployed function has any of them), and the variables Lambda's runtime sets itself (the function's name, the
+region, credentials), which the local processes inherit.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from hookrelay import functions
+from hookrelay.adapters import aws, schema
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.domain.schedule import schedule_from_config
+from hookrelay.function_environment import Resources, Settings, environment
+from hookrelay.function_permissions import Arns, Statement, statements
+from hookrelay.services.auto_disable import policy_from_config
+
+# Set for every local function alike, and never in AWS: endpoints on 127.0.0.1 (the demo consumer), unsigned and
+# unchecked calls to moto (adapters/aws.py), and --fast mode's short "day" of the endpoint-health policy.
+LOCAL_ONLY = (schema.ALLOW_PRIVATE_DESTINATIONS, aws.LOCAL_MOTO_CALLS, schema.ENDPOINT_HEALTH_DAY_SECONDS)
+# The variable Lambda's runtime names the function in (the wiring keeps one set of services per function by it).
+FUNCTION_NAME_VARIABLE = "AWS_LAMBDA_FUNCTION_NAME"
+ACCOUNT = "123456789012"  # moto's default account
+
+
+def function_name(function: str) -> str:
+    """The local stand-in for a deployed function's name."""
+    return f"hookrelay-{function}"
+
+
+def local_settings(
+    retry_schedule: str = "default",
+    *,
+    attempt_timeout_seconds: int = ATTEMPT_TIMEOUT_SECONDS,
+    api_key_rate_per_second: int | None = None,
+    enforce_event_catalogue: bool = False,
+) -> Settings:
+    """The local stack's settings, as a stage's. The per-key rate limit is off unless asked for: the tests and the
+    demo send from one key as fast as the machine goes."""
+    return Settings(
+        retry_schedule=json.dumps(schedule_from_config(retry_schedule).to_config()),
+        attempt_timeout_seconds=attempt_timeout_seconds,
+        auto_disable_after_days=f"{policy_from_config(None).disable_after_days:g}",
+        api_key_rate_per_second=api_key_rate_per_second,
+        enforce_event_catalogue=enforce_event_catalogue,
+    )
+
+
+@dataclass(frozen=True)
+class LocalDeployment:
+    """Every function's environment and statements, resolved to the local resources."""
+
+    environments: Mapping[str, Mapping[str, str]]
+    policies: Mapping[str, tuple[Statement, ...]]
+    names: frozenset[str] = field(default_factory=frozenset)  # every variable some function is deployed with
+
+    def view(self, function: str, outer: Mapping[str, str]) -> dict[str, str]:
+        """What `function` sees: `outer` (the process's own: PATH, the region, credentials, `LOCAL_ONLY`) with
+        every function's variables taken out, then its own put in, as Lambda's runtime would."""
+        base = {name: value for name, value in outer.items() if name not in self.names}
+        return {**base, **self.environments[function], FUNCTION_NAME_VARIABLE: function_name(function)}
+
+    def without(self, function: str, action: str) -> LocalDeployment:
+        """The same deployment with `action` taken out of `function`'s statements (a grant removed)."""
+        kept = tuple(
+            Statement(tuple(a for a in s.actions if a != action), s.resources) for s in self.policies[function]
+        )
+        return replace(self, policies={**self.policies, function: tuple(s for s in kept if s.actions)})
+
+    def every_variable(self) -> dict[str, str]:
+        """All functions' variables at once: what the tests read resources' names from (never a function)."""
+        return {name: value for env in self.environments.values() for name, value in env.items()}
+
+
+def resources(env: Mapping[str, str]) -> Resources:
+    """The resources `local.provision` made, from the environment it returned."""
+    return Resources(
+        table_names={spec: env[spec.env_var] for spec in schema.ALL_TABLES},
+        queue_urls={spec: env[spec.env_var] for spec in schema.ALL_QUEUES},
+        topic_arns={spec: env[spec.env_var] for spec in schema.ALL_TOPICS},
+        retry_state_machine_arn=env[schema.RETRY_STATE_MACHINE_ARN],
+    )
+
+
+def arns(env: Mapping[str, str], region: str | None = None) -> Arns:
+    """moto's ARNs of the resources `local.provision` made."""
+    region = region or os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+    state_machine = env[schema.RETRY_STATE_MACHINE_ARN]
+    return Arns(
+        tables={spec: f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/{env[spec.env_var]}" for spec in schema.ALL_TABLES},
+        queues={spec: queue_arn(env[spec.env_var], region) for spec in schema.ALL_QUEUES},
+        topics={spec: env[spec.env_var] for spec in schema.ALL_TOPICS},
+        topic_key=f"arn:aws:kms:{region}:{ACCOUNT}:key/local-notices",
+        retry_state_machine=state_machine,
+        retry_executions=state_machine.replace(":stateMachine:", ":execution:") + ":*",
+        log_groups={
+            f.name: f"arn:aws:logs:{region}:{ACCOUNT}:log-group:/aws/lambda/{function_name(f.name)}"
+            for f in functions.FUNCTIONS
+        },
+    )
+
+
+def queue_arn(url: str, region: str) -> str:
+    """A queue's ARN from its URL (`…/<account>/<name>`), as SQS makes it."""
+    account, name = url.rstrip("/").split("/")[-2:]
+    return f"arn:aws:sqs:{region}:{account}:{name}"
+
+
+def local_deployment(
+    env: Mapping[str, str],
+    settings: Settings,
+    entries: tuple[functions.Function, ...] = functions.FUNCTIONS,
+) -> LocalDeployment:
+    """Every function of `entries` as deployed with `settings`, on the resources of `env` (`local.provision`'s)."""
+    found, granted = resources(env), arns(env)
+    environments = {f.name: environment(f, found, settings) for f in entries}
+    return LocalDeployment(
+        environments=environments,
+        policies={f.name: tuple(statements(f, granted)) for f in entries},
+        names=frozenset(name for each in environments.values() for name in each),
+    )
+
+
+def placeholder_environment() -> dict[str, str]:
+    """Resources' variables with made-up names: for reading the statements' actions without provisioning."""
+    env = {spec.env_var: f"hookrelay-{spec.logical_name}" for spec in schema.ALL_TABLES}
+    env |= {spec.env_var: f"http://localhost/{ACCOUNT}/hookrelay-{spec.logical_name}" for spec in schema.ALL_QUEUES}
+    env |= {spec.env_var: f"arn:aws:sns:us-east-1:{ACCOUNT}:hookrelay-{spec.logical_name}" for spec in schema.ALL_TOPICS}
+    env[schema.RETRY_STATE_MACHINE_ARN] = f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:hookrelay-retry"
+    return env
