@@ -62,7 +62,7 @@ from scripts.create_admin_key import create_admin_key
 from stacks import config as stack_config
 from stacks.constructs.api import ACCESS_LOG_FIELDS, Api
 from stacks.constructs.functions import Functions
-from tests.support.aws import moto_stack
+from tests.support.aws import as_function, moto_stack, serving_routes
 from tests.support.consumer import Reply, ScriptedConsumer
 
 
@@ -346,9 +346,10 @@ class Driver:
 
         start = time.time()
         for run_at in (2, 7, 12):
-            wiring.reconciler().clock = lambda minutes=run_at: (
-                datetime.fromtimestamp(start, UTC) + timedelta(minutes=minutes)
-            )
+            with as_function(RECONCILER.name):
+                wiring.reconciler().clock = lambda minutes=run_at: (
+                    datetime.fromtimestamp(start, UTC) + timedelta(minutes=minutes)
+                )
             invoke(RECONCILER.name, scheduled_event("hookrelay-reconciler"))
 
     def count_transitions(self, run: Run, before: set[str]) -> None:
@@ -464,7 +465,10 @@ def run_scenario(
 
                 if key_spacing is None:
                     key_spacing = 1 / settings.key_request_rate(scenario.events_per_request)
-                wiring.rate_limiter().clock = SpacedClock(key_spacing)
+                clock = SpacedClock(key_spacing)
+                for function in serving_routes():  # each function's own limiter (local/function_scope.py)
+                    with as_function(function):
+                        wiring.rate_limiter().clock = clock
             # A warm Lambda environment: clients made, code paths run once, before anything is counted.
             warm_tenant = driver.tenant_with_endpoints([healthy.url])
             for number in range(WARM_UP_EVENTS):  # every route the scenario uses, once

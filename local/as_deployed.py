@@ -138,6 +138,8 @@ def placeholder_environment() -> dict[str, str]:
     """Resources' variables with made-up names: for reading the statements' actions without provisioning."""
     env = {spec.env_var: f"hookrelay-{spec.logical_name}" for spec in schema.ALL_TABLES}
     env |= {spec.env_var: f"http://localhost/{ACCOUNT}/hookrelay-{spec.logical_name}" for spec in schema.ALL_QUEUES}
-    env |= {spec.env_var: f"arn:aws:sns:us-east-1:{ACCOUNT}:hookrelay-{spec.logical_name}" for spec in schema.ALL_TOPICS}
+    env |= {
+        spec.env_var: f"arn:aws:sns:us-east-1:{ACCOUNT}:hookrelay-{spec.logical_name}" for spec in schema.ALL_TOPICS
+    }
     env[schema.RETRY_STATE_MACHINE_ARN] = f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:hookrelay-retry"
     return env

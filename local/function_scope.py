@@ -67,7 +67,7 @@ def deployment() -> LocalDeployment | None:
 @contextmanager
 def entered(function: str) -> Iterator[None]:
     """Inside: `function`'s environment, as deployed (a no-op until `use` is given a deployment)."""
-    if _deployment is None or _VIEW.get() is not None:  # a worker process is its function's already; nested: same
+    if _deployment is None:  # none in use: a worker process is its function's already (`become`)
         yield
         return
     process = os.environ.process if isinstance(os.environ, _ScopedEnviron) else os.environ

@@ -168,21 +168,26 @@ def _denied(prefix: str, operation: str, function: str, action: str, resource: s
 
 
 _check: IamCheck | None = None
-_original_call = BaseClient._make_api_call
+_unchecked: Any = None  # the call `install` wrapped (botocore's, or another wrapper's: the benchmarks' meter)
 
 
 def _checked_call(self: BaseClient, operation_name: str, api_params: dict[str, Any]) -> Any:
     function = RUNNING.get()
     if _check is not None and function is not None:
         _check.authorize(function, self.meta.service_model.service_name, operation_name, api_params)
-    return _original_call(self, operation_name, api_params)
+    return _unchecked(self, operation_name, api_params)
 
 
 def install(check: IamCheck | None) -> None:
-    """From now on every client's calls inside an invocation are checked against `check` (None: unchecked)."""
-    global _check
+    """From now on every client's calls inside an invocation are checked against `check` (None: unchecked, the
+    call as it was before)."""
+    global _check, _unchecked
+    if check is not None and _check is None:
+        _unchecked = BaseClient._make_api_call
+        BaseClient._make_api_call = _checked_call  # type: ignore[method-assign]
+    elif check is None and _check is not None:
+        BaseClient._make_api_call = _unchecked  # type: ignore[method-assign]
     _check = check
-    BaseClient._make_api_call = _checked_call if check is not None else _original_call  # type: ignore[method-assign]
 
 
 def installed() -> IamCheck | None:

@@ -32,7 +32,13 @@ TABLE_ACTIONS: Mapping[TableAccess, tuple[str, ...]] = {
     TableAccess.READ_UPDATE: (*_READS, "dynamodb:UpdateItem"),
     TableAccess.READ_REWRITE: (*_READS, "dynamodb:PutItem", "dynamodb:UpdateItem"),
     TableAccess.READ_BATCH_WRITE: (*_READS, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"),
-    TableAccess.READ_WRITE: (*_READS, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+    TableAccess.READ_WRITE: (
+        *_READS,
+        "dynamodb:PutItem",
+        "dynamodb:UpdateItem",
+        "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem",
+    ),
 }
 # What an SQS event source needs of the function's role (Lambda's AWSLambdaSQSQueueExecutionRole, no more).
 EVENT_SOURCE_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")

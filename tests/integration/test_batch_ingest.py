@@ -20,6 +20,7 @@ from hookrelay.domain.status import DeliveryStatus
 from hookrelay.handlers.publish_schemas import MAX_BATCH_EVENTS
 from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
+from tests.support.aws import as_function
 from tests.support.consumer import ScriptedConsumer
 from tests.support.crash import MATRIX, Crash, CrashInjector, Row, injector
 from tests.support.platform import Platform
@@ -244,9 +245,12 @@ LATER = timedelta(minutes=7)  # past the writer window (the reconciler's grace) 
 
 
 def time_passes(later: Any) -> None:
-    wiring.ingest_service().clock = lambda: later
-    wiring.delivery_service().clock = lambda: later
-    wiring.reconciler().clock = lambda: later
+    with as_function("ingest"):
+        wiring.ingest_service().clock = lambda: later
+    with as_function("delivery"):
+        wiring.delivery_service().clock = lambda: later
+    with as_function("reconciler"):
+        wiring.reconciler().clock = lambda: later
 
 
 def settle(platform: Platform) -> None:

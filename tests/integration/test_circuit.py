@@ -33,7 +33,7 @@ from hookrelay.services.ports import DELIVERIES_PARKED, DeliveryMessage
 from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
 from scripts.create_admin_key import create_admin_key
-from tests.support.aws import moto_stack
+from tests.support.aws import as_function, moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
 from tests.support.pump import QueuePump, wait_until
@@ -491,7 +491,8 @@ def run_reconciler_later() -> dict[str, Any]:
     from hookrelay.services.reconcile import RECONCILE_GRACE
 
     later = utcnow() + RECONCILE_GRACE + timedelta(seconds=30)
-    wiring.reconciler().clock = lambda: later
+    with as_function("reconciler"):
+        wiring.reconciler().clock = lambda: later
     report: dict[str, Any] = invoke("reconciler", scheduled_event("hookrelay-reconciler"))
     return report
 

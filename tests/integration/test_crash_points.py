@@ -51,7 +51,7 @@ from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
 from local.sqs_source import queue_arn_of, to_record
 from scripts.create_admin_key import create_admin_key
-from tests.support.aws import moto_stack
+from tests.support.aws import as_function, moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.crash import MATRIX, Crash, CrashInjector, Row, injector
 from tests.support.platform import Platform
@@ -142,7 +142,8 @@ def reconcile(world: World) -> None:
     world.sim.apply_clocks()
     # Only the scenario's tenant: the earlier scenarios' tenants were settled and checked already, and walking them
     # all again would make the matrix quadratic in its crash points.
-    wiring.reconciler().tenants = OneTenant(world.tenant_id)
+    with as_function("reconciler"):
+        wiring.reconciler().tenants = OneTenant(world.tenant_id)
     invoke("reconciler", scheduled_event("hookrelay-reconciler"))
 
 
@@ -609,7 +610,8 @@ def drive_until_parked(world: World) -> None:
 def with_an_open_circuit_and_a_queued_event(world: World) -> None:
     """An event accepted just before the circuit opened: its message is queued, for the delivery function to park."""
     open_circuit(world)
-    ingest = wiring.ingest_service()
+    with as_function("ingest"):
+        ingest = wiring.ingest_service()
     parking, ingest.parking = ingest.parking, None  # ingest read the circuit closed
     try:
         publish(world, 1)

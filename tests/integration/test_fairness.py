@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from hookrelay import wiring
-from hookrelay.adapters import schema
+from scripts.create_admin_key import create_admin_key
+from tests.support.aws import as_function, moto_stack, serving_routes
 from tests.support.platform import Platform
 
 LIMIT = 3
@@ -17,12 +18,18 @@ SECOND = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def limited(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> Iterator[Platform]:
-    monkeypatch.setenv(schema.API_KEY_RATE_PER_SECOND, str(LIMIT))
-    wiring.rate_limiter.cache_clear()
-    wiring.rate_limiter().clock = lambda: SECOND  # every request below falls in this one second
-    yield platform
-    wiring.rate_limiter.cache_clear()
+def limited() -> Iterator[Platform]:
+    with moto_stack(api_key_rate_per_second=LIMIT) as env:
+        platform = Platform(env=env, admin_token=create_admin_key(env["API_KEYS_TABLE"]).token)
+        set_clock(lambda: SECOND)  # every request below falls in this one second
+        yield platform
+
+
+def set_clock(clock: Callable[[], datetime]) -> None:
+    """The clock of each API function's own limiter (they count one shared table's counters)."""
+    for function in serving_routes():
+        with as_function(function):
+            wiring.rate_limiter().clock = clock
 
 
 def test_a_flooding_key_gets_429s_and_the_others_are_still_served(limited: Platform) -> None:
@@ -45,7 +52,7 @@ def test_the_next_second_the_key_is_served_again(limited: Platform) -> None:
     for _ in range(LIMIT + 1):
         limited.call("POST", "/v1/events", producer, event)
     assert limited.call("POST", "/v1/events", producer, event).status == 429
-    wiring.rate_limiter().clock = lambda: SECOND + timedelta(seconds=1)
+    set_clock(lambda: SECOND + timedelta(seconds=1))
     assert limited.call("POST", "/v1/events", producer, event).status == 202
 
 

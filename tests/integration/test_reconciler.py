@@ -18,6 +18,7 @@ from hookrelay.services.ports import DeliveryMessage
 from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
 from scripts.redrive_dead_letters import main as operator_redrive
+from tests.support.aws import as_function
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
 from tests.support.records import make, store
@@ -27,7 +28,8 @@ LONG_AGO = utcnow() - timedelta(hours=2)
 
 def reconcile(platform: Platform, *, later: timedelta = timedelta(minutes=2)) -> dict:
     """One scheduled run of the reconciler, `later` after now (past the grace it leaves to writers in flight)."""
-    wiring.reconciler().clock = lambda: utcnow() + later
+    with as_function("reconciler"):
+        wiring.reconciler().clock = lambda: utcnow() + later
     return invoke("reconciler", scheduled_event("hookrelay-reconciler"))
 
 
@@ -177,7 +179,8 @@ def test_the_local_schedule_looks_back_as_many_runs_as_deployed(platform: Platfo
     recent = make(tenant_id, endpoint_id, now - RECONCILE_GRACE - every, DeliveryStatus.QUEUED)
     older = make(tenant_id, endpoint_id, now - lookback - every, DeliveryStatus.QUEUED)
     store([recent, older])  # both stranded; only the recent one is within this run's reach
-    wiring.reconciler().clock = lambda: now
+    with as_function("reconciler"):
+        wiring.reconciler().clock = lambda: now
     report = invoke("reconciler", timer.event())
     assert report["resent"] == 1
     assert platform.pump() == 1

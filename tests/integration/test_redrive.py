@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from datetime import datetime, timedelta
 
 import pytest
@@ -15,6 +17,7 @@ from hookrelay.services.ports import DeliveryFilter, RedriveJob
 from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
 from local.sqs_source import invoke_batch, poll_once, queue_arn_of, receive
+from tests.support.aws import as_function
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
 from tests.support.records import Seeded, make, store
@@ -60,12 +63,20 @@ def lay_out_an_outage(platform: Platform, consumer: ScriptedConsumer):
     return token, broken, inside, leave_alone
 
 
+def small_pages() -> None:
+    """PAGE_SIZE for the redrive service of each function that runs pages: the API (the first) and the redrive
+    function (the rest)."""
+    for function in ("api", "redrive"):
+        with as_function(function):
+            wiring.redrive_service().page_size = PAGE_SIZE
+
+
 def test_a_redrive_replays_exactly_the_dead_deliveries_in_its_window_once(
     platform: Platform, consumer: ScriptedConsumer
 ) -> None:
     token, broken, inside, _ = lay_out_an_outage(platform, consumer)
     window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
-    wiring.redrive_service().page_size = PAGE_SIZE  # a few pages here; tens of thousands take hundreds alike
+    small_pages()  # a few pages here; tens of thousands take hundreds alike
 
     response = redrive(platform, token, broken, **window)
     assert response.status == 202, response.body
@@ -147,15 +158,16 @@ def test_the_api_does_not_count_a_redrive_the_background_job_does(
 ) -> None:
     """Counting a long window reads many index pages: inside the API it could outlast the API's time limit."""
     token, broken, inside, _ = lay_out_an_outage(platform, consumer)
-    log = wiring.redrive_service().deliveries
     counted: list[DeliveryFilter] = []
-    real_count = log.count
+    for function in ("api", "redrive"):  # each function's own delivery log, counted as one
+        with as_function(function):
+            log = wiring.redrive_service().deliveries
 
-    def count(where: DeliveryFilter, now: datetime) -> int:
-        counted.append(where)
-        return real_count(where, now)
+        def count(where: DeliveryFilter, now: datetime, real_count: Any = log.count) -> int:
+            counted.append(where)
+            return real_count(where, now)
 
-    monkeypatch.setattr(log, "count", count)
+        monkeypatch.setattr(log, "count", count)
     window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
     started = redrive(platform, token, broken, **window).json()
     assert counted == []  # the API answered without counting
@@ -194,7 +206,8 @@ def test_a_redrive_whose_job_keeps_failing_is_failed_by_the_reconciler(
     def broken_page(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug in the page")
 
-    monkeypatch.setattr(wiring.redrive_service(), "run_page", broken_page)
+    with as_function("redrive"):  # the redrive function's own service runs the pages
+        monkeypatch.setattr(wiring.redrive_service(), "run_page", broken_page)
     url = platform.env[schema.REDRIVE_JOBS_QUEUE.env_var]
     for _ in range(schema.REDRIVE_JOBS_QUEUE.max_receive_count or 0):
         _fail_once(platform, url)
@@ -217,7 +230,7 @@ def test_a_stale_copy_of_an_old_page_in_the_dead_letter_queue_leaves_a_running_r
 ) -> None:
     token, broken, _, _ = lay_out_an_outage(platform, consumer)
     window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
-    wiring.redrive_service().page_size = PAGE_SIZE
+    small_pages()
     started = redrive(platform, token, broken, **window).json()
     url = platform.env[schema.REDRIVE_JOBS_QUEUE.env_var]
     for _ in range(2):  # pages 0 and 1 done; page 2's job waits in the queue
@@ -240,7 +253,7 @@ def test_a_page_that_failed_handing_over_to_the_next_is_carried_on_by_the_reconc
     """Page 1 recorded, then its job kept failing before the next page's job was enqueued: the redrive goes on."""
     token, broken, inside, _ = lay_out_an_outage(platform, consumer)
     window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
-    wiring.redrive_service().page_size = PAGE_SIZE
+    small_pages()
     started = redrive(platform, token, broken, **window).json()
     url = platform.env[schema.REDRIVE_JOBS_QUEUE.env_var]
     for _ in range(2):

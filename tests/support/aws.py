@@ -14,7 +14,7 @@ from hookrelay import wiring
 from hookrelay.adapters import aws, schema
 from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from hookrelay.functions import FUNCTIONS, Function
+from hookrelay.functions import FUNCTIONS, ROUTES, Function
 from local import function_scope, iam_check, moto_stepfunctions, moto_transactions
 from local.as_deployed import local_deployment, local_settings
 from local.iam_check import IamCheck
@@ -68,6 +68,9 @@ def moto_stack(
     moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
     with patched_env(FAKE_ENV), mock_aws(config={"stepfunctions": {"execute_state_machine": execute_state_machine}}):
         aws.reset()
+        if api_key_rate_per_second is None and os.environ.get(schema.API_KEY_RATE_PER_SECOND):
+            # Deployed as a caller's environment says (the cost benchmark meters the deployed rate limit so).
+            api_key_rate_per_second = int(os.environ[schema.API_KEY_RATE_PER_SECOND])
         settings = local_settings(
             retry_schedule,
             attempt_timeout_seconds=TEST_ATTEMPT_TIMEOUT_SECONDS,
@@ -90,6 +93,11 @@ def moto_stack(
                 function_scope.use(None)
                 stop_running_executions(env[RETRY_STATE_MACHINE_ARN])
                 wiring.reset()
+
+
+def serving_routes() -> list[str]:
+    """The functions that serve the API's routes (and count each key's requests)."""
+    return sorted({function.name for function in ROUTES.values()})
 
 
 @contextmanager

@@ -33,6 +33,7 @@ import boto3
 from hookrelay import wiring
 from hookrelay.domain.clock import from_rfc3339, utcnow
 from statemachine import ATTEMPT_TASK_TIMEOUT_SECONDS
+from tests.support.aws import as_function
 
 RESENDS = 4  # ResendAttempt / ResendCommand: one try and three retries
 ENDED = ("delivered", "dead", "cancelled", "parked")
@@ -102,9 +103,16 @@ class WorkflowSim:
 
     def apply_clocks(self) -> None:
         """Every service that reads a clock reads the virtual one (after `wiring.reset`, again)."""
-        for service in (wiring.delivery_service(), wiring.circuit_service(), wiring.reconciler()):
-            service.clock = self.clock
-        wiring.delivery_service().sleep = self.sleep
+        # Each function's own services (local/function_scope.py): the delivery function's, the sweeper's circuit
+        # service, the reconciler's.
+        with as_function("delivery"):
+            for service in (wiring.delivery_service(), wiring.circuit_service()):
+                service.clock = self.clock
+            wiring.delivery_service().sleep = self.sleep
+        with as_function("sweeper"):
+            wiring.circuit_service().clock = self.clock
+        with as_function("reconciler"):
+            wiring.reconciler().clock = self.clock
 
     def sleep(self, seconds: float) -> None:
         """An attempt woken early waits out the rest: in virtual time."""
