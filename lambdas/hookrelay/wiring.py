@@ -259,6 +259,8 @@ def circuit_service() -> CircuitService:
 
 @cache
 def delivery_service() -> DeliveryService:
+    from datetime import timedelta
+
     from hookrelay.adapters.circuit import DynamoCircuits
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.adapters.http_sender import RequestsSender
@@ -279,6 +281,7 @@ def delivery_service() -> DeliveryService:
         telemetry=_delivery_telemetry(),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking(),
+        claim_timeout=timedelta(seconds=schema.DELIVERY_CLAIM_TIMEOUT_SECONDS),
         platform_events=_EmitterOnFirstUse(),
     )
 
