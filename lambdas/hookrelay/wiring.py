@@ -302,6 +302,8 @@ def _replay_service(delivery_queue_url: str | None = None) -> ReplayService:
 
 @cache
 def delivery_log_service() -> DeliveryLogService:
+    from datetime import timedelta
+
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.services.delivery_log import DeliveryLogService
 
@@ -310,6 +312,7 @@ def delivery_log_service() -> DeliveryLogService:
         events=EventTable(_table(schema.EVENTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         parking=_parking(),
+        message_hold=timedelta(seconds=schema.DELIVERY_QUEUE.visibility_timeout_seconds),
     )
 
 
