@@ -10,13 +10,15 @@ invocation blocked on a hanging endpoint holds only its own worker, and nothing 
 Workers are forked from a server process that has already imported every handler and read the AWS service
 models (multiprocessing's forkserver, preloaded; `local.worker_warmup`): a new worker costs a fork, not a
 cold import. Each worker exits with
-its parent (`local.processes`).
+its parent (`local.processes`). A worker that dies (killed, out of memory) is never handed another invocation: it
+is dropped and replaced by a new one, as Lambda replaces an execution environment.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import sys
 import threading
 import traceback
 from multiprocessing.connection import Connection
@@ -29,6 +31,11 @@ log = logging.getLogger("hookrelay.local.workers")
 
 class InvocationFailed(Exception):
     """The handler raised (its traceback is the message), or its worker died during the invocation."""
+
+
+class EventNotDelivered(InvocationFailed):
+    """The worker was gone before it could receive the event: writing it to the worker's pipe failed, or the worker's
+    end was closed with the event still unread in it (`_RESET_MEANS_UNREAD`). Either way no handler ran it."""
 
 
 def serve(function: str, connection: Connection, log_level: str) -> None:
@@ -53,6 +60,13 @@ def serve(function: str, connection: Connection, log_level: str) -> None:
         connection.send(reply)
 
 
+# On Linux, a UNIX socket closed with unread data in its receive queue resets its peer (ECONNRESET); closed with
+# nothing unread, the peer reads end-of-file. Nothing but events is ever sent to a worker, so a reset answering an
+# invocation means the worker died (killed just after it was checked out, before its death showed) with our event
+# not wholly read: no handler ran it. Elsewhere a reset is not read that way (a failed invocation, never retried).
+_RESET_MEANS_UNREAD = sys.platform == "linux"
+
+
 class Worker:
     def __init__(self, context: Any, function: str, log_level: str) -> None:
         self.connection, child = context.Pipe()
@@ -65,12 +79,32 @@ class Worker:
     def call(self, event: dict[str, Any]) -> Any:
         try:
             self.connection.send(event)
+        except OSError as error:  # a broken pipe, or reset: the worker is gone
+            raise EventNotDelivered(f"the worker was gone before the event reached it ({error})") from error
+        try:
             status, value = self.connection.recv()
+        except ConnectionResetError as error:
+            if _RESET_MEANS_UNREAD:
+                raise EventNotDelivered(f"the worker died before reading the event ({error})") from error
+            raise InvocationFailed(f"the worker died during the invocation (exit {self.process.exitcode})") from error
         except (EOFError, OSError) as error:
             raise InvocationFailed(f"the worker died during the invocation (exit {self.process.exitcode})") from error
         if status != "ok":
             raise InvocationFailed(value)
         return value
+
+    def is_usable(self) -> bool:
+        """Alive, with nothing waiting on its pipe, as an idle worker's pipe always is between invocations.
+
+        Both, because neither is enough alone. A worker's exit reaches this process late: it is forked by the fork
+        server, which reaps it and only then reports its exit code, so `is_alive` says True for a while after
+        the worker has died. Its pipe tells at once: a dead worker's end is closed, so the pipe reads as ready
+        (end of file). And a worker that answered and is alive has nothing more to send.
+        """
+        try:
+            return self.process.is_alive() and not self.connection.poll(0)
+        except OSError:  # the pipe is closed or broken
+            return False
 
     def stop(self) -> None:
         self.connection.close()  # an idle worker exits on its own; a busy one is ended below
@@ -99,31 +133,62 @@ class FunctionWorkers:
                 self._all.append(worker)
 
     def invoke(self, function: str, event: dict[str, Any]) -> Any:
+        """Invoke `function` in one of its workers, never one that is dead: Lambda never hands an invocation to an
+        environment that died; it starts another."""
         with self._slots[function]:
-            worker = self._checkout(function)
             try:
-                result = worker.call(event)
-            except InvocationFailed:
-                if not worker.process.is_alive():
-                    worker.stop()
-                    raise
-                self._checkin(function, worker)
-                raise
-            self._checkin(function, worker)
-            return result
+                return self._invoke_once(function, event)
+            except EventNotDelivered:
+                # The worker died before the event reached it (killed while idle, just before this checkout saw it):
+                # no handler ran the event, so running it on a fresh worker cannot do anything twice. Once: a second
+                # new worker that dies before reading its first event is not a dead worker to route around.
+                log.warning("a %s worker was gone before the invocation reached it; invoking a new one", function)
+                return self._invoke_once(function, event)
+
+    def _invoke_once(self, function: str, event: dict[str, Any]) -> Any:
+        worker = self._checkout(function)
+        try:
+            result = worker.call(event)
+        except InvocationFailed:
+            self._checkin_or_replace(function, worker)
+            raise
+        except BaseException:  # interrupted mid-call: its pipe may hold half a message; never reused
+            self._discard(worker)
+            raise
+        self._checkin_or_replace(function, worker)
+        return result
 
     def _checkout(self, function: str) -> Worker:
-        with self._lock:
-            if self._idle[function]:
-                return self._idle[function].pop()  # the most recently used: the warmest
+        """The warmest idle worker that is usable (the dead ones found on the way are ended and dropped), else a
+        new one."""
+        while True:
+            with self._lock:
+                if not self._idle[function]:
+                    break
+                worker = self._idle[function].pop()  # the most recently used: the warmest
+            if worker.is_usable():
+                return worker
+            log.warning("a %s worker died while idle (exit %s); replaced", function, worker.process.exitcode)
+            self._discard(worker)
         worker = Worker(self._context, function, self._log_level)  # a fork, outside the lock
         with self._lock:
             self._all.append(worker)
         return worker
 
-    def _checkin(self, function: str, worker: Worker) -> None:
+    def _checkin_or_replace(self, function: str, worker: Worker) -> None:
+        """Back to the idle workers if it is alive and its pipe clean (a handler that raised leaves both so);
+        otherwise ended and forgotten: the next invocation gets a new worker."""
+        if worker.is_usable():
+            with self._lock:
+                self._idle[function].append(worker)
+        else:
+            self._discard(worker)
+
+    def _discard(self, worker: Worker) -> None:
+        worker.stop()
         with self._lock:
-            self._idle[function].append(worker)
+            if worker in self._all:
+                self._all.remove(worker)
 
     def stop(self) -> None:
         with self._lock:

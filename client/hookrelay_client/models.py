@@ -192,13 +192,19 @@ class Attempt(Model):
     response_excerpt: str | None = None
 
 
+class InFlight(Model):
+    since: datetime
+    back_by: datetime
+
+
 class WaitingOn(Model):
-    circuit: Circuit
+    circuit: Circuit | None = None  # while parked
+    in_flight: InFlight | None = None  # while attempting: the invocation holding its message, and when it is back
 
 
 class Delivery(DeliverySummary):
     attempts: list[Attempt] = Field(default_factory=list)
-    waiting_on: WaitingOn | None = None  # while parked: the circuit it waits on
+    waiting_on: WaitingOn | None = None  # while parked (the circuit) or attempting (the message in flight)
 
 
 class DeliveryPage(Model):

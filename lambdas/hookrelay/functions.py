@@ -333,6 +333,22 @@ PORTAL = Function(
 )
 
 FUNCTIONS: tuple[Function, ...] = (AUTHORIZER, INGEST, API, DELIVERY, REDRIVE, SWEEPER, RECONCILER, PORTAL)
+
+
+def _check_visibility(functions: tuple[Function, ...]) -> None:
+    """Lambda refuses an SQS event source whose queue's visibility timeout is shorter than its function's timeout,
+    but only when the stack is deployed (CreateEventSourceMapping); CDK does not check it at synth. Checked here, on
+    import, so the stack, the local stack and every test refuse it first."""
+    for function in functions:
+        trigger = function.trigger
+        if isinstance(trigger, QueueTrigger) and trigger.queue.visibility_timeout_seconds < function.timeout_seconds:
+            raise ValueError(
+                f"{trigger.queue.logical_name}'s visibility timeout ({trigger.queue.visibility_timeout_seconds} s) is"
+                f" shorter than the {function.name} function's timeout ({function.timeout_seconds} s)"
+            )
+
+
+_check_visibility(FUNCTIONS)
 BY_NAME: Mapping[str, Function] = {function.name: function for function in FUNCTIONS}
 
 # Which function serves each API route (derived from the table: the order routes are matched in).

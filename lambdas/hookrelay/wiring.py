@@ -296,6 +296,8 @@ def circuit_service() -> CircuitService:
 
 @per_function
 def delivery_service() -> DeliveryService:
+    from datetime import timedelta
+
     from hookrelay.adapters.circuit import DynamoCircuits
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.adapters.http_sender import RequestsSender
@@ -316,6 +318,7 @@ def delivery_service() -> DeliveryService:
         telemetry=_delivery_telemetry(),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking(),
+        claim_timeout=timedelta(seconds=schema.DELIVERY_CLAIM_TIMEOUT_SECONDS),
         platform_events=_EmitterOnFirstUse(),
     )
 
@@ -336,6 +339,8 @@ def _replay_service(delivery_queue_url: str | None = None) -> ReplayService:
 
 @per_function
 def delivery_log_service() -> DeliveryLogService:
+    from datetime import timedelta
+
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.services.delivery_log import DeliveryLogService
 
@@ -344,6 +349,7 @@ def delivery_log_service() -> DeliveryLogService:
         events=EventTable(_table(schema.EVENTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         parking=_parking(),
+        message_hold=timedelta(seconds=schema.DELIVERY_QUEUE.visibility_timeout_seconds),
     )
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.e2e.harness import Consumer, LocalStack, kill_leftovers
+from tests.e2e.harness import SUMMARY, Consumer, LocalStack, kill_leftovers
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -41,3 +42,11 @@ def consumers(tmp_path: Path) -> Iterator[Callable[..., Consumer]]:
     yield start
     for consumer in started:
         consumer.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The figures the tests measured (e.g. test_fault_injection.py's), when any ran."""
+    if SUMMARY:
+        terminalreporter.section("end-to-end figures")
+        for line in SUMMARY:
+            terminalreporter.write_line(line)

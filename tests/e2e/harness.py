@@ -33,6 +33,9 @@ HTTP_TIMEOUT = 10.0
 
 T = TypeVar("T")
 
+# Lines a test adds for the session's summary (its measured figures), printed by tests/e2e/conftest.py.
+SUMMARY: list[str] = []
+
 
 class Process:
     """A command run from the repository root, like `make run` runs it; `stop` ends it, SIGTERM first.

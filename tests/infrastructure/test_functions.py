@@ -78,6 +78,10 @@ def test_the_delivery_function_consumes_its_fifo_queue_with_partial_batch_respon
     assert len(mappings) == 1
     assert mappings[0]["BatchSize"] == queue_trigger(DELIVERY).batch_size == 1
     assert mappings[0]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    # Lambda refuses (at deploy) an event source whose queue is visible again before its function has timed out.
+    queue_id = mappings[0]["EventSourceArn"]["Fn::GetAtt"][0]
+    visibility = synthesized.template["Resources"][queue_id]["Properties"]["VisibilityTimeout"]
+    assert visibility >= _function(synthesized, "delivery")["Timeout"]
 
 
 def test_each_queue_trigger_of_the_table_is_an_event_source_mapping(synthesized: Synthesized) -> None:

@@ -10,6 +10,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from hookrelay import wiring
+from hookrelay.adapters import schema
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.status import DeliveryStatus
 from scripts.create_admin_key import create_admin_key
@@ -231,3 +233,22 @@ def test_expired_records_and_counters_are_not_found(platform: Platform) -> None:
     assert platform.call("GET", f"/v1/deliveries/{expired.delivery.id}", token).status == 404
     assert platform.call("GET", f"/v1/events/seq%23{tenant_id}%23k", token).status == 404
     assert platform.call("GET", "/v1/events/evt_nope", token).status == 404
+
+
+def test_a_delivery_being_attempted_says_its_message_is_in_flight_and_when_it_is_back(platform: Platform) -> None:
+    """A crashed attempt's delivery reads `attempting` until its message comes back: the API says since when it has
+    been in flight and by when it is back on the queue (the claim plus the queue's visibility timeout)."""
+    tenant_id, token = platform.new_tenant()
+    endpoint = platform.new_endpoint(token, "http://127.0.0.1:9/a")["id"]
+    waiting = seed(tenant_id, endpoint, datetime.now(UTC), DeliveryStatus.QUEUED)
+    claimed = seed(tenant_id, endpoint, datetime.now(UTC), DeliveryStatus.QUEUED)
+    claimed_at = datetime.now(UTC)
+    assert wiring.delivery_log_service().deliveries.claim(claimed.delivery.id, tenant_id, 1, claimed_at, claimed_at)
+
+    attempting = platform.call("GET", f"/v1/deliveries/{claimed.delivery.id}", token).json()
+    queued = platform.call("GET", f"/v1/deliveries/{waiting.delivery.id}", token).json()
+
+    assert (attempting["status"], attempting["attempt_count"]) == ("attempting", 1)
+    back_by = claimed_at + timedelta(seconds=schema.DELIVERY_QUEUE.visibility_timeout_seconds)
+    assert attempting["waiting_on"] == {"in_flight": {"since": to_rfc3339(claimed_at), "back_by": to_rfc3339(back_by)}}
+    assert (queued["status"], queued["waiting_on"]) == ("queued", None)  # nothing on its record says it is held

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from hookrelay.adapters import schema
 from hookrelay.domain.classification import FailureKind
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.models import Delivery, Endpoint, Event, SigningSecret
@@ -103,6 +104,7 @@ def make_world() -> World:
         telemetry,
         FakeCircuits(endpoints),
         Parking(FakeParkingLot(deliveries), FakeCircuits(endpoints), endpoints),
+        claim_timeout=timedelta(seconds=schema.DELIVERY_CLAIM_TIMEOUT_SECONDS),
         clock=clock,
         sleep=clock.sleep,
     )

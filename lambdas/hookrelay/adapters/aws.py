@@ -17,6 +17,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 
+from hookrelay.adapters import schema
+
 # Every AWS call (DynamoDB, SQS, SNS, Step Functions) retries the same way, this one definition: botocore's
 # "standard" mode retries throttling errors (ProvisionedThroughputExceededException, ThrottlingException,
 # RequestThrottled, Throttling), 5xx answers and connection errors, up to MAX_ATTEMPTS tries in all, each after an
@@ -26,7 +28,7 @@ from botocore.retries.standard import RetryContext, ThrottledRetryableChecker
 # and what invoked it tries again: the queue redelivers the message (a batch item failure), the schedule runs again,
 # the API answers 503 with Retry-After and the producer retries under its Idempotency-Key. Not "adaptive": its
 # client-side rate limiter would hold a Lambda's single invocation back, with nothing shared to learn from.
-MAX_ATTEMPTS = 5  # tries in all, the first included (botocore's `max_attempts` would count retries only)
+MAX_ATTEMPTS = schema.AWS_CALL_TRIES  # tries in all, the first included (botocore's `max_attempts`: retries only)
 _CONFIG = Config(retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS}, connect_timeout=3, read_timeout=10)
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+from hookrelay.domain import classification
 
 
 @dataclass(frozen=True)
@@ -166,8 +169,40 @@ class QueueSpec:
     high_throughput: bool = False
 
 
-# The timeouts of the functions these queues trigger (`hookrelay.functions`), which their visibility follows.
-DELIVERY_FUNCTION_TIMEOUT_SECONDS = 60
+# --- The delivery function's timeout, its claims' and its queue's visibility timeout: one derivation ---
+#
+# What a crash costs: an invocation that dies (or times out) leaves its message in flight, and with it its whole
+# message group (the endpoint's slot), until the queue's visibility timeout has passed; then the message comes back
+# and takes the dead invocation's claim over. So these are as short as correctness allows, from the attempt timeout:
+#
+# - The function's timeout: one message per invocation (batch size 1). It reads the endpoint, claims the delivery,
+#   makes the attempt (ATTEMPT_TIMEOUT_SECONDS at most, the whole request), records it and hands it over: about a
+#   dozen AWS calls on the longest path (a failed attempt that opens the circuit and parks), a few ms each. A
+#   throttled call retries (adapters/aws.py) and backs off up to AWS_CALL_BACKOFF_SECONDS before it raises; allowed:
+#   two such calls (a throttle is a table's or the account's, so the next call may meet it too) and half a second
+#   for each of the others.
+# - A claim older than the function's timeout is abandoned: Lambda has ended the invocation that made it by then.
+# - The visibility timeout: at least the function's timeout (Lambda refuses an SQS event source whose queue's is
+#   shorter: CreateEventSourceMapping, at deploy time; CDK does not check it at synth, so `functions` does), and long
+#   enough that a message that comes back finds its dead invocation's claim abandoned: a claim is made within the
+#   invocation, so within one function timeout of the receive, and abandoned one more later. Twice the timeout.
+#   AWS's advice is six times, to leave room for retries when the function is throttled: every receive counts toward
+#   the queue's maxReceiveCount (5) even when Lambda could not invoke, so a message throttled five times in a row
+#   (some 7 minutes here, against 36 at six times) goes to the poison queue, where the reconciler surfaces its delivery
+#   as dead (poison), redrivable, never silently lost. The trade: a crash holds its group for 1.5 minutes, not 6.
+# The attempt timeout can be lowered by deployment (ATTEMPT_TIMEOUT_SECONDS); these are sized for the contract's.
+AWS_CALL_TRIES = 5  # every AWS call's tries in all, the first included (adapters/aws.py configures botocore so)
+# botocore's standard retries back off up to 1, 2, 4, 8 … s (doubling, capped at 20) before each retry.
+AWS_CALL_BACKOFF_SECONDS = sum(min(2**retry, 20) for retry in range(AWS_CALL_TRIES - 1))
+DELIVERY_AWS_CALLS = 12  # on an invocation's longest path
+DELIVERY_THROTTLED_CALLS = 2
+DELIVERY_FUNCTION_TIMEOUT_SECONDS = math.ceil(
+    classification.ATTEMPT_TIMEOUT_SECONDS
+    + DELIVERY_THROTTLED_CALLS * AWS_CALL_BACKOFF_SECONDS
+    + (DELIVERY_AWS_CALLS - DELIVERY_THROTTLED_CALLS) * 0.5
+)
+DELIVERY_CLAIM_TIMEOUT_SECONDS = DELIVERY_FUNCTION_TIMEOUT_SECONDS
+DELIVERY_VISIBILITY_TIMEOUT_SECONDS = DELIVERY_FUNCTION_TIMEOUT_SECONDS + DELIVERY_CLAIM_TIMEOUT_SECONDS
 
 # Messages that fail delivery processing this many times (a bug, not a consumer outage: consumer
 # failures are recorded attempts, not processing errors) move to the poison-message queue.
@@ -176,8 +211,7 @@ DELIVERY_QUEUE = QueueSpec(
     "DeliveryQueue",
     "DELIVERY_QUEUE_URL",
     fifo=True,
-    # Six times the function timeout, as the Lambda event source recommends.
-    visibility_timeout_seconds=6 * DELIVERY_FUNCTION_TIMEOUT_SECONDS,
+    visibility_timeout_seconds=DELIVERY_VISIBILITY_TIMEOUT_SECONDS,  # derived above
     # SQS's maximum: a first attempt queued behind a hanging endpoint's backlog waits until the endpoint is
     # disabled (5 days by default) and is then recorded cancelled, never dropped by SQS unrecorded.
     retention_seconds=14 * 24 * 3600,

@@ -44,7 +44,10 @@ CLAIMABLE_STATUSES = frozenset({DeliveryStatus.QUEUED, DeliveryStatus.RETRYING})
 
 STATUS_MEANINGS: dict[DeliveryStatus, str] = {
     DeliveryStatus.QUEUED: "Accepted and waiting for its first attempt. Normally momentary.",
-    DeliveryStatus.ATTEMPTING: "An attempt is in flight right now.",
+    DeliveryStatus.ATTEMPTING: (
+        "An attempt is in flight right now; `waiting_on.in_flight` says since when, and by when its message is back"
+        " on the queue should the invocation making it die."
+    ),
     DeliveryStatus.DELIVERED: "The endpoint returned 2xx within the attempt timeout. Done.",
     DeliveryStatus.RETRYING: "An attempt failed and another is scheduled at `next_attempt_at`.",
     DeliveryStatus.DEAD: "The schedule was exhausted or the hard-failure cap was reached. "

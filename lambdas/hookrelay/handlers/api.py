@@ -189,7 +189,9 @@ def get_delivery(delivery_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     log = wiring.delivery_log_service()
     delivery = log.get(tenant_id, delivery_id)
-    return json_response(200, delivery_detail(delivery, waiting_on=log.waiting_on(delivery)))
+    return json_response(
+        200, delivery_detail(delivery, waiting_on=log.waiting_on(delivery), in_flight=log.in_flight(delivery))
+    )
 
 
 @app.post("/v1/deliveries/<delivery_id>/replay")

@@ -18,7 +18,7 @@ from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.handlers.publish_schemas import Strict  # the publish bodies live apart: ingest loads only them
-from hookrelay.services.delivery_log import DEFAULT_LIMIT, MAX_LIMIT
+from hookrelay.services.delivery_log import DEFAULT_LIMIT, MAX_LIMIT, InFlight
 from hookrelay.services.endpoints import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVERLAP, RotatedSecret
 from hookrelay.services.event_types import DEFAULT_LIMIT as EVENT_TYPES_DEFAULT_LIMIT
 from hookrelay.services.event_types import MAX_LIMIT as EVENT_TYPES_MAX_LIMIT
@@ -292,7 +292,9 @@ def _error(attempt: Attempt) -> str | None:
     return f"{attempt.error.value}: {attempt.error_detail}" if attempt.error_detail else attempt.error.value
 
 
-def delivery_detail(delivery: Delivery, *, waiting_on: tuple[Endpoint, int] | None = None) -> dict[str, Any]:
+def delivery_detail(
+    delivery: Delivery, *, waiting_on: tuple[Endpoint, int] | None = None, in_flight: InFlight | None = None
+) -> dict[str, Any]:
     attempts = [
         {
             "number": attempt.number,
@@ -304,8 +306,13 @@ def delivery_detail(delivery: Delivery, *, waiting_on: tuple[Endpoint, int] | No
         }
         for attempt in delivery.attempts
     ]
-    # A parked delivery waits on its endpoint's circuit: say which state it is in and when the next probe is due.
-    waiting = None if waiting_on is None else {"circuit": circuit_view(*waiting_on)}
+    # A parked delivery waits on its endpoint's circuit: say which state it is in and when the next probe is due. One
+    # being attempted waits on the invocation holding its message: since when, and when it is back at the latest.
+    waiting: dict[str, Any] | None = None
+    if waiting_on is not None:
+        waiting = {"circuit": circuit_view(*waiting_on)}
+    elif in_flight is not None:
+        waiting = {"in_flight": {"since": _time(in_flight.since), "back_by": _time(in_flight.back_by)}}
     return delivery_summary(delivery) | {"attempts": attempts, "waiting_on": waiting}
 
 

@@ -68,9 +68,10 @@ class DeliveryService:
     telemetry: DeliveryTelemetry
     circuits: CircuitRepository
     parking: Parking
-    # A claim older than this is presumed abandoned (the worker died mid-attempt); it must exceed the
-    # longest an attempt can take, which the queue's visibility timeout already guarantees.
-    claim_timeout: timedelta = timedelta(minutes=2)
+    # A claim older than this is presumed abandoned (the invocation died mid-attempt): the delivery function's
+    # timeout, after which Lambda has ended the invocation that made it; no longer than the queue's visibility timeout
+    # less that, so the message that comes back takes it over (schema.DELIVERY_CLAIM_TIMEOUT_SECONDS, derived there).
+    claim_timeout: timedelta
     clock: Callable[[], datetime] = field(default=utcnow)
     sleep: Callable[[float], None] = field(default=time.sleep)
     # `hookrelay.endpoint.recovered` to the tenant's subscribed endpoints; None: none.

@@ -7,13 +7,14 @@ import binascii
 import hashlib
 import json
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.errors import InvalidCursor, InvalidRequest, NotFound
 from hookrelay.domain.lifecycle import fan_out_id, is_visible_to
 from hookrelay.domain.models import Delivery, Endpoint, Event
 from hookrelay.domain.paging import Position
+from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DeliveryFilter,
@@ -62,6 +63,14 @@ def decode_cursor(where: DeliveryFilter, cursor: str) -> Position:
 
 
 @dataclass(frozen=True)
+class InFlight:
+    """A delivery's message held by an invocation: since when, and when it is back on the queue at the latest."""
+
+    since: datetime
+    back_by: datetime
+
+
+@dataclass(frozen=True)
 class LogPage:
     deliveries: list[Delivery]
     next_cursor: str | None
@@ -73,6 +82,9 @@ class DeliveryLogService:
     events: EventRepository
     endpoints: EndpointRepository
     parking: Parking
+    # How long the delivery queue keeps a received message from everyone else (its visibility timeout): an attempt's
+    # message whose invocation died is back on the queue by then, and takes the dead invocation's claim over.
+    message_hold: timedelta
 
     def list(self, where: DeliveryFilter, *, limit: int = DEFAULT_LIMIT, cursor: str | None = None) -> LogPage:
         if not 1 <= limit <= MAX_LIMIT:
@@ -117,6 +129,18 @@ class DeliveryLogService:
             return None
         endpoint = self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
         return None if endpoint is None else (endpoint, self.parking.parked_behind(endpoint))
+
+    def in_flight(self, delivery: Delivery) -> InFlight | None:
+        """When the delivery's message is in flight: claimed for an attempt (`attempting`) since its claim, and back on
+        the queue by the claim plus the queue's visibility timeout, should the invocation holding it die (it was
+        received before it was claimed). None otherwise.
+
+        Read from the record alone: a message received by an invocation that died before claiming the delivery
+        leaves no trace on it (recording every receive would cost a write per delivery on the happy path), so such a
+        delivery reads `queued` until its message comes back."""
+        if delivery.status is not DeliveryStatus.ATTEMPTING or delivery.claimed_at is None:
+            return None
+        return InFlight(since=delivery.claimed_at, back_by=delivery.claimed_at + self.message_hold)
 
     def event(self, tenant_id: str, event_id: str) -> Event:
         event = self.events.get(event_id)
