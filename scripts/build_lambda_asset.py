@@ -17,7 +17,7 @@ Bytecode: Lambda's code directory is read-only, so a module shipped without its 
 cold start and the result never kept. Bytecode only loads on the Python version that wrote it, so the build
 compiles with an interpreter of the runtime's version: this one if it is that version, else `python3.X` on PATH
 or one uv knows (`uv python find`), each checked by running it. With none, the asset ships source only and the
-build says so in one line (what that costs: SOURCE_ONLY_COST). The `.pyc` files are unchecked-hash (the runtime
+build says so in one line (with what that costs: SOURCE_ONLY_COST). The `.pyc` files are unchecked-hash (the runtime
 does not stat the source for an mtime), written with PYTHONHASHSEED=0 and the runtime's path for the code
 (/var/task) as their file name, so that the same commit gives byte-identical files, and so the same CDK asset
 hash, from any checkout path on any machine.
@@ -52,10 +52,11 @@ RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer"})
 # Lambda architecture -> the wheel platform pip/uv installs for (glibc 2.17 wheels run on every Lambda OS).
 WHEEL_PLATFORMS = {"arm64": "aarch64-manylinux2014", "x86_64": "x86_64-manylinux2014"}
 
-# What shipping no bytecode costs, measured with bench/cold_start.py (its "source-only asset" table: each
-# handler's import from an asset without .pyc over the same asset with them, stdlib and boto3 compiled as in
-# the runtime image). Printed by the build when it has to ship source only.
-SOURCE_ONLY_COST = "about 1.4x the handlers' import time at every cold start"
+# What shipping no bytecode costs, measured with bench/cold_start.py (its table of the asset with bytecode and
+# source only: each handler's import from each, the standard library and boto3 compiled as in the runtime image;
+# medians of 5 rounds on x86_64, 2026-12-02: 1.27-2.08x on CPython 3.11, 1.37-2.06x on 3.13). Printed by the
+# build when it has to ship source only.
+SOURCE_ONLY_COST = "every cold start compiles the code it imports, each handler's import 1.3-2.1x as long"
 
 _BUILDER_VERSION = "3"  # bump to force a rebuild when this script's layout changes
 
@@ -161,8 +162,9 @@ def distribution_name(requirement_line: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
 
 
-def locked_requirements() -> list[str]:
-    """Every runtime distribution (transitively) at its uv.lock version, less what the runtime provides."""
+def locked_requirements(*, runtime_provided: bool = False) -> list[str]:
+    """Every runtime distribution (transitively) at its uv.lock version, less what the runtime provides; or, with
+    `runtime_provided`, only that (boto3 and its own: what bench/cold_start.py stands in for the runtime's)."""
     exported = subprocess.run(  # noqa: S603 (a fixed command line)
         [
             uv_executable(),
@@ -180,7 +182,7 @@ def locked_requirements() -> list[str]:
         text=True,
     ).stdout
     lines = [line.strip() for line in exported.splitlines() if line.strip() and not line.startswith(("#", "-"))]
-    return sorted(line for line in lines if distribution_name(line) not in RUNTIME_PROVIDED)
+    return sorted(line for line in lines if (distribution_name(line) in RUNTIME_PROVIDED) == runtime_provided)
 
 
 def fingerprint(requirements: list[str], build: Plan) -> str:
@@ -190,7 +192,7 @@ def fingerprint(requirements: list[str], build: Plan) -> str:
     return hashlib.sha256(material.encode()).hexdigest()
 
 
-def _install(requirements_file: Path, output: Path, target: Target) -> None:
+def install(requirements_file: Path, output: Path, target: Target) -> None:
     command = [
         uv_executable(),
         "pip",
@@ -243,7 +245,7 @@ def _install_dependencies(output: Path, requirements: list[str], build: Plan) ->
     output.mkdir(parents=True)
     requirements_file = output.parent / f"{output.name}.requirements.txt"
     requirements_file.write_text("\n".join(requirements) + "\n")
-    _install(requirements_file, output, build.target)
+    install(requirements_file, output, build.target)
     shutil.rmtree(output / "bin", ignore_errors=True)  # console scripts: useless in a Lambda
     if build.compiler:
         compile_tree(output, output, build.compiler)
