@@ -1,21 +1,28 @@
 """Cold start: import time of each handler module as a ratio to `import boto3`, and the size of the Lambda asset.
 
-    python bench/cold_start.py [--runs N] [--before DIR]
+    python bench/cold_start.py [--runs N] [--before DIR] [--python EXE]
 
 `import boto3` alone (the floor: every function makes AWS calls, and the runtime provides boto3) and each
 handler module (`hookrelay.functions.FUNCTIONS`) are imported in fresh interpreters, N rounds, interleaved (each
 round imports boto3 and then every handler once, so the machine's load drifts alike for all); min and median
 are reported, and each handler's as a ratio to boto3's of the same run. Targets (issue 12): the authorizer
-≤ 1.3x, every other function ≤ 1.6x. With bytecode (what the asset ships now, `scripts/build_lambda_asset.py`)
-and, medians only, with no bytecode at all (an empty `-X pycache_prefix`, writes off): what a cold Lambda paid
-when the asset shipped no `.pyc` (its code directory is read-only, so nothing it compiles is kept).
+≤ 1.3x, every other function ≤ 1.6x. With bytecode (what the asset ships when its build finds an interpreter
+of the runtime's version) and, medians only, with no bytecode at all (an empty `-X pycache_prefix`, writes
+off, the standard library and boto3 compiled too: more than the asset's source-only fallback costs, measured apart
+below).
 `--before DIR` also times another checkout's handlers (its `lambdas/` directory) in the same rounds: the before
 column of bench/README.md. The imports run here, on
 this machine's Python and the project's environment (.venv), not on Lambda's arm64 runtime: the asset's
 compiled wheels are for aarch64.
 
-The asset is `build/lambda-asset` (built with scripts/build_lambda_asset.py if absent), measured
-unzipped and zipped (deflate, as the CDK zips a directory asset), with its biggest packages.
+The asset is `build/lambda-asset` (built with scripts/build_lambda_asset.py if absent, for cdk.json's runtime),
+measured unzipped and zipped (deflate, as the CDK zips a directory asset), with its biggest packages.
+
+What the asset's source-only fallback costs (the build ships no `.pyc` when it finds no interpreter of the
+runtime's version): the asset is built twice for `--python` (default: this interpreter) and this machine's
+architecture, with bytecode and source only, and each handler is imported from each (PYTHONDONTWRITEBYTECODE, as
+Lambda's read-only code directory keeps nothing), beside `import boto3` from the SDK at its locked version
+compiled as the runtime image ships it, with no site-packages (`-S`): only the asset and the SDK, as on Lambda.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import ROOT, heading, machine, median, table
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.functions import DELIVERY, FUNCTIONS, INGEST, INTERPRETER_ENVIRONMENT
+from scripts import build_lambda_asset
 
 ASSET = ROOT / "build" / "lambda-asset"
 # Lambda's limits for a function's deployment package (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html).
@@ -91,6 +99,78 @@ def ensure_asset() -> None:
     if not ASSET.is_dir():
         print("build/lambda-asset is missing: building it (scripts/build_lambda_asset.py)", flush=True)
         subprocess.run([sys.executable, str(ROOT / "scripts" / "build_lambda_asset.py")], check=True)  # noqa: S603
+
+
+# This machine's architecture as Lambda names it: the asset built for it can be imported here.
+HOST_ARCHITECTURE = {"x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}
+
+
+def asset_import_rounds(python: str, runs: int) -> dict[str, list[float]]:
+    """label -> seconds of each round: boto3, then each handler from the bytecode and the source-only asset."""
+    version = build_lambda_asset.interpreter_version(python)
+    if version is None:
+        raise SystemExit(f"{python} is not a CPython interpreter that runs")
+    architecture = HOST_ARCHITECTURE[os.uname().machine]
+    with tempfile.TemporaryDirectory(prefix="bench-assets-") as scratch:
+        assets = {
+            "bytecode": build_lambda_asset.build(
+                version, architecture, Path(scratch) / "bytecode", find=lambda _: python
+            ),
+            "source only": build_lambda_asset.build(
+                version, architecture, Path(scratch) / "source", find=lambda _: None, announce=lambda _: None
+            ),
+        }
+        sdk = Path(scratch) / "sdk"  # boto3 as the runtime provides it: beside the code, with its bytecode
+        sdk.mkdir()
+        (Path(scratch) / "sdk.txt").write_text("\n".join(build_lambda_asset.locked_requirements(runtime_provided=True)))
+        build_lambda_asset.install(Path(scratch) / "sdk.txt", sdk, build_lambda_asset.Target(version, architecture))
+        build_lambda_asset.compile_tree(sdk, sdk, python)
+        modules = [(BOTO3, BOTO3, assets["bytecode"])] + [
+            (f"{f.name}, {kind}", f.handler.rpartition(".")[0], asset)
+            for kind, asset in assets.items()
+            for f in FUNCTIONS
+        ]
+        times: dict[str, list[float]] = {label: [] for label, _, _ in modules}
+        env = {**os.environ, **LAMBDA_ENV, "PYTHONDONTWRITEBYTECODE": "1"}
+        for _ in range(runs):
+            for label, module, asset in modules:
+                output = subprocess.run(  # noqa: S603 - a checked interpreter, a fixed program
+                    [python, "-S", "-c", TIMED_IMPORT.format(module=module)],
+                    env={**env, "PYTHONPATH": f"{asset}:{sdk}"},
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+                times[label].append(float(output.strip().splitlines()[-1]))
+    return times
+
+
+def source_only_cost(python: str, runs: int) -> None:
+    heading(f"The asset with bytecode and source only, {runs} interleaved rounds ({python})")
+    times = asset_import_rounds(python, runs)
+    floor = median(times[BOTO3])
+    rows = [[BOTO3, f"{1000 * floor:.0f}", "", "1.00", "", ""]]
+    ratios = []
+    for function in FUNCTIONS:
+        compiled, source = median(times[f"{function.name}, bytecode"]), median(times[f"{function.name}, source only"])
+        ratios.append(source / compiled)
+        rows.append(
+            [
+                function.name,
+                f"{1000 * compiled:.0f}",
+                f"{1000 * source:.0f}",
+                f"{compiled / floor:.2f}",
+                f"{source / floor:.2f}",
+                f"{source / compiled:.2f}",
+            ]
+        )
+    headers = ["import", "bytecode ms", "source only ms", "ratio to boto3", "source only", "source / bytecode"]
+    print(table(headers, rows, align="lrrrrr"))
+    print(
+        f"\nsource-only asset: each handler's import {min(ratios):.2f}-{max(ratios):.2f}x (median "
+        f"{median(ratios):.2f}x) the bytecode asset's, medians of {runs} rounds "
+        f"(scripts/build_lambda_asset.py says: {build_lambda_asset.SOURCE_ONLY_COST})"
+    )
 
 
 def asset_sizes() -> tuple[int, int, Counter[str], int]:
@@ -160,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5, help="fresh interpreters per module and mode (default 5)")
     parser.add_argument("--before", type=Path, help="another checkout's lambdas/ directory, timed in the same rounds")
+    parser.add_argument(
+        "--python", default=sys.executable, help="the interpreter the asset's two builds are imported with"
+    )
     args = parser.parse_args(argv)
     print(f"# Cold start ({machine()})")
     checkouts = [("", ROOT / "lambdas"), *([(" (before)", args.before)] if args.before else [])]
@@ -183,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
         module = function.handler.rpartition(".")[0]
         print(f"\nWhere {module}'s import time goes (self time by top-level package, bytecode cached, one run):\n")
         print(table(["package", "ms"], [[name, f"{1000 * s:.0f}"] for name, s in heaviest_imports(module)]))
+
+    source_only_cost(args.python, args.runs)
 
     ensure_asset()
     unzipped, zipped, by_entry, files = asset_sizes()

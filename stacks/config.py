@@ -59,6 +59,37 @@ def auto_disable_policy(node: Node) -> AutoDisablePolicy:
         ) from error
 
 
+# --- The Lambda runtime: the Python the functions run on, whatever Python deploys them ---
+
+LAMBDA_RUNTIME_CONTEXT = "lambda_runtime"
+# Lambda's Python runtimes the code supports: python3.11 is both the oldest the code in lambdas/ runs on (its
+# tests run there; pyproject's requires-python) and the oldest Lambda still offers; python3.14 the newest Lambda
+# (and this aws-cdk-lib) offers. scripts/build_lambda_asset.py builds the asset for any of them from any of them.
+LAMBDA_PYTHON_RUNTIMES = ("python3.11", "python3.12", "python3.13", "python3.14")
+DEFAULT_LAMBDA_RUNTIME = "python3.13"
+
+
+@dataclass(frozen=True)
+class LambdaRuntime:
+    name: str  # Lambda's identifier, "python3.13"
+
+    @property
+    def python_version(self) -> str:
+        return self.name.removeprefix("python")  # "3.13"
+
+
+def lambda_runtime(node: Node) -> LambdaRuntime:
+    """`lambda_runtime`: the functions' Python runtime, one of LAMBDA_PYTHON_RUNTIMES (default python3.13)."""
+    raw: Any = node.try_get_context(LAMBDA_RUNTIME_CONTEXT)
+    name = DEFAULT_LAMBDA_RUNTIME if raw in (None, "") else raw
+    if name not in LAMBDA_PYTHON_RUNTIMES:
+        raise InvalidConfiguration(
+            f"CDK context {LAMBDA_RUNTIME_CONTEXT}={raw!r} is not a Lambda runtime this code supports: give one of "
+            f"{', '.join(LAMBDA_PYTHON_RUNTIMES)}, e.g. -c {LAMBDA_RUNTIME_CONTEXT}={DEFAULT_LAMBDA_RUNTIME}."
+        )
+    return LambdaRuntime(name)
+
+
 # --- Concurrency, fairness and alarms: what one noisy tenant may take, and who hears about it ---
 
 DELIVERY_MAX_CONCURRENCY_CONTEXT = "delivery_max_concurrency"

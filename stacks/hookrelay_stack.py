@@ -25,9 +25,15 @@ from stacks.constructs.retry_workflow import RetryWorkflow
 from stacks.constructs.storage import Storage
 
 
-def lambda_asset() -> Path:
+def lambda_asset(runtime: config.LambdaRuntime) -> Path:
     """The one asset directory of every function, built (or reused) for the functions' runtime and architecture."""
-    return build_lambda_asset.build(Functions.python_version(), Functions.architecture_name())
+    return build_lambda_asset.build(runtime.python_version, Functions.architecture_name())
+
+
+def cdk_runtime(runtime: config.LambdaRuntime) -> lambda_.Runtime:
+    """aws-cdk-lib's own constant for the runtime (it knows every runtime of LAMBDA_PYTHON_RUNTIMES: tested)."""
+    (known,) = (candidate for candidate in lambda_.Runtime.ALL if candidate.name == runtime.name)
+    return known
 
 
 class HookrelayStack(Stack):
@@ -41,6 +47,7 @@ class HookrelayStack(Stack):
         alarm_email = config.alarm_email(self.node)
         enforce_event_catalogue = config.enforce_event_catalogue(self.node)
         telemetry = config.telemetry(self.node)
+        runtime = config.lambda_runtime(self.node)
 
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")
@@ -55,7 +62,8 @@ class HookrelayStack(Stack):
         functions = Functions(
             self,
             "Functions",
-            code=lambda_.Code.from_asset(str(lambda_asset())),
+            code=lambda_.Code.from_asset(str(lambda_asset(runtime))),
+            runtime=cdk_runtime(runtime),
             storage=storage,
             queues=queues,
             notices=notices,

@@ -28,14 +28,17 @@ from stacks.constructs.storage import Storage
 from stacks.nag import acknowledge
 
 
+def newest_python_runtime() -> lambda_.Runtime:
+    """The newest Python runtime this aws-cdk-lib lists, as cdk-nag's AwsSolutions-L1 finds it."""
+    pythons = [runtime for runtime in lambda_.Runtime.ALL if runtime.name.startswith("python")]
+    return max(pythons, key=lambda runtime: tuple(int(part) for part in runtime.name[len("python") :].split(".")))
+
+
 class Functions(Construct):
     """Every function shares these settings; what differs between them is its entry in the table of functions."""
 
-    # The asset ships bytecode compiled by the build machine's interpreter (scripts/build_lambda_asset.py), and
-    # .pyc files only load on the Python that wrote them: the runtime is the version the build can compile for.
-    # The build machine has CPython 3.11 only (a newer runtime would recompile every module on every cold start,
-    # about 1.4x the import time, since Lambda's code directory is read-only and nothing is cached).
-    RUNTIME = lambda_.Runtime.PYTHON_3_11
+    # The runtime is a deployment setting (`runtime`, from CDK context lambda_runtime: stacks/config.py); the asset
+    # is built for it, whatever Python deploys (scripts/build_lambda_asset.py).
     ARCHITECTURE = lambda_.Architecture.ARM_64
     LOG_RETENTION = logs.RetentionDays.ONE_MONTH
     # Lambda's JSON log format, with the platform's own records at WARN: no START/END/REPORT lines (three per
@@ -51,6 +54,7 @@ class Functions(Construct):
         construct_id: str,
         *,
         code: lambda_.Code,
+        runtime: lambda_.Runtime,
         storage: Storage,
         queues: Queues,
         notices: Notices,
@@ -66,6 +70,7 @@ class Functions(Construct):
         `xray_tracing`: Lambda Active tracing (sampled by X-Ray's rules) and Powertools' Tracer; off, the handlers
         never import the X-Ray SDK (handlers/tracing.py)."""
         super().__init__(scope, construct_id)
+        self._runtime = runtime
         self._tracing = xray_tracing
         self._storage, self._queues, self._notices, self._retry_workflow = storage, queues, notices, retry_workflow
         self._reserved = dict(reserved_concurrency or {})
@@ -73,10 +78,6 @@ class Functions(Construct):
         self._settings = settings
         self._log_groups: dict[str, logs.LogGroup] = {}
         self.functions: dict[str, lambda_.Function] = {entry.name: self._function(entry, code) for entry in entries}
-
-    @classmethod
-    def python_version(cls) -> str:
-        return cls.RUNTIME.name.removeprefix("python")  # "python3.13" -> "3.13"
 
     @classmethod
     def architecture_name(cls) -> str:
@@ -98,7 +99,7 @@ class Functions(Construct):
             construct_id,
             code=code,
             handler=entry.handler,
-            runtime=self.RUNTIME,
+            runtime=self._runtime,
             architecture=self.ARCHITECTURE,
             memory_size=entry.memory_mb,
             timeout=Duration.seconds(entry.timeout_seconds),
@@ -113,13 +114,15 @@ class Functions(Construct):
         )
         self._grant(role, entry)
         self._trigger(function, entry, construct_id)
-        acknowledge(
-            function,
-            "AwsSolutions-L1",
-            f"Python {self.python_version()} on purpose: the asset ships bytecode compiled by the build machine's "
-            "interpreter (scripts/build_lambda_asset.py), which loads on that Python only; a newer runtime would "
-            "recompile every module at every cold start (Lambda's code directory is read-only).",
-        )
+        newest = newest_python_runtime()
+        if self._runtime.name != newest.name:  # cdk-nag's L1 asks for the newest runtime aws-cdk-lib lists
+            acknowledge(
+                function,
+                "AwsSolutions-L1",
+                f"{self._runtime.name} is this deployment's chosen runtime (CDK context lambda_runtime, "
+                f"stacks/config.py); -c lambda_runtime={newest.name} deploys the newest, and the asset is built for "
+                "either from any Python the deployer has (scripts/build_lambda_asset.py).",
+            )
         # Tracing's statement lands on the role or, with the createNewPoliciesWithAddToRolePolicy flag, in a
         # policy under the function: acknowledge it on both, for this one wildcard only.
         for construct in (role, function) if self._tracing else ():

@@ -18,8 +18,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from hookrelay.handlers.portal import ASSETS, PAGE_DIRECTORY
+from scripts import build_lambda_asset
 from scripts.build_lambda_asset import RUNTIME_PROVIDED
-from stacks.constructs.functions import Functions
 from tests.support.synth import ROOT, Synthesized
 
 PACKAGE_DIR = ROOT / "lambdas" / "hookrelay"
@@ -31,6 +31,12 @@ ELF_MACHINE_AARCH64 = 183
 def _asset_dir(synthesized: Synthesized) -> Path:
     (code,) = {props["Code"]["S3Key"] for props in synthesized.properties("AWS::Lambda::Function")}
     return synthesized.asset_path(code.removesuffix(".zip"))
+
+
+def _runtime_version(synthesized: Synthesized) -> str:
+    """The Python version every function runs on, as deployed ("3.13")."""
+    (runtime,) = {props["Runtime"] for props in synthesized.properties("AWS::Lambda::Function")}
+    return runtime.removeprefix("python")
 
 
 def _imported_top_level_modules() -> set[str]:
@@ -51,8 +57,7 @@ def _installed_distributions(asset: Path) -> dict[str, Path]:
     }
 
 
-def _lambda_marker_environment() -> dict[str, str]:
-    version = Functions.python_version()
+def _lambda_marker_environment(version: str) -> dict[str, str]:
     return default_environment() | {
         "python_version": version,
         "python_full_version": f"{version}.0",
@@ -82,7 +87,7 @@ def test_every_third_party_import_is_in_the_asset(synthesized: Synthesized) -> N
 
 def test_every_runtime_dependency_is_installed_with_its_requirements(synthesized: Synthesized) -> None:
     installed = _installed_distributions(_asset_dir(synthesized))
-    environment = _lambda_marker_environment()
+    environment = _lambda_marker_environment(_runtime_version(synthesized))
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pending = [Requirement(line) for line in project["dependencies"]]
     seen: set[tuple[str, frozenset[str]]] = set()
@@ -118,7 +123,7 @@ def test_compiled_extensions_are_built_for_the_lambda_python_on_aarch64(synthesi
     extensions = sorted(asset.rglob("*.so"))
     pydantic_core = [path for path in extensions if path.parent.name == "pydantic_core"]
     assert len(pydantic_core) == 1
-    tag = "cpython-" + Functions.python_version().replace(".", "") + "-aarch64-linux-gnu"
+    tag = "cpython-" + _runtime_version(synthesized).replace(".", "") + "-aarch64-linux-gnu"
     assert tag in pydantic_core[0].name
     for extension in extensions:
         header = extension.read_bytes()[:20]
@@ -133,20 +138,24 @@ def test_the_asset_fits_in_a_lambda(synthesized: Synthesized) -> None:
     assert size < 250 * 1024 * 1024  # Lambda's unzipped code size limit
 
 
-def test_every_module_ships_bytecode_for_the_runtime(synthesized: Synthesized) -> None:
-    """Lambda's code directory is read-only: a module without its .pyc is compiled again at every cold start."""
-    import importlib.util
-
+def test_the_asset_ships_the_runtime_s_bytecode_for_every_module_or_none(synthesized: Synthesized) -> None:
+    """Lambda's code directory is read-only: a module without its .pyc is compiled again at every cold start. The
+    build writes bytecode when it has an interpreter of the runtime's version, else ships source only (and says
+    so): never a mix, never another version's bytecode (it would not load)."""
     asset = _asset_dir(synthesized)
-    tag = "cpython-" + Functions.python_version().replace(".", "")
+    version = _runtime_version(synthesized)
+    tag = "cpython-" + version.replace(".", "")
     sources = list(asset.rglob("*.py"))
     assert sources
-    for source in sources:
-        compiled = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
-        assert compiled.exists(), source.relative_to(asset)
-    header = (asset / "hookrelay" / "__pycache__" / f"wiring.{tag}.pyc").read_bytes()[:8]
-    assert header[:4] == importlib.util.MAGIC_NUMBER  # this interpreter's, i.e. the runtime's version (3.11)
-    assert int.from_bytes(header[4:8], "little") == 0b01  # hash-based, unchecked: no stat of the source
+    compiled = [source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc" for source in sources]
+    shipped = {path.name.split(".")[-2] for path in asset.rglob("*.pyc")}
+    if build_lambda_asset.find_interpreter(version) is None:
+        assert shipped == set()
+    else:
+        assert shipped == {tag}
+        assert [path for path in compiled if not path.exists()] == []
+        header = (asset / "hookrelay" / "__pycache__" / f"wiring.{tag}.pyc").read_bytes()[:8]
+        assert int.from_bytes(header[4:8], "little") == 0b01  # hash-based, unchecked: no stat of the source
 
 
 def test_the_asset_holds_the_portal_page(synthesized: Synthesized) -> None:
