@@ -12,7 +12,7 @@ export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run consumer cli test lint typecheck format synth unit integration infra e2e bench capacity browser screenshots
+.PHONY: install run consumer cli test lint typecheck format synth rehearse deploy unit integration infra e2e bench capacity browser screenshots
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -47,6 +47,7 @@ test: install browser
 	$(RUN) ruff check .
 	$(RUN) ruff format --check .
 	$(RUN) mypy
+	$(RUN) python -m scripts.rehearse
 	$(RUN) pytest -n $(TEST_WORKERS) --ignore=tests/e2e $(ARGS)
 	$(RUN) pytest tests/e2e $(ARGS)
 
@@ -88,8 +89,21 @@ format: install
 	$(RUN) ruff format .
 	$(RUN) ruff check --fix .
 
+# The deployment stage: deploy/$(STAGE).json holds its settings (stack name, alarm address, concurrency, ...).
+STAGE ?= dev
+
 synth: install
-	npx cdk synth --quiet $(ARGS)
+	npx cdk synth --quiet -c stage=$(STAGE) $(ARGS)
+
+# The deploy rehearsal (part of make test): synth of the stage with cdk-nag, cfn-lint, asl-validator on the workflow
+# as deployed, and its role checked against its tasks; a one-screen summary. No AWS account.
+rehearse: install
+	$(RUN) python -m scripts.rehearse --stage $(STAGE)
+
+# Deploy the stage (scripts/deploy.py): the account's Lambda concurrency checked against the stage's settings,
+# bootstrap when needed, cdk deploy, the outputs, the first admin key. Credentials and region from the environment.
+deploy: install
+	$(RUN) python -m scripts.deploy --stage $(STAGE) $(ARGS)
 
 # The benchmarks of bench/README.md (measured figures, printed; not part of make test), a few minutes in all.
 bench: install

@@ -800,7 +800,8 @@ BEFORE_MEMORY_MB = 512  # every function's, before issue 12
 
 
 def deploy_rate_limit() -> None:
-    """As deployed (cdk.json's api_key_rate_per_second): the API functions count each key's requests."""
+    """As deployed (the default api_key_rate_per_second, as deploy/'s stage files state it): the API functions count
+    each key's requests."""
     os.environ[schema.API_KEY_RATE_PER_SECOND] = str(DEFAULT_PER_KEY_PER_SECOND)
 
 

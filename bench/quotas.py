@@ -10,7 +10,6 @@ Used by `bench/capacity.py` (the model, which prints them) and `bench/simulation
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,8 +34,15 @@ class Quota:
     burst: float | None = None  # a token bucket's size, where the quota is one
 
 
+# The stage the capacity model sizes: a production deployment's settings, as its stage file commits them (the
+# default stage, deploy/dev.json, is sized to deploy on a new account's concurrency quota instead).
+CAPACITY_STAGE = "production"
+
+
 def _context() -> dict[str, object]:
-    return dict(json.loads((ROOT / "cdk.json").read_text())["context"])
+    from stacks.stage import load
+
+    return dict(load(CAPACITY_STAGE))
 
 
 def _stage_throttle() -> tuple[float, float]:
@@ -225,8 +231,9 @@ def stack_limits() -> list[Quota]:
             "requests per second per API key (the per-producer fair share)",
             float(context["api_key_rate_per_second"]),  # type: ignore[arg-type]
             "requests/s per key",
-            "cdk.json context api_key_rate_per_second",
-            "-c api_key_rate_per_second=N, or more keys per producer; batch ingest carries 100 events a request",
+            "deploy/production.json api_key_rate_per_second",
+            "api_key_rate_per_second in the stage file, or more keys per producer; batch ingest carries 100 events"
+            " a request",
         ),
         Quota(
             "authorizer_reserved",
@@ -234,8 +241,8 @@ def stack_limits() -> list[Quota]:
             "the authorizer's reserved concurrency",
             float(reserved[AUTHORIZER.name]),
             "executions",
-            "cdk.json context reserved_concurrency",
-            "-c reserved_concurrency='{...}'",
+            "deploy/production.json reserved_concurrency",
+            "reserved_concurrency in the stage file (within the account's quota: make deploy checks)",
         ),
         Quota(
             "ingest_reserved",
@@ -243,8 +250,8 @@ def stack_limits() -> list[Quota]:
             "the ingest function's reserved concurrency",
             float(reserved[INGEST.name]),
             "executions",
-            "cdk.json context reserved_concurrency",
-            "-c reserved_concurrency='{...}'",
+            "deploy/production.json reserved_concurrency",
+            "reserved_concurrency in the stage file (within the account's quota: make deploy checks)",
         ),
         Quota(
             "delivery_max_concurrency",
@@ -252,8 +259,8 @@ def stack_limits() -> list[Quota]:
             f"the delivery event source's maximum concurrency (batch of {queue_trigger(DELIVERY).batch_size})",
             delivery_max,
             "executions",
-            "cdk.json context delivery_max_concurrency",
-            "-c delivery_max_concurrency=N (SQS event sources allow up to 1,000)",
+            "deploy/production.json delivery_max_concurrency",
+            "delivery_max_concurrency in the stage file (SQS event sources allow up to 1,000)",
         ),
         Quota(
             "endpoint_groups",

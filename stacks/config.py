@@ -12,7 +12,7 @@ from constructs import Node
 
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND, per_key_limit_from_config
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
-from hookrelay.functions import AUTHORIZER, BY_NAME, INGEST
+from hookrelay.functions import BY_NAME
 from hookrelay.services.auto_disable import (
     MAX_DISABLE_AFTER_DAYS,
     WARNINGS,
@@ -99,11 +99,15 @@ ALARM_EMAIL_CONTEXT = "alarm_email"
 
 # The delivery event source's maximum concurrency: on a FIFO queue Lambda scales with active message groups, so
 # a burst of slow endpoints could otherwise take the account's concurrency (and throttled receives count toward
-# maxReceiveCount, pushing messages to the poison queue). SQS event sources accept 2..1000.
-DEFAULT_DELIVERY_MAX_CONCURRENCY = 100
-# Reserved concurrency: guaranteed to (and the ceiling of) the functions every request needs. Sized for the
-# stage's 200 requests a second at about 100 ms each (20 at once), with room for cold starts.
-DEFAULT_RESERVED_CONCURRENCY: dict[str, int] = {AUTHORIZER.name: 30, INGEST.name: 30}
+# maxReceiveCount, pushing messages to the poison queue). SQS event sources accept 2..1000. The default fits the
+# smallest quota a new account is given (10): at most half of it, the API's functions share the rest. An account
+# with the usual 1,000 raises it in its stage file (deploy/production.json: 100); `make deploy` says what fits.
+DEFAULT_DELIVERY_MAX_CONCURRENCY = 5
+# Reserved concurrency: guaranteed to (and the ceiling of) the functions every request needs. None by default:
+# Lambda keeps 100 of the account's concurrency unreserved, so on a quota of 10 any reservation fails the deploy.
+# deploy/production.json reserves 30 + 30 (the stage's 200 requests a second at about 100 ms each, 20 at once,
+# with room for cold starts).
+DEFAULT_RESERVED_CONCURRENCY: dict[str, int] = {}
 
 
 @dataclass(frozen=True)
@@ -226,3 +230,47 @@ def telemetry(node: Node) -> Telemetry:
             f"CDK context {XRAY_TRACING_CONTEXT}={raw_tracing!r} is not one of {', '.join(XRAY_TRACING_MODES)}"
         )
     return Telemetry(workflow_log_level=level, xray_tracing=tracing == "sampled")
+
+
+# --- The deployment itself: the stack's name and where its alarms go ---
+
+STACK_NAME_CONTEXT = "stack_name"
+ALARM_TOPIC_ARN_CONTEXT = "alarm_topic_arn"
+DEFAULT_STACK_NAME = "Hookrelay"
+# CloudFormation's rule for a stack name.
+_STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}")
+_TOPIC_ARN = re.compile(r"arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?")
+
+
+def stack_name(node: Node) -> str:
+    """`stack_name`: the CloudFormation stack (another name deploys a second stack beside the first)."""
+    raw: Any = node.try_get_context(STACK_NAME_CONTEXT)
+    if raw in (None, ""):
+        return DEFAULT_STACK_NAME
+    if not isinstance(raw, str) or not _STACK_NAME.fullmatch(raw):
+        raise InvalidConfiguration(
+            f"CDK context {STACK_NAME_CONTEXT}={raw!r} is not a CloudFormation stack name: a letter, then letters, "
+            "digits and hyphens, at most 128 characters"
+        )
+    return raw
+
+
+def alarm_topic_arn(node: Node) -> str | None:
+    """`alarm_topic_arn`: an existing SNS topic (on-call's) the alarms notify instead of a topic of the stack's own."""
+    raw: Any = node.try_get_context(ALARM_TOPIC_ARN_CONTEXT)
+    if raw in (None, ""):
+        return None
+    if not isinstance(raw, str) or not _TOPIC_ARN.fullmatch(raw):
+        raise InvalidConfiguration(f"CDK context {ALARM_TOPIC_ARN_CONTEXT}={raw!r} is not an SNS topic ARN")
+    if alarm_email(node) is not None:
+        # The stack cannot subscribe an address to a topic it does not own: whoever owns it subscribes on-call.
+        raise InvalidConfiguration(
+            f"CDK context {ALARM_TOPIC_ARN_CONTEXT} and {ALARM_EMAIL_CONTEXT} are both set: give one (subscribe the "
+            "address to your own topic)"
+        )
+    return raw
+
+
+def setting_names() -> frozenset[str]:
+    """Every deployment setting this module reads: the names a stage file (deploy/<stage>.json) may hold."""
+    return frozenset(value for name, value in globals().items() if name.endswith("_CONTEXT") and isinstance(value, str))

@@ -45,6 +45,7 @@ class HookrelayStack(Stack):
         concurrency = config.concurrency(self.node)
         api_key_rate = config.api_key_rate(self.node)
         alarm_email = config.alarm_email(self.node)
+        alarm_topic_arn = config.alarm_topic_arn(self.node)
         enforce_event_catalogue = config.enforce_event_catalogue(self.node)
         telemetry = config.telemetry(self.node)
         runtime = config.lambda_runtime(self.node)
@@ -88,6 +89,7 @@ class HookrelayStack(Stack):
             functions=functions.functions,
             retry_workflow=retry.state_machine,
             alarm_email=alarm_email,
+            alarm_topic_arn=alarm_topic_arn,
         )
 
         CfnOutput(self, "ApiUrl", value=api.url, description="Base URL of the HTTP API")
@@ -104,7 +106,7 @@ class HookrelayStack(Stack):
             self,
             "AlarmTopicArn",
             value=observability.topic.topic_arn,
-            description="Every operator alarm notifies this topic (docs/runbook.md); -c alarm_email=… subscribes one",
+            description="Every operator alarm notifies this topic (docs/runbook.md); a stage's alarm_email subscribes",
         )
         for name, topic in notices.topics.items():
             CfnOutput(self, f"{name}Arn", value=topic.topic_arn, description="Subscribe to endpoint health notices")

@@ -98,7 +98,9 @@ class Api(Construct):
 
     @property
     def url(self) -> str:
-        return self.stage.url
+        """The base URL without a trailing slash (the `$default` stage's own url ends in one), so "$API/v1/..." is
+        one slash, not two."""
+        return self.http_api.api_endpoint
 
     def _add_routes(
         self,

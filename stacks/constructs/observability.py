@@ -42,9 +42,13 @@ class Observability(Construct):
         functions: Mapping[str, lambda_.IFunction],
         retry_workflow: sfn.IStateMachine,
         alarm_email: str | None = None,
+        alarm_topic_arn: str | None = None,
     ):
+        """`alarm_topic_arn`: an existing topic (on-call's) the alarms notify instead of one of the stack's own."""
         super().__init__(scope, construct_id)
-        self.topic = self._alarm_topic()
+        self.topic: sns.ITopic = (
+            sns.Topic.from_topic_arn(self, "AlarmTopic", alarm_topic_arn) if alarm_topic_arn else self._alarm_topic()
+        )
         if alarm_email:  # the address gets a confirmation mail from SNS first
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         dead_letters = queues[schema.DEAD_LETTER_QUEUE.logical_name]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Aws, RemovalPolicy
+from aws_cdk import Aws, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
@@ -55,7 +55,13 @@ class RetryWorkflow(Construct):
         super().__init__(scope, construct_id)
         # The queues the ASL sends to, by the substitution that names them.
         queues = {"DeliveryQueueUrl": delivery_queue, "DeadLetterQueueUrl": dead_letter_queue}
-        log_group = logs.LogGroup(self, "Logs", retention=self.LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
+        log_group = logs.LogGroup(
+            self,
+            "Logs",
+            log_group_name=self.log_group_name(Stack.of(self).stack_name),
+            retention=self.LOG_RETENTION,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
@@ -74,6 +80,13 @@ class RetryWorkflow(Construct):
         self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=used))
         self._acknowledge_service_wildcards()
         self._acknowledge_telemetry(telemetry)
+
+    @staticmethod
+    def log_group_name(stack_name: str) -> str:
+        """Under /aws/vendedlogs/: Step Functions adds any other log group it delivers to to the account's one
+        CloudWatch Logs resource policy (5,120 characters for all of them), and deploys fail once it is full. The
+        stack's name keeps two stacks' groups apart (an upgrade deploys beside the old stack)."""
+        return f"/aws/vendedlogs/states/{stack_name}-RetryWorkflow"
 
     @staticmethod
     def substitution_values(queues: Mapping[str, sqs.IQueue]) -> dict[str, str]:

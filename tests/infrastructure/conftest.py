@@ -1,9 +1,10 @@
 """Synthesize the real app once per test session (jsii is slow) and hand the tests its cloud assembly.
 
-The app gets cdk.json's context, as `cdk synth` would, plus a custom retry schedule given the way the CLI
-passes one (`-c retry_schedule='[...]'`: a JSON string), so the schedule's path to the functions is tested
-on the same synth; an `alarm_email`, which cdk.json leaves empty; and the event catalogue enforced (off in
-cdk.json), as `-c enforce_event_catalogue=true` passes it.
+The app gets cdk.json's context and reads the default stage's file (deploy/dev.json), as `cdk synth` would, plus
+a custom retry schedule given the way the CLI passes one (`-c retry_schedule='[...]'`: a JSON string, overriding the
+stage file's), so the schedule's path to the functions is tested on the same synth; an `alarm_email`, which the
+stage file leaves empty; and the event catalogue enforced (off in the stage file), as
+`-c enforce_event_catalogue=true` passes it.
 """
 
 from __future__ import annotations

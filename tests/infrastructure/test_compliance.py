@@ -7,6 +7,7 @@ import json
 from aws_cdk import Validations
 from cfnlint.api import lint_file
 
+from scripts.rehearse import ACCEPTED_CFN_LINT
 from tests.support.synth import Synthesized
 
 
@@ -30,13 +31,6 @@ def test_every_acknowledgment_names_a_rule_and_gives_a_reason(synthesized: Synth
     for (path, rule), reason in acknowledged.items():
         assert "AwsSolutions-" in rule, (path, rule)
         assert len(reason.split()) >= 8, (path, rule, reason)
-
-
-# cfn-lint findings that CDK's synthesis itself produces, each with why it is harmless.
-ACCEPTED_CFN_LINT = {
-    "W3005": "CDK adds an explicit DependsOn on a function's (or state machine's) role next to the Role GetAtt: "
-    "redundant ordering, not a defect.",
-}
 
 
 def test_cfn_lint_passes_on_the_template(synthesized: Synthesized) -> None:

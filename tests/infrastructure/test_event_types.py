@@ -14,11 +14,11 @@ from tests.support.synth import (
     Synthesized,
     actions_on,
     as_list,
-    cdk_json_context,
     function_logical_ids,
     function_role,
     logical_id_of,
     role_statements,
+    stage_settings,
 )
 
 WRITES = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}
@@ -70,7 +70,7 @@ class _Node:
 def test_enforcement_is_off_unless_the_context_turns_it_on(given: object, expected: bool) -> None:
     node: Any = _Node({} if given is None else {config.ENFORCE_EVENT_CATALOGUE_CONTEXT: given})
     assert config.enforce_event_catalogue(node) is expected
-    assert cdk_json_context()[config.ENFORCE_EVENT_CATALOGUE_CONTEXT] is False
+    assert stage_settings()[config.ENFORCE_EVENT_CATALOGUE_CONTEXT] is False
 
 
 @pytest.mark.parametrize("bad", ["yes", 1, "on"])

@@ -20,9 +20,9 @@ from hookrelay.functions import (
 from tests.support.synth import (
     CUSTOM_RETRY_SCHEDULE,
     Synthesized,
-    cdk_json_context,
     function_logical_ids,
     logical_id_of,
+    stage_settings,
 )
 
 
@@ -100,8 +100,8 @@ def test_each_queue_trigger_of_the_table_is_an_event_source_mapping(synthesized:
         for mapping in synthesized.properties("AWS::Lambda::EventSourceMapping")
         if mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     }
-    # An entry's own maximum concurrency, else the deployment's (CDK context; stacks/config.py).
-    configured = {"delivery": cdk_json_context()["delivery_max_concurrency"]}
+    # An entry's own maximum concurrency, else the deployment's (the stage file; stacks/config.py).
+    configured = {"delivery": stage_settings()["delivery_max_concurrency"]}
     expected = {
         (
             function.name,

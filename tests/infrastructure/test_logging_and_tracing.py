@@ -3,7 +3,8 @@
 Defaults (as cdk.json states them, and the code without it): the retry workflow logs at ERROR without execution
 data, X-Ray is off (and the handlers are told so, so they never import the X-Ray SDK), the functions log JSON with
 Lambda's own START/END/REPORT records filtered out. `workflow_log_level=ALL` and `xray_tracing=sampled` turn each
-back on; a second synth of the app with both checks that they reach the template.
+back on; a second synth of the app with both (on deploy/production.json's stage, which also reserves concurrency for
+the authorizer and ingest) checks that they reach the template.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk import aws_sqs as sqs
 
+from hookrelay.functions import BY_NAME, DELIVERY
 from stacks import config
 from stacks.constructs.retry_workflow import RetryWorkflow
-from tests.support.synth import Synthesized, cdk_json_context
+from tests.support.synth import Synthesized, cdk_json_context, stage_settings
 
 
 def _state_machine(template: dict[str, Any]) -> dict[str, Any]:
@@ -61,12 +63,12 @@ def test_every_log_group_expires(synthesized: Synthesized) -> None:
 
 @pytest.fixture(scope="module")
 def all_on(synthesized: Synthesized, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The app synthesized again with execution logging at ALL and X-Ray sampled (after the session's synth, so the
-    Lambda asset is built already)."""
+    """The app synthesized again, stage production, with execution logging at ALL and X-Ray sampled (after the
+    session's synth, so the Lambda asset is built already)."""
     from stacks.app import build_app
 
     outdir = tmp_path_factory.mktemp("cdk.out.all-on")
-    context = {**cdk_json_context(), "workflow_log_level": "ALL", "xray_tracing": "sampled"}
+    context = {**cdk_json_context(), "stage": "production", "workflow_log_level": "ALL", "xray_tracing": "sampled"}
     app, stack = build_app(context, outdir=str(outdir))
     app.synth()
     yield json.loads((outdir / stack.template_file).read_text())
@@ -83,6 +85,29 @@ def test_xray_tracing_sampled_traces_the_functions_and_the_workflow(all_on: dict
     for props in _functions(all_on):
         assert props["TracingConfig"] == {"Mode": "Active"}
         assert props["Environment"]["Variables"]["POWERTOOLS_TRACE_DISABLED"] == "false"
+
+
+def test_the_production_stage_reserves_concurrency_for_the_authorizer_and_ingest_only(all_on: dict[str, Any]) -> None:
+    reserved = {
+        props["Handler"]: props["ReservedConcurrentExecutions"]
+        for props in _functions(all_on)
+        if "ReservedConcurrentExecutions" in props
+    }
+    expected = stage_settings("production")["reserved_concurrency"]
+    assert expected == {"authorizer": 30, "ingest": 30}
+    handlers = {BY_NAME[name].handler: n for name, n in expected.items()}
+    assert reserved == handlers
+    [delivery] = [
+        logical_id
+        for logical_id, r in all_on["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function" and r["Properties"]["Handler"] == DELIVERY.handler
+    ]
+    [mapping] = [
+        r["Properties"]
+        for r in all_on["Resources"].values()
+        if r["Type"] == "AWS::Lambda::EventSourceMapping" and r["Properties"]["FunctionName"] == {"Ref": delivery}
+    ]
+    assert mapping["ScalingConfig"]["MaximumConcurrency"] == stage_settings("production")["delivery_max_concurrency"]
 
 
 @pytest.mark.parametrize(

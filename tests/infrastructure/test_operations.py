@@ -12,7 +12,7 @@ from hookrelay.adapters import schema
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.functions import ROUTES
 from stacks import config
-from tests.support.synth import ALARM_EMAIL, Synthesized, cdk_json_context, function_logical_ids, logical_id_of
+from tests.support.synth import ALARM_EMAIL, Synthesized, function_logical_ids, logical_id_of, stage_settings
 
 # The tables' logical ids as deployed. A table whose logical id changes is a new table to CloudFormation: the old
 # one is orphaned (retained) and the new one starts empty. So they are pinned: a change here must be deliberate,
@@ -50,18 +50,19 @@ def test_the_delivery_event_source_has_the_configured_maximum_concurrency(synthe
     [mapping] = [
         m for m in synthesized.properties("AWS::Lambda::EventSourceMapping") if m["FunctionName"] == {"Ref": delivery}
     ]
-    assert mapping["ScalingConfig"] == {"MaximumConcurrency": cdk_json_context()["delivery_max_concurrency"]}
+    assert mapping["ScalingConfig"] == {"MaximumConcurrency": stage_settings()["delivery_max_concurrency"]}
 
 
-def test_the_authorizer_and_ingest_have_reserved_concurrency_and_nothing_else_does(synthesized: Synthesized) -> None:
+def test_the_default_stage_reserves_no_concurrency(synthesized: Synthesized) -> None:
     ids = function_logical_ids(synthesized)
     functions = synthesized.template["Resources"]
     reserved = {
         name: functions[logical_id]["Properties"].get("ReservedConcurrentExecutions")
         for name, logical_id in ids.items()
     }
-    expected = cdk_json_context()["reserved_concurrency"]
-    assert {name: n for name, n in reserved.items() if n is not None} == expected == {"authorizer": 30, "ingest": 30}
+    # The default stage reserves none (it must deploy on a new account's quota of 10); test_logging_and_tracing's
+    # second synth reserves for the two, as deploy/production.json does.
+    assert {name: n for name, n in reserved.items() if n is not None} == stage_settings()["reserved_concurrency"] == {}
 
 
 def test_the_functions_serving_routes_get_the_per_key_limit(synthesized: Synthesized) -> None:
@@ -70,7 +71,7 @@ def test_the_functions_serving_routes_get_the_per_key_limit(synthesized: Synthes
     serving = {function.name for function in ROUTES.values()}
     for name, logical_id in ids.items():
         environment = synthesized.template["Resources"][logical_id]["Properties"]["Environment"]["Variables"]
-        expected = str(cdk_json_context()["api_key_rate_per_second"]) if name in serving else None
+        expected = str(stage_settings()["api_key_rate_per_second"]) if name in serving else None
         assert environment.get(schema.API_KEY_RATE_PER_SECOND) == expected, name
 
 
@@ -93,12 +94,13 @@ def test_the_alarm_topic_is_an_output_and_mails_the_configured_address(synthesiz
     ]
 
 
-def test_cdk_json_states_the_defaults_the_code_applies() -> None:
-    context = cdk_json_context()
+def test_the_default_stage_file_states_the_defaults_the_code_applies() -> None:
+    context = stage_settings()
     assert context["delivery_max_concurrency"] == config.DEFAULT_DELIVERY_MAX_CONCURRENCY
     assert context["reserved_concurrency"] == config.DEFAULT_RESERVED_CONCURRENCY
     assert context["api_key_rate_per_second"] == DEFAULT_PER_KEY_PER_SECOND
     assert context["alarm_email"] == ""
+    assert context[config.STACK_NAME_CONTEXT] == config.DEFAULT_STACK_NAME
 
 
 class _Node:

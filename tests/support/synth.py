@@ -15,7 +15,15 @@ ENFORCED_EVENT_CATALOGUE = "true"  # as `-c enforce_event_catalogue=true` passes
 
 
 def cdk_json_context() -> dict[str, Any]:
+    """cdk.json's context, as the CLI hands it to the app: the CDK's feature flags (no deployment setting)."""
     return json.loads((ROOT / "cdk.json").read_text())["context"]
+
+
+def stage_settings(stage: str | None = None) -> dict[str, Any]:
+    """A stage file's settings (deploy/<stage>.json; the default stage unless named), as every synth reads them."""
+    from stacks.stage import load, stage_name
+
+    return load(stage_name(stage))
 
 
 @dataclass(frozen=True)
