@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import fcntl
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -301,9 +300,12 @@ def _exclusive(lock_file: Path) -> Iterator[None]:
 
 
 def configured_python_version() -> str:
-    """The runtime `cdk synth` deploys unless told otherwise: cdk.json's `lambda_runtime` ("python3.13")."""
-    context = json.loads((ROOT / "cdk.json").read_text())["context"]
-    return str(context["lambda_runtime"]).removeprefix("python")
+    """The runtime `cdk synth` deploys unless told otherwise: the default stage's `lambda_runtime` (deploy/*.json),
+    else the setting's default ("python3.13")."""
+    from stacks import config, stage
+
+    runtime = stage.load(stage.stage_name(None)).get(config.LAMBDA_RUNTIME_CONTEXT, config.DEFAULT_LAMBDA_RUNTIME)
+    return str(runtime).removeprefix("python")
 
 
 def main() -> None:

@@ -50,6 +50,16 @@ class HookrelayStack(Stack):
         telemetry = config.telemetry(self.node)
         runtime = config.lambda_runtime(self.node)
 
+        # What the functions' environments carry of the settings (hookrelay/function_environment.py); the local
+        # stack and its tests build the same environments from the same settings.
+        self.function_settings = Settings(
+            retry_schedule=json.dumps(schedule.to_config()),
+            attempt_timeout_seconds=ATTEMPT_TIMEOUT_SECONDS,
+            auto_disable_after_days=f"{auto_disable.disable_after_days:g}",
+            api_key_rate_per_second=api_key_rate,
+            enforce_event_catalogue=enforce_event_catalogue,
+            xray_tracing=telemetry.xray_tracing,
+        )
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")
         notices = Notices(self, "Notices")
@@ -69,14 +79,7 @@ class HookrelayStack(Stack):
             queues=queues,
             notices=notices,
             retry_workflow=retry.state_machine,
-            settings=Settings(
-                retry_schedule=json.dumps(schedule.to_config()),
-                attempt_timeout_seconds=ATTEMPT_TIMEOUT_SECONDS,
-                auto_disable_after_days=f"{auto_disable.disable_after_days:g}",
-                api_key_rate_per_second=api_key_rate,
-                enforce_event_catalogue=enforce_event_catalogue,
-                xray_tracing=telemetry.xray_tracing,
-            ),
+            settings=self.function_settings,
             reserved_concurrency=concurrency.reserved,
             event_source_max_concurrency={DELIVERY.name: concurrency.delivery_max_concurrency},
             xray_tracing=telemetry.xray_tracing,

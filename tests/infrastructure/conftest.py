@@ -44,4 +44,6 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesize
         details = report.read_text() if report.exists() else ""
         pytest.fail(f"cdk synth failed: {error}\n{details}")
     template = json.loads((outdir / stack.template_file).read_text())
-    yield Synthesized(outdir=outdir, stack_name=stack.stack_name, template=template)
+    yield Synthesized(
+        outdir=outdir, stack_name=stack.stack_name, template=template, function_settings=stack.function_settings
+    )

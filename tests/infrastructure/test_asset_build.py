@@ -21,7 +21,7 @@ from aws_cdk import FileSystem
 
 from scripts import build_lambda_asset
 from stacks import config
-from tests.support.synth import ROOT, cdk_json_context
+from tests.support.synth import ROOT, stage_settings
 
 # What a checkout needs to build the asset: the script, the lock it reads the dependencies from, and the code.
 CHECKOUT_FILES = ("scripts/build_lambda_asset.py", "pyproject.toml", "uv.lock", "README.md")
@@ -176,7 +176,7 @@ def test_an_unknown_architecture_fails_before_anything_is_built() -> None:
 def test_the_runtime_defaults_to_cdk_json_s_and_every_supported_one_is_known_to_the_cdk() -> None:
     from aws_cdk import aws_lambda as lambda_
 
-    assert cdk_json_context()[config.LAMBDA_RUNTIME_CONTEXT] == config.DEFAULT_LAMBDA_RUNTIME
+    assert stage_settings()[config.LAMBDA_RUNTIME_CONTEXT] == config.DEFAULT_LAMBDA_RUNTIME
     assert build_lambda_asset.configured_python_version() == DEFAULT
     known = {runtime.name for runtime in lambda_.Runtime.ALL}
     assert set(config.LAMBDA_PYTHON_RUNTIMES) <= known

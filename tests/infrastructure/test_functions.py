@@ -44,7 +44,7 @@ def test_each_function_has_its_entrys_timeout_and_memory(synthesized: Synthesize
 def test_every_function_is_arm64_on_the_chosen_python(synthesized: Synthesized) -> None:
     for props in synthesized.properties("AWS::Lambda::Function"):
         assert props["Architectures"] == ["arm64"]
-        assert props["Runtime"] == cdk_json_context()["lambda_runtime"]  # the deployment setting
+        assert props["Runtime"] == stage_settings()["lambda_runtime"]  # the deployment setting
         assert props["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"] == METRICS_NAMESPACE
 
 

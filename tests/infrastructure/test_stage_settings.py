@@ -58,7 +58,7 @@ def test_the_default_stage_is_committed() -> None:
 
 
 def test_an_unknown_key_is_refused_by_name(tmp_path: Path) -> None:
-    stages = _stages(tmp_path, typo={"alarm_emial": "oncall@example.com", "stack_name": "Hookrelay"})
+    stages = _stages(tmp_path, typo={"alarm_emial": "oncall@example.com", "stack_name": config.DEFAULT_STACK_NAME})
     with pytest.raises(stage.InvalidStage, match=r"typo.json: unknown setting 'alarm_emial'; the settings are "):
         stage.load("typo", stages)
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 

@@ -47,7 +47,7 @@ def patched_env(values: dict[str, str]) -> Iterator[None]:
 
 
 # The attempt timeout of the tests' deployment: a hanging scripted consumer costs each test seconds, not eight.
-TEST_ATTEMPT_TIMEOUT_SECONDS = 2
+ATTEMPT_TIMEOUT_IN_TESTS = 2
 
 
 @contextmanager
@@ -73,7 +73,7 @@ def moto_stack(
             api_key_rate_per_second = int(os.environ[schema.API_KEY_RATE_PER_SECOND])
         settings = local_settings(
             retry_schedule,
-            attempt_timeout_seconds=TEST_ATTEMPT_TIMEOUT_SECONDS,
+            attempt_timeout_seconds=ATTEMPT_TIMEOUT_IN_TESTS,
             api_key_rate_per_second=api_key_rate_per_second,
             enforce_event_catalogue=enforce_event_catalogue,
         )

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hookrelay.function_environment import Settings
+
 ROOT = Path(__file__).resolve().parents[2]
 CUSTOM_RETRY_SCHEDULE = "[0, 45, 90, 180]"
 ALARM_EMAIL = "oncall@example.com"
@@ -31,6 +33,7 @@ class Synthesized:
     outdir: Path
     stack_name: str
     template: dict[str, Any]
+    function_settings: Settings  # what the stack's functions were deployed with
 
     def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
         return {

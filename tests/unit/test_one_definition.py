@@ -32,7 +32,7 @@ RULES = (
     OneDefinition(
         "the metrics namespace",
         r"[\"']Hookrelay[\"']|namespace\s*=\s*[\"']",
-        ("lambdas/hookrelay/adapters/telemetry.py", "stacks/app.py"),  # stacks/app.py: the stack's name
+        ("lambdas/hookrelay/adapters/telemetry.py", "stacks/config.py"),  # stacks/config.py: the stack's name
     ),
     OneDefinition(
         "SQS's 10 messages per call",
