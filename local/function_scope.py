@@ -50,12 +50,20 @@ class _ScopedEnviron(MutableMapping[str, str]):
     def copy(self) -> dict[str, str]:
         return dict(self._current())
 
+    def __or__(self, other: Mapping[str, str]) -> dict[str, str]:  # as os.environ | {...} gives
+        return {**self._current(), **other}
+
+    def __ror__(self, other: Mapping[str, str]) -> dict[str, str]:
+        return {**other, **self._current()}
+
 
 def use(deployment: LocalDeployment | None) -> None:
     """From now on, `entered` gives each invocation its function's environment (None: the process's, as before)."""
     global _deployment
     _deployment = deployment
-    if deployment is not None and not isinstance(os.environ, _ScopedEnviron):
+    if deployment is None and isinstance(os.environ, _ScopedEnviron):
+        os.environ = os.environ.process  # noqa: B003 (the real mapping back, as it was)
+    elif deployment is not None and not isinstance(os.environ, _ScopedEnviron):
         # Replaced on purpose, not cleared: the real mapping stays inside the view, for the process.
         os.environ = _ScopedEnviron(os.environ)  # type: ignore[assignment]  # noqa: B003
 
