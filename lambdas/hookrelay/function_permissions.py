@@ -32,7 +32,8 @@ TABLE_ACTIONS: Mapping[TableAccess, tuple[str, ...]] = {
     TableAccess.READ_UPDATE: (*_READS, "dynamodb:UpdateItem"),
     TableAccess.READ_REWRITE: (*_READS, "dynamodb:PutItem", "dynamodb:UpdateItem"),
     TableAccess.READ_BATCH_WRITE: (*_READS, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"),
-    TableAccess.READ_WRITE: (
+    TableAccess.READ_WRITE: (*_READS, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+    TableAccess.READ_BATCH_WRITE_DELETE: (
         *_READS,
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",

@@ -46,6 +46,7 @@ class TableAccess(Enum):
     READ_REWRITE = "read_rewrite"  # read, PutItem and UpdateItem: rewrites records, never deletes them
     READ_BATCH_WRITE = "read_batch_write"  # READ_REWRITE and BatchWriteItem: records written many at a time
     READ_WRITE = "read_write"  # read, write and delete items
+    READ_BATCH_WRITE_DELETE = "read_batch_write_delete"  # READ_WRITE and BatchWriteItem
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,8 @@ INGEST = Function(
             schema.EVENTS: TableAccess.READ_BATCH_WRITE,
             # Batch-written; a parked one taken back out is an update; read back as the events are.
             schema.DELIVERIES: TableAccess.READ_BATCH_WRITE,
-            schema.PARKING_LOT: TableAccess.READ_WRITE,  # entries of deliveries parked on arrival (and dropped again)
+            # Entries of deliveries parked on arrival, batch-written (and dropped again).
+            schema.PARKING_LOT: TableAccess.READ_BATCH_WRITE_DELETE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency records
             schema.EVENT_TYPES: TableAccess.READ,  # an event's data against its type's schema
             schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
