@@ -1,11 +1,12 @@
 """Each function as the template deploys it, on moto: its own environment, and its own role's statements.
 
-The local stack and the integration tier provision one set of resources (`local.provision`) and then run every
-function with exactly what its entry in the table of functions gives it in AWS: the environment of
+The integration tier provisions one set of resources (`local.provision`) and then runs every function with exactly
+what its entry in the table of functions gives it in AWS: the environment of
 `hookrelay.function_environment` and the IAM statements of `hookrelay.function_permissions`, both resolved to
 moto's names and ARNs (tests/infrastructure/test_as_deployed.py holds the synthesized template to the same two
 modules). A function sees nothing of another function's environment (`local.function_scope`), and a call its
-statements do not allow fails as AWS fails it (`local.iam_check`).
+statements do not allow fails as AWS fails it (`local.iam_check`). The local stack takes its variables from here,
+but its workers do not yet run as deployed (local/stack.py says why).
 
 What a local function has beyond its template's environment is named here and nowhere else: `LOCAL_ONLY`, set
 by the local stack and the tests for every function alike (tests/infrastructure/test_as_deployed.py checks no
@@ -31,8 +32,6 @@ from hookrelay.services.auto_disable import policy_from_config
 # Set for every local function alike, and never in AWS: endpoints on 127.0.0.1 (the demo consumer), unsigned and
 # unchecked calls to moto (adapters/aws.py), and --fast mode's short "day" of the endpoint-health policy.
 LOCAL_ONLY = (schema.ALLOW_PRIVATE_DESTINATIONS, aws.LOCAL_MOTO_CALLS, schema.ENDPOINT_HEALTH_DAY_SECONDS)
-# The variable Lambda's runtime names the function in (the wiring keeps one set of services per function by it).
-FUNCTION_NAME_VARIABLE = "AWS_LAMBDA_FUNCTION_NAME"
 ACCOUNT = "123456789012"  # moto's default account
 
 
@@ -71,7 +70,7 @@ class LocalDeployment:
         """What `function` sees: `outer` (the process's own: PATH, the region, credentials, `LOCAL_ONLY`) with
         every function's variables taken out, then its own put in, as Lambda's runtime would."""
         base = {name: value for name, value in outer.items() if name not in self.names}
-        return {**base, **self.environments[function], FUNCTION_NAME_VARIABLE: function_name(function)}
+        return {**base, **self.environments[function], schema.FUNCTION_NAME: function_name(function)}
 
     def without(self, function: str, action: str) -> LocalDeployment:
         """The same deployment with `action` taken out of `function`'s statements (a grant removed)."""
@@ -119,17 +118,13 @@ def queue_arn(url: str, region: str) -> str:
     return f"arn:aws:sqs:{region}:{account}:{name}"
 
 
-def local_deployment(
-    env: Mapping[str, str],
-    settings: Settings,
-    entries: tuple[functions.Function, ...] = functions.FUNCTIONS,
-) -> LocalDeployment:
-    """Every function of `entries` as deployed with `settings`, on the resources of `env` (`local.provision`'s)."""
+def local_deployment(env: Mapping[str, str], settings: Settings) -> LocalDeployment:
+    """Every function as deployed with `settings`, on the resources of `env` (`local.provision`'s)."""
     found, granted = resources(env), arns(env)
-    environments = {f.name: environment(f, found, settings) for f in entries}
+    environments = {f.name: environment(f, found, settings) for f in functions.FUNCTIONS}
     return LocalDeployment(
         environments=environments,
-        policies={f.name: tuple(statements(f, granted)) for f in entries},
+        policies={f.name: tuple(statements(f, granted)) for f in functions.FUNCTIONS},
         names=frozenset(name for each in environments.values() for name in each),
     )
 

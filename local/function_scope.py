@@ -1,8 +1,7 @@
 """One function's environment during its invocation, when several functions share one process.
 
-In AWS each function runs in environments of its own, with only its own variables. The local stack's workers are
-the same (`local.function_workers` gives each worker process its function's environment), but the integration tier
-runs every handler in the test's process, on its threads, beside Step Functions' threads: there `os.environ` is
+In AWS each function runs in environments of its own, with only its own variables. The integration tier runs every
+handler in the test's process, on its threads, beside Step Functions' threads: there `os.environ` is
 made a view that, inside an invocation (`entered`), shows the invoked function's environment
 (`LocalDeployment.view`) and, outside one, the process's own (which names every resource: the tests read them).
 The view follows the thread's context, so two functions invoked at once on two threads each see their own.
@@ -68,14 +67,10 @@ def use(deployment: LocalDeployment | None) -> None:
         os.environ = _ScopedEnviron(os.environ)  # type: ignore[assignment]  # noqa: B003
 
 
-def deployment() -> LocalDeployment | None:
-    return _deployment
-
-
 @contextmanager
 def entered(function: str) -> Iterator[None]:
     """Inside: `function`'s environment, as deployed (a no-op until `use` is given a deployment)."""
-    if _deployment is None:  # none in use: a worker process is its function's already (`become`)
+    if _deployment is None:  # none in use
         yield
         return
     process = os.environ.process if isinstance(os.environ, _ScopedEnviron) else os.environ
@@ -84,10 +79,3 @@ def entered(function: str) -> Iterator[None]:
         yield
     finally:
         _VIEW.reset(token)
-
-
-def become(function: str, deployment: LocalDeployment, process_environment: Mapping[str, str]) -> None:
-    """Make this whole process `function`'s, as a Lambda environment is one function's (a worker process)."""
-    view = deployment.view(function, process_environment)
-    os.environ.clear()
-    os.environ.update(view)

@@ -18,17 +18,13 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import sys
 import threading
 import traceback
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from hookrelay.function_permissions import Statement
 from hookrelay.functions import BY_NAME, FUNCTIONS
-from local.as_deployed import LocalDeployment
 
 log = logging.getLogger("hookrelay.local.workers")
 
@@ -42,27 +38,11 @@ class EventNotDelivered(InvocationFailed):
     end was closed with the event still unread in it (`_RESET_MEANS_UNREAD`). Either way no handler ran it."""
 
 
-@dataclass(frozen=True)
-class AsDeployed:
-    """What a worker of one function runs with, as that function is deployed (local/as_deployed.py): its whole
-    environment, and its role's statements, every AWS call it makes checked against them (local/iam_check.py)."""
-
-    environment: dict[str, str]
-    statements: tuple[Statement, ...]
-    region: str
-
-
-def serve(function: str, connection: Connection, log_level: str, deployed: AsDeployed | None = None) -> None:
+def serve(function: str, connection: Connection, log_level: str) -> None:
     """A worker process: invoke `function` with each event received, until the parent goes away."""
     from local.lambda_runtime import invoke_here
     from local.processes import exit_with_parent, leave_interrupts_to_the_parent, name_this_process
 
-    if deployed is not None:  # this process is the function's, as a Lambda environment is
-        from local import iam_check
-
-        os.environ.clear()
-        os.environ.update(deployed.environment)
-        iam_check.install(iam_check.IamCheck({function: deployed.statements}, deployed.region))
     exit_with_parent()
     leave_interrupts_to_the_parent()
     name_this_process(f"fn-{function}")
@@ -88,10 +68,10 @@ _RESET_MEANS_UNREAD = sys.platform == "linux"
 
 
 class Worker:
-    def __init__(self, context: Any, function: str, log_level: str, deployed: AsDeployed | None = None) -> None:
+    def __init__(self, context: Any, function: str, log_level: str) -> None:
         self.connection, child = context.Pipe()
         self.process = context.Process(
-            target=serve, args=(function, child, log_level, deployed), name=f"hookrelay-{function}", daemon=True
+            target=serve, args=(function, child, log_level), name=f"hookrelay-{function}", daemon=True
         )
         self.process.start()
         child.close()
@@ -134,10 +114,7 @@ class Worker:
 class FunctionWorkers:
     """Worker processes per function, at most `concurrency[name]` of a function at once."""
 
-    def __init__(self, concurrency: dict[str, int], log_level: str, deployment: LocalDeployment | None = None) -> None:
-        """`deployment`: each function's environment and statements, as deployed; None: the process's environment
-        for every function, and no IAM check (the worker pool's own tests)."""
-        self._deployment = deployment
+    def __init__(self, concurrency: dict[str, int], log_level: str) -> None:
         self._context = multiprocessing.get_context("forkserver")
         handlers = sorted({function.handler.rpartition(".")[0] for function in FUNCTIONS})
         self._context.set_forkserver_preload([*handlers, "local.worker_warmup"])
@@ -147,19 +124,10 @@ class FunctionWorkers:
         self._all: list[Worker] = []
         self._lock = threading.Lock()
 
-    def _as_deployed(self, function: str) -> AsDeployed | None:
-        if self._deployment is None:
-            return None
-        return AsDeployed(
-            environment=self._deployment.view(function, os.environ),
-            statements=self._deployment.policies[function],
-            region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-        )
-
     def warm_up(self, functions: list[str]) -> None:
         """Start one worker of each of these functions now, rather than on an invocation's time."""
         for name in functions:
-            worker = Worker(self._context, name, self._log_level, self._as_deployed(name))
+            worker = Worker(self._context, name, self._log_level)
             with self._lock:
                 self._idle[name].append(worker)
                 self._all.append(worker)
@@ -203,7 +171,7 @@ class FunctionWorkers:
             log.warning("a %s worker died while idle (exit %s); replaced", function, worker.process.exitcode)
             self._discard(worker)
         # A fork, outside the lock.
-        worker = Worker(self._context, function, self._log_level, self._as_deployed(function))
+        worker = Worker(self._context, function, self._log_level)
         with self._lock:
             self._all.append(worker)
         return worker

@@ -87,6 +87,7 @@ class IamCheck:
         self._state_machines = {r for s in policies.values() for st in s for r in st.resources if ":stateMachine:" in r}
         self._lock = threading.Lock()
         self.calls: set[Call] = set()
+        self._actions_called: set[tuple[str, str]] = set()
 
     def authorize(self, function: str, service: str, operation: str, params: Mapping[str, Any]) -> None:
         prefix = _PREFIX.get(service, service)
@@ -98,7 +99,8 @@ class IamCheck:
 
     def _record(self, call: Call) -> None:
         with self._lock:
-            first = not any(c.function == call.function and c.action == call.action for c in self.calls)
+            first = (call.function, call.action) not in self._actions_called
+            self._actions_called.add((call.function, call.action))
             self.calls.add(call)
         if first and self._log:
             with open(self._log, "a") as log:  # one short line: appended whole, whoever else appends
@@ -106,7 +108,7 @@ class IamCheck:
 
     def unused(self) -> dict[str, list[str]]:
         """Per function, the actions its statements grant its code that no recorded call used."""
-        return unused_actions({(c.function, c.action) for c in self.calls}, self._statements)
+        return unused_actions(self._actions_called, self._statements)
 
     def _requested(self, prefix: str, operation: str, params: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         """The (action, resource) pairs IAM authorizes for one call."""

@@ -33,7 +33,7 @@ def consumer() -> Iterator[ScriptedConsumer]:
 
 def pytest_configure(config: pytest.Config) -> None:
     """One file of the AWS calls every function made, across this run's processes (local/iam_check.py): started
-    empty by the run's controller; the workers and the local stacks they start append to it."""
+    empty by the run's controller; its pytest-xdist workers append to it."""
     if hasattr(config, "workerinput"):
         return
     log = Path(config.rootpath) / "build" / "iam-calls.log"
@@ -47,8 +47,9 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     log = os.environ.get(CALLS_LOG)
     if hasattr(config, "workerinput") or not log or not Path(log).read_text():
         return
-    seen = {tuple(line.split()) for line in Path(log).read_text().splitlines() if line.strip()}
+    pairs = (line.split(maxsplit=1) for line in Path(log).read_text().splitlines() if line.strip())
+    seen = {(function, action) for function, action in pairs}
     policies = local_deployment(placeholder_environment(), local_settings()).policies
     terminalreporter.section("IAM: granted and never called in this run")
-    for function, actions in unused_actions(seen, policies).items():  # type: ignore[arg-type]
+    for function, actions in unused_actions(seen, policies).items():
         terminalreporter.write_line(f"{function}: {', '.join(actions) or 'every action called'}")

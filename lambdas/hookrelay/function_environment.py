@@ -4,8 +4,8 @@ A function's environment is what its entry in the table of functions (`hookrelay
 exactly the resources its `Access` lets it touch, and the deployment settings it reads. The CDK stack
 (`stacks/constructs/functions.py`) calls `environment` with CloudFormation tokens for the resources; the local
 stack and the integration tier (`local/function_scope.py`) call it with moto's names, and run each function with
-that environment and nothing of another function's. tests/infrastructure/test_function_environment.py holds the
-synthesized template to this module, variable by variable.
+that environment and nothing of another function's. tests/infrastructure/test_as_deployed.py holds the synthesized
+template to this module, variable by variable.
 
 Plain Python (no aws_cdk): the local stack and the functions import it.
 """
@@ -17,13 +17,10 @@ from dataclasses import dataclass
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from hookrelay.functions import (
-    API,
-    INTERPRETER_ENVIRONMENT,
-    ROUTES,
-    Function,
-)
+from hookrelay.functions import API, INTERPRETER_ENVIRONMENT, ROUTES, Function
 
+# The functions that serve the API's routes.
+SERVING_ROUTES = frozenset(function.name for function in ROUTES.values())
 # The level of the functions' own log lines (Lambda's application log level, and Powertools').
 LOG_LEVEL = "INFO"
 
@@ -92,13 +89,8 @@ def _settings(function: Function, settings: Settings) -> dict[str, str]:
         schema.AUTO_DISABLE_AFTER_DAYS: settings.auto_disable_after_days,
     }
     # Counted by the functions that serve the API's routes (handlers/http.py), which see every request.
-    if settings.api_key_rate_per_second is not None and function in ROUTES.values():
+    if settings.api_key_rate_per_second is not None and function.name in SERVING_ROUTES:
         env[schema.API_KEY_RATE_PER_SECOND] = str(settings.api_key_rate_per_second)
-    if function is API:  # only the API function registers and changes endpoints' filters
+    if function.name == API.name:  # only the API function registers and changes endpoints' filters
         env[schema.ENFORCE_EVENT_CATALOGUE] = "true" if settings.enforce_event_catalogue else "false"
     return env
-
-
-def names_of_any_function(resources: Resources, settings: Settings, functions: tuple[Function, ...]) -> set[str]:
-    """Every variable some function is deployed with: what a function must not see of another's."""
-    return {name for function in functions for name in environment(function, resources, settings)}

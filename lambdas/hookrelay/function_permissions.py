@@ -4,8 +4,8 @@ What a function may do follows from its entry in the table of functions (`hookre
 and its trigger (an SQS event source polls with the function's own role). The CDK stack
 (`stacks/constructs/functions.py`) makes each role's policy from `statements` with CloudFormation tokens for the
 ARNs; the local stack and the integration tier (`local/iam_check.py`) refuse, with the error AWS returns, every
-call these statements do not allow, with moto's ARNs. tests/infrastructure/test_function_permissions.py holds the
-synthesized template's policies to this module, action by action and resource by resource.
+call these statements do not allow, with moto's ARNs. tests/infrastructure/test_as_deployed.py holds the synthesized
+template's policies to this module, action by action and resource by resource.
 
 Every action is listed explicitly (no `dynamodb:*`, no CDK grant bundles): a function gets the calls its code
 makes and nothing else; local/iam_check.py reports the granted actions a run never called.
@@ -23,7 +23,7 @@ from hookrelay.functions import Function, QueueTrigger, TableAccess
 
 _READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 # The DynamoDB actions each access mode allows. BatchWriteItem is its own action (IAM cannot tell its puts from
-# its deletes); no mode but READ_WRITE has DeleteItem: records are kept, only idempotency records, parking-lot
+# its deletes); only the READ_WRITE modes have DeleteItem: records are kept, only idempotency records, parking-lot
 # entries and catalogue types are deleted.
 TABLE_ACTIONS: Mapping[TableAccess, tuple[str, ...]] = {
     TableAccess.LOOKUP: ("dynamodb:GetItem",),
@@ -112,8 +112,3 @@ def statements(function: Function, arns: Arns) -> list[Statement]:
     if access.answers_retries:
         found.append(Statement(TASK_RESPONSE_ACTIONS, (arns.retry_state_machine,)))
     return found
-
-
-def granted_pairs(function: Function, arns: Arns) -> set[tuple[str, str]]:
-    """The statements as (action, resource) pairs: how two policies are compared, whatever their grouping."""
-    return {(action, resource) for s in statements(function, arns) for action in s.actions for resource in s.resources}

@@ -60,7 +60,7 @@ class per_function(Generic[_T]):
         self.__name__ = factory.__name__
 
     def __call__(self) -> _T:
-        function = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
+        function = os.environ.get(schema.FUNCTION_NAME)
         if function not in self._made:
             self._made[function] = self._factory()
         return self._made[function]

@@ -60,8 +60,6 @@ JUSTIFIED_UNUSED: dict[str, dict[str, str]] = {
     },
 }
 
-_REPORT: list[str] = []
-
 
 @pytest.fixture
 def checked() -> Iterator[tuple[Platform, IamCheck]]:
@@ -169,8 +167,8 @@ def test_every_path_of_every_function_runs_within_its_role(
     # Every function's paths were run; the portal's page (run above) has no access, so any call of its is denied.
     assert called == {name for name, function in BY_NAME.items() if function.access != Access()}
     unused = {name: actions for name, actions in check.unused().items() if actions}
-    _REPORT[:] = [f"{name}: {', '.join(actions)}" for name, actions in sorted(unused.items())]
-    print("\ngranted and never called:\n  " + "\n  ".join(_REPORT or ["nothing"]))
+    report = [f"{name}: {', '.join(actions)}" for name, actions in sorted(unused.items())]
+    print("\ngranted and never called:\n  " + "\n  ".join(report or ["nothing"]))
     assert {name: set(actions) for name, actions in unused.items()} == {
         name: set(reasons) for name, reasons in JUSTIFIED_UNUSED.items()
     }

@@ -14,7 +14,7 @@ from hookrelay import wiring
 from hookrelay.adapters import aws, schema
 from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from hookrelay.functions import FUNCTIONS, ROUTES, Function
+from hookrelay.function_environment import SERVING_ROUTES
 from local import function_scope, iam_check, moto_stepfunctions, moto_transactions
 from local.as_deployed import local_deployment, local_settings
 from local.iam_check import IamCheck
@@ -57,13 +57,11 @@ def moto_stack(
     execute_state_machine: bool = True,
     api_key_rate_per_second: int | None = None,
     enforce_event_catalogue: bool = False,
-    entries: tuple[Function, ...] = FUNCTIONS,
     revoke: tuple[tuple[str, str], ...] = (),
 ) -> Iterator[dict[str, Any]]:
     """The whole system on moto, each function run as deployed: its own environment, its role's statements enforced
     (local/as_deployed.py). Yields every resource's variable, for the tests (which are no function) to read.
-    `entries`: the table of functions, or a changed copy of it; `revoke`: (function, action) pairs taken out of
-    those functions' statements, as if the template lacked them."""
+    `revoke`: (function, action) pairs taken out of those functions' statements, as if the template lacked them."""
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
     moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
     with patched_env(FAKE_ENV), mock_aws(config={"stepfunctions": {"execute_state_machine": execute_state_machine}}):
@@ -77,7 +75,7 @@ def moto_stack(
             api_key_rate_per_second=api_key_rate_per_second,
             enforce_event_catalogue=enforce_event_catalogue,
         )
-        deployment = local_deployment(provision(retry_schedule=retry_schedule), settings, entries)
+        deployment = local_deployment(provision(retry_schedule=retry_schedule), settings)
         for function, action in revoke:
             deployment = deployment.without(function, action)
         env = {**deployment.every_variable(), schema.ALLOW_PRIVATE_DESTINATIONS: "true"}
@@ -97,7 +95,7 @@ def moto_stack(
 
 def serving_routes() -> list[str]:
     """The functions that serve the API's routes (and count each key's requests)."""
-    return sorted({function.name for function in ROUTES.values()})
+    return sorted(SERVING_ROUTES)
 
 
 @contextmanager

@@ -126,6 +126,9 @@ ALL_TABLES: tuple[TableSpec, ...] = (
 )
 
 # Other environment the functions read (each queue's and topic's variable is on its spec).
+# Set by Lambda's runtime itself (not by the template): the function's name. The wiring keeps each function's
+# services apart by it where several functions share a process (the integration tier).
+FUNCTION_NAME = "AWS_LAMBDA_FUNCTION_NAME"
 RETRY_STATE_MACHINE_ARN = "RETRY_STATE_MACHINE_ARN"
 RETRY_SCHEDULE = "RETRY_SCHEDULE"
 ALLOW_PRIVATE_DESTINATIONS = "ALLOW_PRIVATE_DESTINATIONS"
