@@ -1,12 +1,12 @@
 """Each function as the template deploys it, on moto: its own environment, and its own role's statements.
 
-The integration tier provisions one set of resources (`local.provision`) and then runs every function with exactly
-what its entry in the table of functions gives it in AWS: the environment of
+The integration tier and the local stack provision one set of resources (`local.provision`) and then run every
+function with exactly what its entry in the table of functions gives it in AWS: the environment of
 `hookrelay.function_environment` and the IAM statements of `hookrelay.function_permissions`, both resolved to
 moto's names and ARNs (tests/infrastructure/test_as_deployed.py holds the synthesized template to the same two
-modules). A function sees nothing of another function's environment (`local.function_scope`), and a call its
-statements do not allow fails as AWS fails it (`local.iam_check`). The local stack takes its variables from here,
-but its workers do not yet run as deployed (local/stack.py says why).
+modules). A function sees nothing of another function's environment (`local.function_scope` in the integration
+tier's one process; in the local stack each function's worker processes are its own, `local.function_workers`), and
+a call its statements do not allow fails as AWS fails it (`local.iam_check`).
 
 What a local function has beyond its template's environment is named here and nowhere else: `LOCAL_ONLY`, set
 by the local stack and the tests for every function alike (tests/infrastructure/test_as_deployed.py checks no

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import sys
 import threading
 import traceback
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from hookrelay.function_permissions import Statement
 from hookrelay.functions import BY_NAME, FUNCTIONS
+from local.as_deployed import LocalDeployment
 
 log = logging.getLogger("hookrelay.local.workers")
 
@@ -38,11 +42,34 @@ class EventNotDelivered(InvocationFailed):
     end was closed with the event still unread in it (`_RESET_MEANS_UNREAD`). Either way no handler ran it."""
 
 
-def serve(function: str, connection: Connection, log_level: str) -> None:
+@dataclass(frozen=True)
+class AsDeployed:
+    """What a worker of one function runs with, as that function is deployed (local/as_deployed.py): its whole
+    environment, and its role's statements, every AWS call it makes checked against them (local/iam_check.py)."""
+
+    environment: dict[str, str]
+    statements: tuple[Statement, ...]
+    region: str
+    calls_log: str | None  # where the calls seen are appended (iam_check.CALLS_LOG), for the run's report
+
+
+def become(function: str, deployed: AsDeployed) -> None:
+    """This process is `function`'s alone, as a Lambda execution environment is: nothing of another function's
+    environment, and each AWS call refused as AWS would refuse it."""
+    from local import iam_check
+
+    os.environ.clear()
+    os.environ.update(deployed.environment)
+    iam_check.install(iam_check.IamCheck({function: deployed.statements}, deployed.region, deployed.calls_log))
+
+
+def serve(function: str, connection: Connection, log_level: str, deployed: AsDeployed | None = None) -> None:
     """A worker process: invoke `function` with each event received, until the parent goes away."""
     from local.lambda_runtime import invoke_here
     from local.processes import exit_with_parent, leave_interrupts_to_the_parent, name_this_process
 
+    if deployed is not None:
+        become(function, deployed)
     exit_with_parent()
     leave_interrupts_to_the_parent()
     name_this_process(f"fn-{function}")
@@ -68,10 +95,10 @@ _RESET_MEANS_UNREAD = sys.platform == "linux"
 
 
 class Worker:
-    def __init__(self, context: Any, function: str, log_level: str) -> None:
+    def __init__(self, context: Any, function: str, log_level: str, deployed: AsDeployed | None = None) -> None:
         self.connection, child = context.Pipe()
         self.process = context.Process(
-            target=serve, args=(function, child, log_level), name=f"hookrelay-{function}", daemon=True
+            target=serve, args=(function, child, log_level, deployed), name=f"hookrelay-{function}", daemon=True
         )
         self.process.start()
         child.close()
@@ -114,20 +141,37 @@ class Worker:
 class FunctionWorkers:
     """Worker processes per function, at most `concurrency[name]` of a function at once."""
 
-    def __init__(self, concurrency: dict[str, int], log_level: str) -> None:
+    def __init__(self, concurrency: dict[str, int], log_level: str, deployment: LocalDeployment | None = None) -> None:
+        """`deployment`: each function's environment and statements, as deployed, for its workers; None: every
+        worker sees this process's environment and no call is checked (the worker pool's own tests)."""
+        self._deployment = deployment
         self._context = multiprocessing.get_context("forkserver")
         handlers = sorted({function.handler.rpartition(".")[0] for function in FUNCTIONS})
-        self._context.set_forkserver_preload([*handlers, "local.worker_warmup"])
+        # local.iam_check too: it imports moto's IAM policy evaluation, some 0.6 s a new worker would pay before its
+        # first invocation (enough to reorder a burst's first attempts behind the retries of its earliest).
+        self._context.set_forkserver_preload([*handlers, "local.worker_warmup", "local.iam_check"])
         self._log_level = log_level
         self._slots = {name: threading.BoundedSemaphore(concurrency[name]) for name in BY_NAME}
         self._idle: dict[str, list[Worker]] = {name: [] for name in BY_NAME}
         self._all: list[Worker] = []
         self._lock = threading.Lock()
 
+    def _as_deployed(self, function: str) -> AsDeployed | None:
+        if self._deployment is None:
+            return None
+        from local.iam_check import CALLS_LOG
+
+        return AsDeployed(
+            environment=self._deployment.view(function, os.environ),
+            statements=self._deployment.policies[function],
+            region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+            calls_log=os.environ.get(CALLS_LOG),
+        )
+
     def warm_up(self, functions: list[str]) -> None:
         """Start one worker of each of these functions now, rather than on an invocation's time."""
         for name in functions:
-            worker = Worker(self._context, name, self._log_level)
+            worker = Worker(self._context, name, self._log_level, self._as_deployed(name))
             with self._lock:
                 self._idle[name].append(worker)
                 self._all.append(worker)
@@ -171,7 +215,7 @@ class FunctionWorkers:
             log.warning("a %s worker died while idle (exit %s); replaced", function, worker.process.exitcode)
             self._discard(worker)
         # A fork, outside the lock.
-        worker = Worker(self._context, function, self._log_level)
+        worker = Worker(self._context, function, self._log_level, self._as_deployed(function))
         with self._lock:
             self._all.append(worker)
         return worker

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import threading
 import time
@@ -19,6 +20,8 @@ from urllib.parse import parse_qsl
 
 from hookrelay.functions import PUBLIC_ROUTES, SERVED_ROUTES, Function, Route, authorizer
 from local.lambda_runtime import invoke
+
+log = logging.getLogger("hookrelay.local.gateway")
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,12 @@ def _request_context(method: str, path: str, route_key: str) -> dict[str, Any]:
     }
 
 
+# What API Gateway answers when the integration's function runs and fails (it raised, or its execution environment
+# died mid-invocation): 502, never retried by API Gateway; the producer retries under its Idempotency-Key. A failing
+# authorizer is API Gateway's 500 (http_api.py's answer to anything else that fails).
+FUNCTION_ERROR_STATUS = 502
+
+
 def _refusal(status: int, message: str) -> GatewayResponse:
     # What API Gateway itself answers before any function runs (no token, a refused key, no such route):
     # its own `{"message": …}` JSON, not problem details. Shown as it is, so nothing here hides the difference.
@@ -140,7 +149,11 @@ def handle(
         "body": text if body else None,
         "isBase64Encoded": not is_text,
     }
-    result = invoke(function.name, event)
+    try:
+        result = invoke(function.name, event)
+    except Exception:  # the function raised, or its environment died mid-invocation: a function error
+        log.exception("%s %s: the %s function failed", method.upper(), path, function.name)
+        return _refusal(FUNCTION_ERROR_STATUS, "Internal Server Error")
     payload = result.get("body") or ""
     raw = base64.b64decode(payload) if result.get("isBase64Encoded") else payload.encode()
     response_headers = {k.lower(): str(v) for k, v in (result.get("headers") or {}).items()}

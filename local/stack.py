@@ -31,7 +31,7 @@ from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.auto_disable import WARNINGS
 from hookrelay.services.reconcile import RECONCILE_GRACE, RECONCILE_LOOKBACK
 from local import gateway, lambda_runtime
-from local.as_deployed import local_deployment, local_settings
+from local.as_deployed import LocalDeployment, local_deployment, local_settings
 from local.aws_endpoint import AwsEndpoints, start_aws_endpoints, use_utc
 from local.function_workers import FunctionWorkers
 from local.http_api import ApiServer
@@ -240,13 +240,13 @@ def reconciler_lookback(every_seconds: float) -> timedelta:
     return RECONCILE_GRACE + timedelta(seconds=every_seconds) * runs
 
 
-def provision_environment(schedule_name: str, *, fast: bool) -> dict[str, str]:
-    """Create every resource on moto and put every function's deployed variables (local/as_deployed.py) and
-    `LOCAL_ONLY`'s into this process's environment, which the worker processes inherit: each worker still sees every
-    function's variables, not only its own (tests/e2e/test_recovery_story.py's circuit behaved differently with
-    each worker given only its own and its calls checked; not yet understood, so not yet done here). The integration
-    tier runs every function as deployed (tests/support/aws.py)."""
-    env = local_deployment(provision(retry_schedule=schedule_name), local_settings(schedule_name)).every_variable()
+def provision_environment(schedule_name: str, *, fast: bool) -> tuple[dict[str, str], LocalDeployment]:
+    """Create every resource on moto; each function's environment and statements as deployed on them
+    (local/as_deployed.py: its worker processes get exactly that environment, and their calls are checked against
+    those statements); and this process's own environment: every resource's variable (for the stack itself, which
+    polls the queues and keys the demo), and `LOCAL_ONLY`'s, which every worker keeps."""
+    deployment = local_deployment(provision(retry_schedule=schedule_name), local_settings(schedule_name))
+    env = deployment.every_variable()
     # Local mode only (as_deployed.LOCAL_ONLY): endpoints on 127.0.0.1 (the demo consumer) receive webhooks;
     # unsigned and unchecked calls to moto (adapters/aws.py); --fast's short endpoint-health day.
     env[schema.ALLOW_PRIVATE_DESTINATIONS] = "true"
@@ -255,7 +255,7 @@ def provision_environment(schedule_name: str, *, fast: bool) -> dict[str, str]:
         env[schema.ENDPOINT_HEALTH_DAY_SECONDS] = str(FAST_HEALTH_DAY_SECONDS)
     os.environ.update(env)
     wiring.reset()  # clients are made from now on, against moto
-    return env
+    return env, deployment
 
 
 def start(
@@ -270,8 +270,8 @@ def start(
     aws = start_aws_endpoints()
     workers: FunctionWorkers | None = None
     try:
-        env = provision_environment(schedule_name, fast=fast)
-        workers = FunctionWorkers(concurrency_limits(concurrency), log_level.upper())
+        env, deployment = provision_environment(schedule_name, fast=fast)
+        workers = FunctionWorkers(concurrency_limits(concurrency), log_level.upper(), deployment)
         lambda_runtime.use_workers(workers)
         workers.warm_up([function.name for function in functions.FUNCTIONS])
         keys = issue_keys(env[schema.API_KEYS.env_var])

@@ -43,13 +43,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """Per function, the actions its role grants its code that no test of this run called."""
+    """Per function, the actions its code called in this run, and those its role grants that no test called."""
     log = os.environ.get(CALLS_LOG)
     if hasattr(config, "workerinput") or not log or not Path(log).read_text():
         return
     pairs = (line.split(maxsplit=1) for line in Path(log).read_text().splitlines() if line.strip())
     seen = {(function, action) for function, action in pairs}
     policies = local_deployment(placeholder_environment(), local_settings()).policies
-    terminalreporter.section("IAM: granted and never called in this run")
+    terminalreporter.section("IAM: each function's calls in this run, and its grants never called")
     for function, actions in unused_actions(seen, policies).items():
-        terminalreporter.write_line(f"{function}: {', '.join(actions) or 'every action called'}")
+        called = sorted(action for name, action in seen if name == function)
+        terminalreporter.write_line(f"{function}: called {', '.join(called) or 'nothing'}")
+        terminalreporter.write_line(f"{' ' * len(function)}  never called: {', '.join(actions) or 'none'}")

@@ -58,7 +58,10 @@ def test_a_failing_consumer_recovers_every_event_by_redrive(
     window_end = datetime.now(UTC)
     dead = deliveries_of(tenant, endpoint.id, status="dead")
     assert {d.event_id for d in dead} == event_ids
-    assert all(d.last_status_code == 500 for d in dead)
+    # Each was attempted and answered 500, or was parked by the open circuit before its first attempt (which of the
+    # two depends on whether a retry of an earlier event came before it: five failures in a row open the circuit).
+    assert {d.last_status_code for d in dead} <= {500, None}
+    assert sum(1 for d in dead if d.last_status_code == 500) >= 1
     assert accepted_ids(consumer) == []
 
     # 2. The fix is deployed, and a test delivery confirms it before replaying in bulk.

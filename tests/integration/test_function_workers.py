@@ -23,8 +23,9 @@ import pytest
 
 from hookrelay.adapters import schema
 from hookrelay.domain import api_keys
-from hookrelay.functions import AUTHORIZER, BY_NAME, PORTAL
+from hookrelay.functions import API, AUTHORIZER, BY_NAME, PORTAL
 from local import gateway, lambda_runtime
+from local.as_deployed import local_deployment, local_settings, placeholder_environment
 from local.function_workers import FunctionWorkers, InvocationFailed, Worker
 
 WAIT_SECONDS = 30.0  # generous: a fork server's first start imports every handler
@@ -135,6 +136,30 @@ def test_a_worker_killed_mid_invocation_fails_that_invocation_only(pool: Functio
         assert worker not in pool._all  # ended and forgotten
 
 
+def test_a_route_whose_worker_is_killed_mid_invocation_answers_as_api_gateway_answers_a_function_error(
+    pool: FunctionWorkers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the gateway: the API function, blocked on its endpoints' table, is killed. The caller gets API
+    Gateway's answer to a function error (502, `{"message": …}`), never a 500 nor a dropped connection, and the
+    route works again at once."""
+    for table in schema.ALL_TABLES:  # named for the API function (the fork server, started below, takes them)
+        monkeypatch.setenv(table.env_var, table.logical_name)
+    token = "Bearer " + api_keys.mint_key().token
+    cache = gateway.AuthorizerCache(60)  # the authorizer's answer, as API Gateway has it cached: only the API runs
+    cache.put(token, {"isAuthorized": True, "context": {"key_id": "key_1", "role": api_keys.tenant_role("ten_1")}})
+
+    listing = _in_background(lambda: gateway.handle("GET", "/v1/endpoints", "", {"authorization": token}, b"", cache))
+    worker = _wait_for_worker(pool, API.name)
+    _wait_until_blocked_on_aws(worker)
+    kill(worker)
+
+    answer = listing.result()
+    assert isinstance(answer, gateway.GatewayResponse), answer
+    assert (answer.status, answer.json()) == (502, {"message": "Internal Server Error"})
+    assert answer.status == gateway.FUNCTION_ERROR_STATUS
+    assert page().status == 200
+
+
 def test_a_worker_that_dies_before_the_event_reaches_it_is_replaced_and_the_invocation_retried(
     pool: FunctionWorkers,
 ) -> None:
@@ -153,6 +178,40 @@ def test_a_worker_that_dies_before_the_event_reaches_it_is_replaced_and_the_invo
         answer = invocation.result()
         assert isinstance(answer, gateway.GatewayResponse), answer
         assert answer.status == 200, answer.body[:200]
+
+
+def test_the_local_stack_s_workers_run_as_deployed_their_own_environment_and_their_calls_checked(
+    monkeypatch: pytest.MonkeyPatch, silent_aws: str
+) -> None:
+    """A pool given the deployment (as the local stack gives it) makes each worker its function's alone: the
+    authorizer's worker has the authorizer's variables and no other function's, and with its GetItem on the keys'
+    table taken away its lookup is refused in the worker, as AWS refuses it, before any request leaves."""
+    for name, value in {
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_ENDPOINT_URL": silent_aws,  # never reached: the refusal comes first
+    }.items():
+        monkeypatch.setenv(name, value)
+    deployment = local_deployment(placeholder_environment(), local_settings())
+    forkserver._forkserver._stop()
+    workers = FunctionWorkers(
+        dict.fromkeys(BY_NAME, 1), "WARNING", deployment.without(AUTHORIZER.name, "dynamodb:GetItem")
+    )
+    try:
+        seen = workers._as_deployed(AUTHORIZER.name)
+        assert seen is not None
+        own = deployment.environments[AUTHORIZER.name]
+        assert {name: seen.environment[name] for name in own} == own
+        assert not (deployment.names - set(own)) & set(seen.environment)  # nothing of another function's
+        assert schema.TENANTS.env_var not in seen.environment
+
+        event = {"headers": {"authorization": f"Bearer {api_keys.mint_key().token}"}}
+        with pytest.raises(InvocationFailed, match=r"AccessDeniedException.*dynamodb:GetItem"):
+            workers.invoke(AUTHORIZER.name, event)
+    finally:
+        workers.stop()
+        forkserver._forkserver._stop()
 
 
 class _Background:
