@@ -33,6 +33,9 @@ from hookrelay.services.auto_disable import policy_from_config
 # unchecked calls to moto (adapters/aws.py), and --fast mode's short "day" of the endpoint-health policy.
 LOCAL_ONLY = (schema.ALLOW_PRIVATE_DESTINATIONS, aws.LOCAL_MOTO_CALLS, schema.ENDPOINT_HEALTH_DAY_SECONDS)
 ACCOUNT = "123456789012"  # moto's default account
+# The API's URL where no server listens (the integration tier calls the gateway in its process): a name that
+# resolves nowhere (RFC 6761's .test), so a link minted there can be read but never followed.
+TEST_API_URL = "https://api.hookrelay.test"
 
 
 def function_name(function: str) -> str:
@@ -91,6 +94,7 @@ def resources(env: Mapping[str, str]) -> Resources:
         queue_urls={spec: env[spec.env_var] for spec in schema.ALL_QUEUES},
         topic_arns={spec: env[spec.env_var] for spec in schema.ALL_TOPICS},
         retry_state_machine_arn=env[schema.RETRY_STATE_MACHINE_ARN],
+        api_url=env.get(schema.API_URL, TEST_API_URL),
     )
 
 
@@ -137,4 +141,5 @@ def placeholder_environment() -> dict[str, str]:
         spec.env_var: f"arn:aws:sns:us-east-1:{ACCOUNT}:hookrelay-{spec.logical_name}" for spec in schema.ALL_TOPICS
     }
     env[schema.RETRY_STATE_MACHINE_ARN] = f"arn:aws:states:us-east-1:{ACCOUNT}:stateMachine:hookrelay-retry"
+    env[schema.API_URL] = TEST_API_URL
     return env

@@ -152,10 +152,13 @@ def issue_keys(api_keys_table: str) -> Keys:
 
 def open_portal(api_url: str, tenant_key: str) -> str:
     """The demo tenant's consumer portal link, opened the documented way (POST /v1/portal-sessions), for as long
-    as a session may last; the link is built against the address the API really listens on."""
+    as a session may last and with every capability, so that each of the page's buttons can be tried (a link a
+    tenant forwards has view and recover by default); the API builds it against the address it listens on."""
     lifetime = int(portal.MAX_LIFETIME.total_seconds())
-    opened = call_api("POST", "/v1/portal-sessions", tenant_key, {"ttl_seconds": lifetime})
-    return portal.portal_link(api_url, opened["token"])
+    body = {"ttl_seconds": lifetime, "capabilities": [c.value for c in portal.Capability]}
+    link: str = call_api("POST", "/v1/portal-sessions", tenant_key, body)["portal_url"]
+    assert link.startswith(api_url), (link, api_url)
+    return link
 
 
 @dataclass
@@ -240,12 +243,13 @@ def reconciler_lookback(every_seconds: float) -> timedelta:
     return RECONCILE_GRACE + timedelta(seconds=every_seconds) * runs
 
 
-def provision_environment(schedule_name: str, *, fast: bool) -> tuple[dict[str, str], LocalDeployment]:
+def provision_environment(schedule_name: str, api_url: str, *, fast: bool) -> tuple[dict[str, str], LocalDeployment]:
     """Create every resource on moto; each function's environment and statements as deployed on them
     (local/as_deployed.py: its worker processes get exactly that environment, and their calls are checked against
     those statements); and this process's own environment: every resource's variable (for the stack itself, which
     polls the queues and keys the demo), and `LOCAL_ONLY`'s, which every worker keeps."""
-    deployment = local_deployment(provision(retry_schedule=schedule_name), local_settings(schedule_name))
+    resources = {**provision(retry_schedule=schedule_name), schema.API_URL: api_url}
+    deployment = local_deployment(resources, local_settings(schedule_name))
     env = deployment.every_variable()
     # Local mode only (as_deployed.LOCAL_ONLY): endpoints on 127.0.0.1 (the demo consumer) receive webhooks;
     # unsigned and unchecked calls to moto (adapters/aws.py); --fast's short endpoint-health day.
@@ -269,18 +273,22 @@ def start(
     schedule_name = "fast" if fast else "default"
     aws = start_aws_endpoints()
     workers: FunctionWorkers | None = None
+    api: ApiServer | None = None
     try:
-        env, deployment = provision_environment(schedule_name, fast=fast)
+        # Bound first (serving starts last): its address is the API's URL the functions are deployed with.
+        api = ApiServer(port, gateway.AuthorizerCache(authorizer_cache_seconds))  # 0 s: keeps nothing
+        env, deployment = provision_environment(schedule_name, api.url, fast=fast)
         workers = FunctionWorkers(concurrency_limits(concurrency), log_level.upper(), deployment)
         lambda_runtime.use_workers(workers)
         workers.warm_up([function.name for function in functions.FUNCTIONS])
         keys = issue_keys(env[schema.API_KEYS.env_var])
-        api = ApiServer(port, gateway.AuthorizerCache(authorizer_cache_seconds))  # 0 s: keeps nothing
         portal_url = open_portal(api.url, keys.tenant_key)
         triggers = event_sources(env, concurrency)
     except BaseException:
         if workers is not None:
             workers.stop()
+        if api is not None:
+            api.httpd.server_close()  # bound, never served: nothing to shut down
         aws.stop()
         raise
     timers = scheduled_functions(fast=fast)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, Stack
+import jsii
+from aws_cdk import CfnOutput, IStableStringProducer, Lazy, Stack
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
@@ -34,6 +36,17 @@ def cdk_runtime(runtime: config.LambdaRuntime) -> lambda_.Runtime:
     """aws-cdk-lib's own constant for the runtime (it knows every runtime of LAMBDA_PYTHON_RUNTIMES: tested)."""
     (known,) = (candidate for candidate in lambda_.Runtime.ALL if candidate.name == runtime.name)
     return known
+
+
+@jsii.implements(IStableStringProducer)
+class _Later:
+    """A value read when the template is written, not when the construct is made."""
+
+    def __init__(self, produce: Callable[[], str]) -> None:
+        self._produce = produce
+
+    def produce(self) -> str:
+        return self._produce()
 
 
 class HookrelayStack(Stack):
@@ -79,6 +92,8 @@ class HookrelayStack(Stack):
             queues=queues,
             notices=notices,
             retry_workflow=retry.state_machine,
+            # The API is made after its functions (its routes need them); its endpoint is read once it exists.
+            api_url=Lazy.string(_Later(lambda: api.url)),
             settings=self.function_settings,
             reserved_concurrency=concurrency.reserved,
             event_source_max_concurrency={DELIVERY.name: concurrency.delivery_max_concurrency},

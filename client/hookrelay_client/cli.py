@@ -440,8 +440,15 @@ def create_api_key(client: HookrelayClient, args: argparse.Namespace) -> Result:
 
 
 def open_portal(client: HookrelayClient, args: argparse.Namespace) -> Result:
-    opened = client.open_portal_session(args.tenant_id, args.ttl)
-    text = fields([("session", opened.session_id), ("tenant", opened.tenant_id), ("expires", str(opened.expires_at))])
+    opened = client.open_portal_session(args.tenant_id, args.ttl, args.capability)
+    text = fields(
+        [
+            ("session", opened.session_id),
+            ("tenant", opened.tenant_id),
+            ("expires", str(opened.expires_at)),
+            ("may", ", ".join(opened.capabilities)),
+        ]
+    )
     return Result(opened, f"{text}\n{opened.portal_url}\n(the link is shown only now; open it in a browser)")
 
 
@@ -659,6 +666,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = command(portal, "open", open_portal, "make a short-lived link to a tenant's portal page")
     sub.add_argument("--tenant-id", help="the tenant (admin keys); a tenant key opens its own")
     sub.add_argument("--ttl", type=seconds, help="how long the link works: 60s to 1h (default 15m)")
+    sub.add_argument(
+        "--capability",
+        action="append",
+        choices=("view", "recover", "manage"),
+        help="what the link may do (repeatable; default: view and recover; view always)",
+    )
 
     keys = commands.add_parser("api-keys", help="manage API keys (admin key)").add_subparsers(
         dest="action", required=True, metavar="ACTION"

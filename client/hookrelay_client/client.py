@@ -186,10 +186,18 @@ class HookrelayClient:
 
     # -- the consumer portal ---------------------------------------------------------------------
 
-    def open_portal_session(self, tenant_id: str | None = None, ttl_seconds: int | None = None) -> PortalSession:
+    def open_portal_session(
+        self,
+        tenant_id: str | None = None,
+        ttl_seconds: int | None = None,
+        capabilities: Sequence[str] | None = None,
+    ) -> PortalSession:
         """A short-lived link to the tenant's portal page: a tenant key opens it for its own tenant (tenant_id
-        may be left out), an admin key for the tenant named."""
-        body = _without_none({"tenant_id": tenant_id, "ttl_seconds": ttl_seconds})
+        may be left out), an admin key for the tenant named. `capabilities`: any of "view", "recover", "manage"
+        (the server's default, left out: view and recover)."""
+        body = _without_none(
+            {"tenant_id": tenant_id, "ttl_seconds": ttl_seconds, "capabilities": list(capabilities or []) or None}
+        )
         return self._post(PortalSession, "/v1/portal-sessions", body)
 
     # -- tenants: endpoints ----------------------------------------------------------------------

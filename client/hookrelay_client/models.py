@@ -25,6 +25,7 @@ class PortalSession(Model):
     tenant_id: str
     created_at: datetime
     expires_at: datetime
+    capabilities: list[str]  # view, recover, manage
     token: str = Field(repr=False)  # shown once, at creation; kept out of reprs and logs
     portal_url: str = Field(repr=False)  # holds the token
 

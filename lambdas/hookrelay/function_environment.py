@@ -21,6 +21,8 @@ from hookrelay.functions import API, INTERPRETER_ENVIRONMENT, ROUTES, Function
 
 # The functions that serve the API's routes.
 SERVING_ROUTES = frozenset(function.name for function in ROUTES.values())
+# The route that mints portal links (which carry the API's URL).
+OPENS_PORTAL_SESSIONS = "POST /v1/portal-sessions"
 # The level of the functions' own log lines (Lambda's application log level, and Powertools').
 LOG_LEVEL = "INFO"
 
@@ -35,6 +37,7 @@ class Resources:
     queue_urls: Mapping[schema.QueueSpec, str]
     topic_arns: Mapping[schema.TopicSpec, str]
     retry_state_machine_arn: str
+    api_url: str  # the API's base URL, no trailing slash (the HTTP API's endpoint; the local gateway's address)
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,13 @@ def resource_environment(function: Function, resources: Resources) -> dict[str, 
         env[schema.RETRY_STATE_MACHINE_ARN] = resources.retry_state_machine_arn
     for topic in access.publishes:
         env[topic.env_var] = resources.topic_arns[topic]
+    if OPENS_PORTAL_SESSIONS in _routes(function):  # its links point at the API as deployed, not as a caller says
+        env[schema.API_URL] = resources.api_url
     return env
+
+
+def _routes(function: Function) -> frozenset[str]:
+    return frozenset(route.route_key for route, serving in ROUTES.items() if serving.name == function.name)
 
 
 def _powertools(function: Function, settings: Settings) -> dict[str, str]:

@@ -69,6 +69,11 @@ class per_function(Generic[_T]):
         self._made.clear()
 
 
+def api_url() -> str:
+    """The API's base URL as deployed (function_environment.py): where portal links point."""
+    return os.environ[schema.API_URL]
+
+
 def _table(spec: schema.TableSpec) -> Any:
     return aws.table(os.environ[spec.env_var])
 

@@ -59,6 +59,7 @@ class Functions(Construct):
         queues: Queues,
         notices: Notices,
         retry_workflow: sfn.IStateMachine,
+        api_url: str,
         settings: Settings,
         entries: Iterable[Function] = FUNCTIONS,
         reserved_concurrency: Mapping[str, int] | None = None,
@@ -73,6 +74,7 @@ class Functions(Construct):
         self._runtime = runtime
         self._tracing = xray_tracing
         self._storage, self._queues, self._notices, self._retry_workflow = storage, queues, notices, retry_workflow
+        self._api_url = api_url  # `api_url`: the HTTP API's endpoint (a token: the API is made after the functions)
         self._reserved = dict(reserved_concurrency or {})
         self._max_concurrency = dict(event_source_max_concurrency or {})
         self._settings = settings
@@ -194,6 +196,7 @@ class Functions(Construct):
             queue_urls={spec: self._queues.queue(spec).queue_url for spec in schema.ALL_QUEUES},
             topic_arns={spec: self._notices.topic(spec).topic_arn for spec in schema.ALL_TOPICS},
             retry_state_machine_arn=self._retry_workflow.state_machine_arn,
+            api_url=self._api_url,
         )
 
     def _grant(self, role: iam.Role, entry: Function) -> None:

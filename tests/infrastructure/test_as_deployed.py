@@ -43,6 +43,7 @@ class Resolver:
         self.arns[_one(ids, "NoticesNoticesKey")] = local.topic_key
         for function in functions.FUNCTIONS:
             self.arns[_one(ids, f"Functions{function.name.title()}Logs")] = local.log_groups[function.name]
+        self.api_endpoints = {_one(ids, "ApiHttpApi"): env[schema.API_URL]}
 
     def __call__(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -52,6 +53,8 @@ class Resolver:
         [(name, argument)] = value.items()
         if name == "Ref":
             return self.refs[argument]
+        if name == "Fn::GetAtt" and argument[1] == "ApiEndpoint":
+            return self.api_endpoints[argument[0]]
         if name == "Fn::GetAtt":
             assert argument[1] == "Arn", argument
             return self.arns[argument[0]]

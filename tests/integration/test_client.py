@@ -528,6 +528,10 @@ def test_a_portal_session_through_the_client_and_cli(platform: Platform, tenant:
 
     code, out, _ = cli(platform.admin_token, "portal", "open", "--tenant-id", tenant["id"], "--ttl", "10m")
     assert code == 0 and "/portal#token=hrp_ps_" in out and tenant["id"] in out
+    assert opened.capabilities == ["view", "recover"]
+    assert tenant["client"].open_portal_session(capabilities=["manage"]).capabilities == ["view", "manage"]
+    code, out, _ = cli(platform.admin_token, "portal", "open", "--tenant-id", tenant["id"], "--capability", "manage")
+    assert code == 0 and "view, manage" in out
     code, out, _ = cli(token_of(tenant["client"]), "--json", "portal", "open")
     assert code == 0 and json.loads(out)["tenant_id"] == tenant["id"]
     code, _, err = cli(opened.token, "portal", "open")  # a session cannot open another

@@ -54,7 +54,8 @@ def test_a_tenant_s_session_is_its_tenant_s_principal_until_it_expires() -> None
     sessions = service()
     opened = sessions.open(tenant_key(), None, portal.DEFAULT_LIFETIME)
     who = sessions.authenticate(opened.token)
-    assert who == Principal(key_id=opened.session.id, role=tenant_role(TENANT), portal=True, counted_as="key_t")
+    grant = portal.Grant(frozenset(portal.DEFAULT_CAPABILITIES), opened.session.expires_at)
+    assert who == Principal(key_id=opened.session.id, role=tenant_role(TENANT), grant=grant, counted_as="key_t")
     assert who.rate_limit_id == "key_t"  # the opening key's rate limit, not a fresh one per session
     assert who.tenant_id == TENANT and not who.is_admin and not who.is_producer
     opened.session.expires_at -= int(portal.DEFAULT_LIFETIME.total_seconds())  # now expired
@@ -78,7 +79,9 @@ def test_who_may_open_a_session_for_whom() -> None:
     with pytest.raises(Forbidden):
         sessions.open(Principal("key_p", PRODUCER), TENANT, lifetime)
     with pytest.raises(Forbidden):
-        sessions.open(Principal("ps_x", tenant_role(TENANT), portal=True), None, lifetime)
+        sessions.open(
+            Principal("ps_x", tenant_role(TENANT), grant=portal.Grant(frozenset(portal.Capability), 0)), None, lifetime
+        )
     with pytest.raises(InvalidRequest):
         sessions.open(Principal("key_a", ADMIN), None, lifetime)
     with pytest.raises(NotFound):
@@ -90,3 +93,17 @@ def test_lifetimes_are_bounded() -> None:
     for lifetime in (portal.MIN_LIFETIME - timedelta(seconds=1), portal.MAX_LIFETIME + timedelta(seconds=1)):
         with pytest.raises(InvalidRequest):
             sessions.open(tenant_key(), None, lifetime)
+
+
+def test_a_link_has_view_always_and_the_default_when_nothing_is_asked() -> None:
+    assert portal.capabilities_of(None) == (portal.Capability.VIEW, portal.Capability.RECOVER)
+    assert portal.capabilities_of([portal.Capability.MANAGE]) == (portal.Capability.VIEW, portal.Capability.MANAGE)
+
+
+def test_a_grant_survives_the_authorizer_s_context_and_anything_unreadable_grants_nothing() -> None:
+    grant = portal.Grant(frozenset(portal.DEFAULT_CAPABILITIES), 2_000_000_000)
+    assert portal.Grant.from_context(grant.to_context()) == grant
+    for context in ({}, {portal.CAPABILITIES: 7, portal.EXPIRES_AT: "soon"}, {portal.CAPABILITIES: "root,manage"}):
+        read = portal.Grant.from_context(context)
+        assert read.expires_at == 0 and portal.Capability.VIEW not in read.capabilities
+    assert portal.Grant.from_context({portal.CAPABILITIES: "root,manage"}).capabilities == {portal.Capability.MANAGE}

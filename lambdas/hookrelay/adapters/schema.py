@@ -130,6 +130,8 @@ ALL_TABLES: tuple[TableSpec, ...] = (
 # services apart by it where several functions share a process (the integration tier).
 FUNCTION_NAME = "AWS_LAMBDA_FUNCTION_NAME"
 RETRY_STATE_MACHINE_ARN = "RETRY_STATE_MACHINE_ARN"
+# The API's own base URL, as deployed (no trailing slash): where a portal link points, never a request's headers.
+API_URL = "API_URL"
 RETRY_SCHEDULE = "RETRY_SCHEDULE"
 ALLOW_PRIVATE_DESTINATIONS = "ALLOW_PRIVATE_DESTINATIONS"
 ATTEMPT_TIMEOUT_SECONDS = "ATTEMPT_TIMEOUT_SECONDS"

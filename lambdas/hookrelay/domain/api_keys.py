@@ -12,6 +12,7 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hookrelay.domain import ids
 
@@ -21,6 +22,9 @@ _ROLE = re.compile(r"^(admin|producer|tenant:ten_[0-9A-Z]{26})$")
 
 ADMIN = "admin"
 PRODUCER = "producer"
+
+if TYPE_CHECKING:  # domain/portal.py imports this module
+    from hookrelay.domain.portal import Grant
 
 
 def tenant_role(tenant_id: str) -> str:
@@ -61,8 +65,13 @@ def token_matches(token: str, stored_hash: str) -> bool:
 class Principal:
     key_id: str  # the API key's id, or the portal session's id
     role: str
-    portal: bool = False  # a consumer portal session (domain/portal.py): the tenant's routes only
+    # A consumer portal session's capabilities and expiry (domain/portal.py); None for an API key.
+    grant: Grant | None = None
     counted_as: str | None = None  # whose per-key rate limit its requests count against, when not its own
+
+    @property
+    def portal(self) -> bool:
+        return self.grant is not None
 
     @property
     def rate_limit_id(self) -> str:

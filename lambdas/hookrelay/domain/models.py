@@ -18,6 +18,7 @@ from typing import Any
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import FailureKind, Outcome
+from hookrelay.domain.portal import DEFAULT_CAPABILITIES, Capability
 from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 
@@ -55,6 +56,8 @@ class PortalSession:
     created_at: datetime
     expires_at: int  # epoch seconds: the table's TTL attribute, and the moment the token stops working
     opened_by: str  # the API key that opened it (audit)
+    # What the link may do (domain/portal.py); a session stored before capabilities existed has the default.
+    capabilities: list[Capability] = field(default_factory=lambda: list(DEFAULT_CAPABILITIES))
 
 
 class EndpointState(StrEnum):

@@ -10,7 +10,9 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
+from hookrelay.domain import portal
 from hookrelay.domain.clock import to_rfc3339
+from hookrelay.domain.errors import Forbidden
 from hookrelay.functions import API
 from hookrelay.handlers import tracing
 from hookrelay.handlers.http import (
@@ -89,15 +91,16 @@ def create_portal_session() -> Response[str]:
     who = principal(app)
     wiring.portal_session_service().check_opener(who)
     body = parse_body(app, CreatePortalSession) if has_body(app) else CreatePortalSession()
-    opened = wiring.portal_session_service().open(who, body.tenant_id, timedelta(seconds=body.ttl_seconds))
+    opened = wiring.portal_session_service().open(
+        who, body.tenant_id, timedelta(seconds=body.ttl_seconds), body.capabilities
+    )
     return json_response(201, portal_session_view(opened.session, opened.token, _api_url()))
 
 
 def _api_url() -> str:
-    """This API's own base URL, as the caller reached it (the portal page is served beside the API)."""
-    headers = app.current_event.headers
-    host = headers.get("host") or app.current_event.request_context.domain_name
-    return f"{headers.get('x-forwarded-proto', 'https')}://{host}"
+    """This API's own base URL as deployed (the portal page is served beside the API); never the request's Host or
+    X-Forwarded-Proto, which the caller writes."""
+    return wiring.api_url()
 
 
 @app.post("/v1/endpoints")
@@ -155,9 +158,14 @@ def enable_endpoint(endpoint_id: str) -> Response[str]:
 
 @app.post("/v1/endpoints/<endpoint_id>/rotate-secret")
 def rotate_endpoint_secret(endpoint_id: str) -> Response[str]:
-    tenant_id = require_tenant(app)
+    who, tenant_id = principal(app), require_tenant(app)
     # The body is optional: no body rotates with the default overlap.
     body = parse_body(app, RotateSecret) if has_body(app) else RotateSecret()
+    if who.portal and body.expire_previous_after_seconds < portal.MIN_PORTAL_SECRET_OVERLAP.total_seconds():
+        raise Forbidden(
+            "a portal link keeps the previous secret valid at least"
+            f" {portal.MIN_PORTAL_SECRET_OVERLAP.total_seconds():g} seconds (expire_previous_after_seconds)"
+        )
     rotated = wiring.endpoint_service().rotate_secret(
         tenant_id,
         endpoint_id,

@@ -37,9 +37,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.info("refused", extra={"route": event.get("routeKey")})
         return {"isAuthorized": False}
     granted: dict[str, Any] = {"key_id": who.key_id, "role": who.role}
-    if who.portal:  # the tenant's routes only; its requests count against the key that opened it
+    if who.grant is not None:  # its capabilities' routes only, until it expires (handlers/http.py checks both on
+        # every request: this answer is cached); its requests count against the key that opened it
         granted[portal.SCOPE] = portal.PORTAL_SCOPE
         granted[portal.COUNTED_AS] = who.rate_limit_id
+        granted |= who.grant.to_context()
     return {"isAuthorized": True, "context": granted}
 
 

@@ -16,6 +16,7 @@ from hookrelay import wiring
 from hookrelay.adapters.aws import THROTTLED_RETRY_AFTER_SECONDS, throttled
 from hookrelay.domain import portal
 from hookrelay.domain.api_keys import Principal
+from hookrelay.domain.clock import epoch_seconds, utcnow
 from hookrelay.domain.errors import DomainError, Forbidden, InvalidDocument
 
 MAX_BODY_BYTES = 256 * 1024
@@ -85,16 +86,28 @@ def principal(app: APIGatewayHttpResolver) -> Principal:
     if not context.get("key_id") or not context.get("role"):
         # Unreachable behind the authorizer; refusing is the safe answer if it is ever misconfigured.
         raise Forbidden("no authenticated principal")
+    grant = portal.Grant.from_context(context) if context.get(portal.SCOPE) == portal.PORTAL_SCOPE else None
     who = Principal(
-        key_id=context["key_id"],
-        role=context["role"],
-        portal=context.get(portal.SCOPE) == portal.PORTAL_SCOPE,
-        counted_as=context.get(portal.COUNTED_AS) or None,
+        key_id=context["key_id"], role=context["role"], grant=grant, counted_as=context.get(portal.COUNTED_AS) or None
     )
+    if grant is not None:
+        _check_portal_grant(app, grant)
     if not app.context.get(_RATE_COUNTED):
         app.context[_RATE_COUNTED] = True  # the resolver clears its context after each request
         _admit(who.rate_limit_id)
     return who
+
+
+def _check_portal_grant(app: APIGatewayHttpResolver, grant: portal.Grant) -> None:
+    """A portal session's request: refused once the session has expired (the authorizer's answer is cached for up to
+    a minute, this check is not), or on a route its capabilities do not reach (domain/portal.py's one table)."""
+    route_key = app.current_event.raw_event.get("routeKey", "")
+    refusal = grant.refusal(route_key, epoch_seconds(utcnow()))
+    if refusal is None:
+        return
+    if refusal == portal.EXPIRED:
+        raise ProblemError(401, "Unauthorized", refusal, "portal-link-expired")
+    raise Forbidden(refusal)
 
 
 def _admit(key_id: str) -> None:

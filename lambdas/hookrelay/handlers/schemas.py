@@ -88,6 +88,8 @@ class CreatePortalSession(Strict):
         ge=int(portal.MIN_LIFETIME.total_seconds()),
         le=int(portal.MAX_LIFETIME.total_seconds()),
     )
+    # What the link may do (domain/portal.py); left out: view and recover. `view` is always included.
+    capabilities: list[portal.Capability] | None = Field(default=None, min_length=1, max_length=len(portal.Capability))
 
 
 def portal_session_view(session: PortalSession, token: str, api_url: str) -> dict[str, Any]:
@@ -97,6 +99,7 @@ def portal_session_view(session: PortalSession, token: str, api_url: str) -> dic
         "tenant_id": session.tenant_id,
         "created_at": _time(session.created_at),
         "expires_at": _time(datetime.fromtimestamp(session.expires_at, UTC)),
+        "capabilities": [c.value for c in session.capabilities],
         "token": token,
         "portal_url": portal.portal_link(api_url, token),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -35,8 +36,9 @@ class PortalSessionCheck:
             return None
         if session.expires_at <= epoch_seconds(utcnow()):  # TTL removes it within days, not at once
             return None
+        grant = portal.Grant(capabilities=frozenset(session.capabilities), expires_at=session.expires_at)
         return Principal(
-            key_id=session.id, role=tenant_role(session.tenant_id), portal=True, counted_as=session.opened_by
+            key_id=session.id, role=tenant_role(session.tenant_id), grant=grant, counted_as=session.opened_by
         )
 
 
@@ -46,8 +48,15 @@ class PortalSessionService(PortalSessionCheck):
 
     tenants: TenantRepository
 
-    def open(self, opener: Principal, tenant_id: str | None, lifetime: timedelta) -> OpenedSession:
-        """A new session for the opener's own tenant, or (an admin) for the tenant named.
+    def open(
+        self,
+        opener: Principal,
+        tenant_id: str | None,
+        lifetime: timedelta,
+        capabilities: Iterable[portal.Capability] | None = None,
+    ) -> OpenedSession:
+        """A new session for the opener's own tenant, or (an admin) for the tenant named, with `capabilities`
+        (`portal.capabilities_of`: the default when None).
 
         One write: a crash before it leaves nothing, after it a session whose token nobody received, which
         expires unused (the caller retries and gets another).
@@ -67,6 +76,7 @@ class PortalSessionService(PortalSessionCheck):
             created_at=now,
             expires_at=epoch_seconds(now + lifetime),
             opened_by=opener.key_id,
+            capabilities=list(portal.capabilities_of(capabilities)),
         )
         self.sessions.put(session)
         return OpenedSession(session=session, token=minted.token)
