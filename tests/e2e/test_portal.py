@@ -218,8 +218,17 @@ def test_test_event_rotation_disable_enable_and_filters(
     consumer = consumers("portal-actions")
     endpoint = HookrelayClient(stack.api_url, tenant_key).create_endpoint(consumer.url, ["*"])
     consumer.control(secret=endpoint.secret)
-    browser.open(stack.portal_link(tenant_key))
     card_css = f'.endpoint[data-endpoint="{endpoint.id}"]'
+
+    # A link with the default capabilities (view, recover) is refused the secret's rotation, and says why.
+    browser.open(stack.portal_link(tenant_key))
+    browser.button("Rotate secret", browser.wait(card_css)).click()
+    assert "capability" in browser.wait(f'{card_css} [data-role="error"]').text
+    unchanged = stack.call("GET", f"/v1/endpoints/{endpoint.id}", tenant_key).json()["signing_secrets"]
+    assert len(unchanged) == len(endpoint.signing_secrets) == 1
+
+    browser.open("about:blank")  # a page load of its own: nothing of the refused link's page is left to click
+    browser.open(stack.portal_link(tenant_key, capabilities=["recover", "manage"]))
 
     # A test event: its delivery opens from the notice, and reaches the consumer.
     browser.button("Send test event", browser.wait(card_css)).click()

@@ -76,8 +76,11 @@
     });
     const type = response.headers.get("content-type") || "";
     const payload = response.status === 204 ? null : await response.json().catch(() => null);
-    // API Gateway's own refusal (no problem details): the token is expired, revoked or forged.
-    if ((response.status === 401 || response.status === 403) && !type.includes("problem+json")) throw new Refused();
+    // API Gateway's own refusal (no problem details): the token is expired, revoked or forged; or a 401 from the
+    // functions, which check the link's expiry themselves while API Gateway still has the authorizer's answer.
+    // A 403 with problem details is a route this link's capabilities do not reach: shown as a notice.
+    const unauthorized = response.status === 401 || (response.status === 403 && !type.includes("problem+json"));
+    if (unauthorized) throw new Refused();
     if (!response.ok) throw new Problem(response.status, payload);
     return payload;
   }
