@@ -80,6 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the fast retry schedule: seconds instead of minutes and hours, the same shape (watch retries happen)",
     )
     parser.add_argument(
+        "--block-private",
+        action="store_true",
+        help="the deployed destination guard: endpoints must be https:// on public addresses and allowed ports"
+        " (the demo consumer on 127.0.0.1 is then refused)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="once ready, print one line of JSON (api_url, admin_key, producer_key, tenant_id, tenant_key,"
@@ -243,20 +249,30 @@ def reconciler_lookback(every_seconds: float) -> timedelta:
     return RECONCILE_GRACE + timedelta(seconds=every_seconds) * runs
 
 
-def provision_environment(schedule_name: str, api_url: str, *, fast: bool) -> tuple[dict[str, str], LocalDeployment]:
+def local_only_environment(*, fast: bool, block_private: bool) -> dict[str, str]:
+    """`as_deployed.LOCAL_ONLY`'s values: endpoints on 127.0.0.1 (the demo consumer) receive webhooks, unless
+    --block-private asks for the deployed guard (spelt out as "false", what an unset variable means, so that a
+    value in the caller's shell cannot turn it back on); unsigned and unchecked calls to moto (adapters/aws.py);
+    --fast's short endpoint-health day."""
+    env = {
+        schema.ALLOW_PRIVATE_DESTINATIONS: "false" if block_private else "true",
+        aws_clients.LOCAL_MOTO_CALLS: "true",
+    }
+    if fast:
+        env[schema.ENDPOINT_HEALTH_DAY_SECONDS] = str(FAST_HEALTH_DAY_SECONDS)
+    return env
+
+
+def provision_environment(
+    schedule_name: str, api_url: str, *, fast: bool, block_private: bool = False
+) -> tuple[dict[str, str], LocalDeployment]:
     """Create every resource on moto; each function's environment and statements as deployed on them
     (local/as_deployed.py: its worker processes get exactly that environment, and their calls are checked against
     those statements); and this process's own environment: every resource's variable (for the stack itself, which
     polls the queues and keys the demo), and `LOCAL_ONLY`'s, which every worker keeps."""
     resources = {**provision(retry_schedule=schedule_name), schema.API_URL: api_url}
     deployment = local_deployment(resources, local_settings(schedule_name))
-    env = deployment.every_variable()
-    # Local mode only (as_deployed.LOCAL_ONLY): endpoints on 127.0.0.1 (the demo consumer) receive webhooks;
-    # unsigned and unchecked calls to moto (adapters/aws.py); --fast's short endpoint-health day.
-    env[schema.ALLOW_PRIVATE_DESTINATIONS] = "true"
-    env[aws_clients.LOCAL_MOTO_CALLS] = "true"
-    if fast:
-        env[schema.ENDPOINT_HEALTH_DAY_SECONDS] = str(FAST_HEALTH_DAY_SECONDS)
+    env = {**deployment.every_variable(), **local_only_environment(fast=fast, block_private=block_private)}
     os.environ.update(env)
     wiring.reset()  # clients are made from now on, against moto
     return env, deployment
@@ -269,6 +285,7 @@ def start(
     concurrency: int,
     log_level: str = "INFO",
     authorizer_cache_seconds: float = functions.authorizer_cache_seconds(),
+    block_private: bool = False,
 ) -> LocalStack:
     schedule_name = "fast" if fast else "default"
     aws = start_aws_endpoints()
@@ -277,7 +294,7 @@ def start(
     try:
         # Bound first (serving starts last): its address is the API's URL the functions are deployed with.
         api = ApiServer(port, gateway.AuthorizerCache(authorizer_cache_seconds))  # 0 s: keeps nothing
-        env, deployment = provision_environment(schedule_name, api.url, fast=fast)
+        env, deployment = provision_environment(schedule_name, api.url, fast=fast, block_private=block_private)
         workers = FunctionWorkers(concurrency_limits(concurrency), log_level.upper(), deployment)
         lambda_runtime.use_workers(workers)
         workers.warm_up([function.name for function in functions.FUNCTIONS])
@@ -323,6 +340,7 @@ def describe(stack: LocalStack) -> str:
             + (f", then every {schedule.repeat_every} s" if schedule.repeat_every else "")
             + f", horizon {schedule.horizon} s",
             f"  endpoint health {_health_policy()}",
+            f"  destinations   {_destinations()}",
             f"  admin key      {keys.admin_key}",
             f"  producer key   {keys.producer_key}",
             f"  tenant         {keys.tenant_id}",
@@ -348,6 +366,14 @@ def describe(stack: LocalStack) -> str:
     )
 
 
+def _destinations() -> str:
+    """Where endpoints may point: local mode's 127.0.0.1, or the deployed guard (--block-private)."""
+    ports = wiring.endpoint_ports().described
+    if wiring.allow_private_destinations():
+        return f"any host, http:// too, on ports {ports} (127.0.0.1 on any port); --block-private: as deployed"
+    return f"public https:// hosts on ports {ports}, as deployed (--block-private: 127.0.0.1 is refused)"
+
+
 def _health_policy() -> str:
     """When an endpoint failing throughout is warned and disabled (notices go to the SNS topic, and are logged)."""
     policy = wiring.auto_disable_policy()  # from the environment: --fast shortens its day
@@ -369,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             concurrency=args.concurrency,
             log_level=args.log_level,
             authorizer_cache_seconds=args.authorizer_cache_seconds,
+            block_private=args.block_private,
         )
     except OSError as error:  # most likely the port is taken
         print(

@@ -10,6 +10,7 @@ from typing import Any
 
 from constructs import Node
 
+from hookrelay.domain.addresses import EndpointPorts, endpoint_ports_from_config
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND, per_key_limit_from_config
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
 from hookrelay.functions import BY_NAME
@@ -183,6 +184,22 @@ def enforce_event_catalogue(node: Node) -> bool:
         raise InvalidConfiguration(
             f"CDK context {ENFORCE_EVENT_CATALOGUE_CONTEXT}={raw!r} is not valid: {error}. "
             "Give true or false, e.g. -c enforce_event_catalogue=true."
+        ) from error
+
+
+ENDPOINT_PORTS_CONTEXT = "endpoint_ports"
+
+
+def endpoint_ports(node: Node) -> EndpointPorts:
+    """`endpoint_ports`: the ports endpoint URLs may name, `wide` (443, 8443, 1024-65535; the default) or `narrow`
+    (443 and 8443 only)."""
+    raw: Any = node.try_get_context(ENDPOINT_PORTS_CONTEXT)
+    try:
+        return endpoint_ports_from_config(raw)
+    except ValueError as error:
+        raise InvalidConfiguration(
+            f"CDK context {ENDPOINT_PORTS_CONTEXT}={raw!r} is not valid: {error}. Give wide (443, 8443 and "
+            "1024-65535) or narrow (443 and 8443 only), e.g. -c endpoint_ports=narrow."
         ) from error
 
 

@@ -17,12 +17,16 @@ from dataclasses import dataclass
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
-from hookrelay.functions import API, INTERPRETER_ENVIRONMENT, ROUTES, Function
+from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
+from hookrelay.functions import API, DELIVERY, INTERPRETER_ENVIRONMENT, ROUTES, Function
 
 # The functions that serve the API's routes.
 SERVING_ROUTES = frozenset(function.name for function in ROUTES.values())
 # The route that mints portal links (which carry the API's URL).
 OPENS_PORTAL_SESSIONS = "POST /v1/portal-sessions"
+# The functions that hold endpoint URLs to the destination rule: the API registers and changes them, the delivery
+# function checks them again on every attempt, probes included.
+CHECKING_ENDPOINT_URLS = frozenset({API.name, DELIVERY.name})
 # The level of the functions' own log lines (Lambda's application log level, and Powertools').
 LOG_LEVEL = "INFO"
 
@@ -50,6 +54,7 @@ class Settings:
     api_key_rate_per_second: int | None  # None: no per-key limit
     enforce_event_catalogue: bool
     xray_tracing: bool = False
+    endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS
 
 
 def environment(function: Function, resources: Resources, settings: Settings) -> dict[str, str]:
@@ -102,4 +107,6 @@ def _settings(function: Function, settings: Settings) -> dict[str, str]:
         env[schema.API_KEY_RATE_PER_SECOND] = str(settings.api_key_rate_per_second)
     if function.name == API.name:  # only the API function registers and changes endpoints' filters
         env[schema.ENFORCE_EVENT_CATALOGUE] = "true" if settings.enforce_event_catalogue else "false"
+    if function.name in CHECKING_ENDPOINT_URLS:
+        env[schema.ENDPOINT_PORTS] = settings.endpoint_ports.value
     return env

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from hookrelay.adapters.redrive_sqs import SqsRedriveJobs
     from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
     from hookrelay.adapters.telemetry import DeadLetterTelemetry, PowertoolsTelemetry
+    from hookrelay.domain.addresses import EndpointPorts
     from hookrelay.domain.platform_events import PlatformNotice
     from hookrelay.domain.schedule import RetrySchedule
     from hookrelay.services.api_keys import KeyService
@@ -81,6 +82,13 @@ def _table(spec: schema.TableSpec) -> Any:
 def allow_private_destinations() -> bool:
     """Local mode only: lets endpoints on 127.0.0.1 receive webhooks. Never set in a deployed stack."""
     return os.environ.get(schema.ALLOW_PRIVATE_DESTINATIONS, "false").lower() == "true"
+
+
+def endpoint_ports() -> EndpointPorts:
+    """The ports endpoint URLs may name (CDK context `endpoint_ports`), at registration and on every attempt."""
+    from hookrelay.domain.addresses import endpoint_ports_from_config
+
+    return endpoint_ports_from_config(os.environ.get(schema.ENDPOINT_PORTS))
 
 
 @per_function
@@ -161,6 +169,7 @@ def endpoint_service() -> EndpointService:
         delivery_table(),
         _parking(),
         allow_private_destinations=allow_private_destinations(),
+        endpoint_ports=endpoint_ports(),
         # Only where the deployment enforces it (the API function): the sweeper disables endpoints with this service
         # and has no access to the catalogue.
         catalogue=event_type_catalogue() if enforce_event_catalogue() else None,
@@ -316,6 +325,7 @@ def delivery_service() -> DeliveryService:
         sender=RequestsSender(
             timeout_seconds=float(os.environ.get(schema.ATTEMPT_TIMEOUT_SECONDS, ATTEMPT_TIMEOUT_SECONDS)),
             allow_private_destinations=allow_private_destinations(),
+            endpoint_ports=endpoint_ports(),
         ),
         workflow=_retry_workflow(),
         dead_letters=_dead_letters(),

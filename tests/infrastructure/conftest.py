@@ -3,8 +3,8 @@
 The app gets cdk.json's context and reads the default stage's file (deploy/dev.json), as `cdk synth` would, plus
 a custom retry schedule given the way the CLI passes one (`-c retry_schedule='[...]'`: a JSON string, overriding the
 stage file's), so the schedule's path to the functions is tested on the same synth; an `alarm_email`, which the
-stage file leaves empty; and the event catalogue enforced (off in the stage file), as
-`-c enforce_event_catalogue=true` passes it.
+stage file leaves empty; the event catalogue enforced (off in the stage file), as
+`-c enforce_event_catalogue=true` passes it; and the narrow port policy for endpoint URLs (wide in the stage file).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tests.support.synth import (
     ALARM_EMAIL,
     CUSTOM_RETRY_SCHEDULE,
     ENFORCED_EVENT_CATALOGUE,
+    NARROW_ENDPOINT_PORTS,
     Synthesized,
     cdk_json_context,
 )
@@ -34,6 +35,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesize
             "retry_schedule": CUSTOM_RETRY_SCHEDULE,
             "alarm_email": ALARM_EMAIL,
             "enforce_event_catalogue": ENFORCED_EVENT_CATALOGUE,
+            "endpoint_ports": NARROW_ENDPOINT_PORTS,
         },
         outdir=str(outdir),
     )

@@ -130,6 +130,11 @@ def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthes
             expected.add(schema.API_KEY_RATE_PER_SECOND)
         if function.name == "api":  # the event catalogue's filter rule (tests/infrastructure/test_event_types.py)
             expected.add(schema.ENFORCE_EVENT_CATALOGUE)
+        if function.name in (
+            "api",
+            "delivery",
+        ):  # the endpoint URLs' ports (tests/infrastructure/test_endpoint_ports.py)
+            expected.add(schema.ENDPOINT_PORTS)
         assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, function.name
 
 

@@ -14,6 +14,7 @@ from hookrelay import wiring
 from hookrelay.adapters import aws, schema
 from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
 from hookrelay.function_environment import SERVING_ROUTES
 from local import function_scope, iam_check, moto_stepfunctions, moto_transactions
 from local.as_deployed import local_deployment, local_settings
@@ -57,10 +58,13 @@ def moto_stack(
     execute_state_machine: bool = True,
     api_key_rate_per_second: int | None = None,
     enforce_event_catalogue: bool = False,
+    endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS,
+    allow_private_destinations: bool = True,
     revoke: tuple[tuple[str, str], ...] = (),
 ) -> Iterator[dict[str, Any]]:
     """The whole system on moto, each function run as deployed: its own environment, its role's statements enforced
     (local/as_deployed.py). Yields every resource's variable, for the tests (which are no function) to read.
+    `allow_private_destinations`: local mode (the tests' consumers are on 127.0.0.1); False runs the deployed guard.
     `revoke`: (function, action) pairs taken out of those functions' statements, as if the template lacked them."""
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
     moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
@@ -74,11 +78,13 @@ def moto_stack(
             attempt_timeout_seconds=ATTEMPT_TIMEOUT_IN_TESTS,
             api_key_rate_per_second=api_key_rate_per_second,
             enforce_event_catalogue=enforce_event_catalogue,
+            endpoint_ports=endpoint_ports,
         )
         deployment = local_deployment(provision(retry_schedule=retry_schedule), settings)
         for function, action in revoke:
             deployment = deployment.without(function, action)
-        env = {**deployment.every_variable(), schema.ALLOW_PRIVATE_DESTINATIONS: "true"}
+        private = "true" if allow_private_destinations else "false"
+        env = {**deployment.every_variable(), schema.ALLOW_PRIVATE_DESTINATIONS: private}
         check = IamCheck(deployment.policies, FAKE_ENV["AWS_DEFAULT_REGION"])
         with patched_env(env):
             function_scope.use(deployment)

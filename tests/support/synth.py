@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CUSTOM_RETRY_SCHEDULE = "[0, 45, 90, 180]"
 ALARM_EMAIL = "oncall@example.com"
 ENFORCED_EVENT_CATALOGUE = "true"  # as `-c enforce_event_catalogue=true` passes it: a string
+NARROW_ENDPOINT_PORTS = "NARROW"  # as `-c endpoint_ports=NARROW` passes it (the stage file's is "wide")
 
 
 def cdk_json_context() -> dict[str, Any]:

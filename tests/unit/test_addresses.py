@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from hookrelay.domain.addresses import is_public_address, validate_endpoint_url
+from hookrelay.domain.addresses import (
+    EndpointPorts,
+    endpoint_ports_from_config,
+    is_loopback_address,
+    is_public_address,
+    validate_endpoint_url,
+)
 from hookrelay.domain.errors import InvalidRequest
 
 
@@ -85,3 +91,120 @@ def test_registration_does_not_say_more_than_not_public() -> None:
     with pytest.raises(InvalidRequest) as refused:
         validate_endpoint_url("https://2130706433/hook", allow_private=False)
     assert "not a public address" in refused.value.detail and "127.0.0.1" not in refused.value.detail
+
+
+# --- Issue 27 (the finding itself: tests/unit/test_destination_finding.py) ---
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("https://127.0.0.1.:9311/", "127.0.0.1. is not a public address"),
+        ("https://169.254.169.254./latest", "169.254.169.254. is not a public address"),
+        ("https://2130706433./hook", "not a public address"),  # the legacy forms too
+        ("https://localhost./hook", "public host"),
+        ("https://./hook", "must name a host"),
+        ("https://../hook", "must name a host"),
+        ("https://hooks.example.com../in", "must name a host"),
+    ],
+)
+def test_one_trailing_dot_is_stripped_before_the_checks_and_two_are_no_host(url: str, message: str) -> None:
+    with pytest.raises(InvalidRequest, match=message):
+        validate_endpoint_url(url, allow_private=False)
+
+
+def test_a_name_with_one_trailing_dot_is_a_name_as_any_other() -> None:
+    assert validate_endpoint_url("https://hooks.example.com./in", allow_private=False)
+    with pytest.raises(InvalidRequest, match="must name a host"):  # two dots are no host in local mode either
+        validate_endpoint_url("http://127.0.0.1..:9000/", allow_private=True)
+
+
+@pytest.mark.parametrize(
+    ("port", "wide", "narrow"),
+    [
+        (None, True, True),  # no port: the scheme's own
+        (443, True, True),
+        (8443, True, True),
+        (1024, True, False),
+        (9311, True, False),
+        (65535, True, False),
+        (1023, False, False),
+        (22, False, False),
+        (80, False, False),  # http's port, on https
+        (0, False, False),
+    ],
+)
+def test_the_port_policy(port: int | None, wide: bool, narrow: bool) -> None:
+    url = "https://hooks.example.com" + ("" if port is None else f":{port}") + "/in"
+    for ports, allowed in ((EndpointPorts.WIDE, wide), (EndpointPorts.NARROW, narrow)):
+        if allowed:
+            assert validate_endpoint_url(url, allow_private=False, ports=ports) == url
+        else:
+            with pytest.raises(InvalidRequest, match=f"must not use port {port}"):
+                validate_endpoint_url(url, allow_private=False, ports=ports)
+
+
+def test_a_refused_port_names_the_ports_the_policy_allows() -> None:
+    with pytest.raises(InvalidRequest, match=r"port 22: endpoints may listen on 443, 8443 or 1024-65535"):
+        validate_endpoint_url("https://8.8.8.8:22/", allow_private=False)
+    with pytest.raises(InvalidRequest, match=r"port 9311: endpoints may listen on 443 or 8443$"):
+        validate_endpoint_url("https://8.8.8.8:9311/", allow_private=False, ports=EndpointPorts.NARROW)
+    with pytest.raises(InvalidRequest, match="from 1 to 65535"):
+        validate_endpoint_url("https://8.8.8.8:0/", allow_private=False)
+
+
+@pytest.mark.parametrize("url", ["https://hooks.example.com:99999/", "https://hooks.example.com:ssh/"])
+def test_a_port_that_is_no_port_is_refused(url: str) -> None:
+    with pytest.raises(InvalidRequest, match="port must be a number from 1 to 65535"):
+        validate_endpoint_url(url, allow_private=False)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:22/",
+        "http://127.0.0.1:1/hook",
+        "http://127.0.0.1.:80/",
+        "http://[::1]:9/",
+        "http://localhost:25/",
+    ],
+)
+def test_local_mode_lets_loopback_use_any_port(url: str) -> None:
+    """The demo consumer listens on an ephemeral port, and a test's on whatever the system gives it."""
+    assert validate_endpoint_url(url, allow_private=True, ports=EndpointPorts.NARROW) == url
+
+
+def test_local_mode_holds_every_other_host_to_the_policy_and_port_0_is_never_allowed() -> None:
+    assert validate_endpoint_url("http://consumer.example.test:8080/", allow_private=True)
+    assert validate_endpoint_url("http://consumer.example.test/", allow_private=True)  # http's own port
+    with pytest.raises(InvalidRequest, match="must not use port 22"):
+        validate_endpoint_url("http://consumer.example.test:22/", allow_private=True)
+    with pytest.raises(InvalidRequest, match="must not use port 0"):
+        validate_endpoint_url("http://127.0.0.1:0/", allow_private=True)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, EndpointPorts.WIDE),
+        ("", EndpointPorts.WIDE),
+        ("wide", EndpointPorts.WIDE),
+        ("NARROW", EndpointPorts.NARROW),
+    ],
+)
+def test_the_setting_reads_wide_or_narrow_and_defaults_to_wide(raw: object, expected: EndpointPorts) -> None:
+    assert endpoint_ports_from_config(raw) is expected
+
+
+@pytest.mark.parametrize("raw", ["medium", "443", True, 443, ["narrow"]])
+def test_any_other_setting_is_refused(raw: object) -> None:
+    with pytest.raises(ValueError, match="neither 'wide' nor 'narrow'"):
+        endpoint_ports_from_config(raw)
+
+
+@pytest.mark.parametrize(
+    ("address", "loopback"),
+    [("127.0.0.1", True), ("127.8.9.10", True), ("::1", True), ("::ffff:127.0.0.1", True), ("10.0.0.1", False)],
+)
+def test_what_counts_as_loopback(address: str, loopback: bool) -> None:
+    assert is_loopback_address(address) is loopback

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from hookrelay.adapters.http_sender import RequestsSender
+from hookrelay.domain.addresses import EndpointPorts
 from hookrelay.domain.classification import FailureKind
 from tests.support.consumer import Reply, ScriptedConsumer
 
@@ -222,3 +223,63 @@ def test_a_kept_alive_connection_is_cut_off_at_the_deadline_too() -> None:
     assert (first.status_code, first.error) == (200, None)
     assert second.error is FailureKind.TIMEOUT
     assert server.client_went_away and server.bytes_dripped < len(DRIPPED_BODY)
+
+
+# --- The port and host rule, again at every attempt (a URL may have been stored before the rule) ---
+
+
+def test_a_stored_url_on_a_refused_port_is_blocked_before_any_lookup() -> None:
+    lookups: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        return ["93.184.216.34"]
+
+    result = RequestsSender(timeout_seconds=1, resolver=resolver).send("https://hooks.example.test:22/", {}, b"{}")
+    assert result.error is FailureKind.BLOCKED and result.status_code is None
+    assert "must not use port 22" in (result.error_detail or "")
+    assert lookups == []  # nothing resolved, nothing connected
+
+
+def test_a_stored_url_on_a_port_the_narrow_policy_refuses_is_blocked() -> None:
+    sender = RequestsSender(
+        timeout_seconds=1, endpoint_ports=EndpointPorts.NARROW, resolver=lambda host, port: ["93.184.216.34"]
+    )
+    result = sender.send("https://hooks.example.test:9311/", {}, b"{}")
+    assert result.error is FailureKind.BLOCKED and "443 or 8443" in (result.error_detail or "")
+
+
+def test_a_trailing_dot_literal_is_resolved_and_judged_as_the_address(consumer: ScriptedConsumer) -> None:
+    lookups: list[str] = []
+
+    def resolver(host: str, port: int) -> list[str]:
+        lookups.append(host)
+        return [host]
+
+    result = RequestsSender(timeout_seconds=1, resolver=resolver).send(
+        f"http://127.0.0.1.:{port_of(consumer)}/hook", {}, b"{}"
+    )
+    assert result.error is FailureKind.BLOCKED and "not a public address" in (result.error_detail or "")
+    assert lookups == ["127.0.0.1"] and consumer.received == []
+
+
+def test_a_host_of_two_trailing_dots_is_blocked() -> None:
+    result = RequestsSender(timeout_seconds=1, resolver=lambda host, port: ["93.184.216.34"]).send(
+        "https://hooks.example.test../", {}, b"{}"
+    )
+    assert result.error is FailureKind.BLOCKED and "must name a host" in (result.error_detail or "")
+
+
+def test_local_mode_holds_a_non_loopback_destination_to_the_port_policy() -> None:
+    sender = RequestsSender(timeout_seconds=1, allow_private_destinations=True, resolver=lambda h, p: ["10.1.2.3"])
+    result = sender.send("http://consumer.example.test:22/", {}, b"{}")
+    assert result.error is FailureKind.BLOCKED and "must not use port 22" in (result.error_detail or "")
+
+
+def test_local_mode_lets_loopback_use_any_port_whatever_the_policy(consumer: ScriptedConsumer) -> None:
+    """The demo consumer (local/consumer.py) and the tests' listen on ephemeral ports, above any narrow policy's."""
+    sender = RequestsSender(allow_private_destinations=True, endpoint_ports=EndpointPorts.NARROW)
+    result = sender.send(consumer.url, {}, b"{}")
+    assert (result.status_code, result.error) == (200, None)
+    refused = RequestsSender(timeout_seconds=1, allow_private_destinations=True).send("http://127.0.0.1:1/", {}, b"{}")
+    assert refused.error is FailureKind.CONNECTION  # a privileged loopback port is tried (nothing listens there)

@@ -4,6 +4,8 @@ Outside local mode the delivery path refuses private, loopback, link-local (meta
 non-public addresses. The check is made on the addresses DNS returns, and the connection is then made
 to exactly the address that was checked (the Host header and TLS name stay the hostname), so a DNS
 answer that changes between the check and the connect (rebinding) cannot reach an internal address.
+The host and port are held to registration's rule again on every attempt, local mode included (where only
+loopback may use any port): a URL stored before the rule changed is refused, not sent.
 
 The timeout is a deadline for the whole request (connect, TLS, send, headers and the capped body read),
 not requests' per-read timeout, which a server dripping a byte at a time never trips. At the deadline a
@@ -18,7 +20,7 @@ import time
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 import requests
 import urllib3
@@ -26,8 +28,18 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
-from hookrelay.domain.addresses import NOT_PUBLIC, is_public_address
+from hookrelay.domain.addresses import (
+    DEFAULT_ENDPOINT_PORTS,
+    NOT_PUBLIC,
+    SCHEME_PORTS,
+    EndpointPorts,
+    check_port,
+    checked_host,
+    is_loopback_address,
+    is_public_address,
+)
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS, FailureKind
+from hookrelay.domain.errors import InvalidRequest
 from hookrelay.domain.models import RESPONSE_EXCERPT_BYTES
 from hookrelay.services.ports import SendResult
 
@@ -47,7 +59,7 @@ Resolver = Callable[[str, int], list[str]]
 
 
 class BlockedDestination(requests.RequestException):
-    """The endpoint's host resolves to an address the delivery path must not reach."""
+    """The endpoint's host resolves to an address the delivery path must not reach, or its URL breaks the rule."""
 
 
 def system_resolver(host: str, port: int) -> list[str]:
@@ -144,10 +156,13 @@ class _DeadlineWatchedHTTPSPool(HTTPSConnectionPool):
 class PinnedAddressAdapter(HTTPAdapter):
     """Resolves once, vets the answer, and connects to that very address."""
 
-    def __init__(self, resolver: Resolver, *, allow_private: bool) -> None:
+    def __init__(
+        self, resolver: Resolver, *, allow_private: bool, ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS
+    ) -> None:
         super().__init__(max_retries=0)
         self.resolver = resolver
         self.allow_private = allow_private
+        self.ports = ports
         self._pinned: weakref.WeakKeyDictionary[requests.PreparedRequest, str] = weakref.WeakKeyDictionary()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
@@ -158,16 +173,24 @@ class PinnedAddressAdapter(HTTPAdapter):
         if request.url is None:  # set by prepare(); a Session always prepares before it sends
             raise requests.exceptions.InvalidURL("the request has no URL")
         parts = urlsplit(request.url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        addresses = self.resolver(host, port)  # socket.gaierror surfaces as a DNS failure
-        if not self.allow_private:
-            blocked = [a for a in addresses if not is_public_address(a)]
-            if blocked:
-                raise BlockedDestination(f"{host} resolves to an address that is {NOT_PUBLIC}")
-        self._pinned[request] = addresses[0]
+        try:
+            self._pinned[request] = self._vetted_address(parts)
+        except InvalidRequest as refused:  # registration's rule, which the stored URL may predate
+            raise BlockedDestination(refused.detail) from None
         request.headers["Host"] = parts.netloc.rpartition("@")[2]
         return super().send(request, *args, **kwargs)
+
+    def _vetted_address(self, parts: SplitResult) -> str:
+        """The address to connect to, once the host, the port and every address the host resolves to pass."""
+        host = checked_host(parts.hostname or "")
+        if not self.allow_private:  # before the lookup: a refused port is not even resolved
+            check_port(parts.scheme, parts.port, self.ports)
+        addresses = self.resolver(host, parts.port or SCHEME_PORTS.get(parts.scheme, 443))  # gaierror: DNS failure
+        if self.allow_private:  # local mode: loopback on any port (the demo consumer listens on an ephemeral one)
+            check_port(parts.scheme, parts.port, self.ports, any_port=all(map(is_loopback_address, addresses)))
+        elif not all(map(is_public_address, addresses)):
+            raise BlockedDestination(f"{host} resolves to an address that is {NOT_PUBLIC}")
+        return addresses[0]
 
     def build_connection_pool_key_attributes(
         self, request: requests.PreparedRequest, verify: bool | str, cert: str | tuple[str, str] | None = None
@@ -200,13 +223,14 @@ class RequestsSender:
         *,
         timeout_seconds: float = ATTEMPT_TIMEOUT_SECONDS,
         allow_private_destinations: bool = False,
+        endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS,
         resolver: Resolver = system_resolver,
     ) -> None:
         self.timeout = timeout_seconds
         self.session = requests.Session()
         self.session.trust_env = False  # never route deliveries through an ambient proxy
         self.session.headers["user-agent"] = USER_AGENT
-        adapter = PinnedAddressAdapter(resolver, allow_private=allow_private_destinations)
+        adapter = PinnedAddressAdapter(resolver, allow_private=allow_private_destinations, ports=endpoint_ports)
         self.session.mount("https://", adapter)
         self.session.mount("http://", adapter)
 

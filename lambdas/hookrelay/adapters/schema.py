@@ -141,6 +141,8 @@ API_KEY_RATE_PER_SECOND = "API_KEY_RATE_PER_SECOND"  # the authorizer's per-key 
 ENDPOINT_HEALTH_DAY_SECONDS = "ENDPOINT_HEALTH_DAY_SECONDS"
 # "true": every endpoint filter must match a registered event type, while any is registered (services/event_types.py).
 ENFORCE_EVENT_CATALOGUE = "ENFORCE_EVENT_CATALOGUE"
+# The ports endpoint URLs may name, "wide" or "narrow" (domain/addresses.py): read where URLs are registered and sent.
+ENDPOINT_PORTS = "ENDPOINT_PORTS"
 
 
 @dataclass(frozen=True)

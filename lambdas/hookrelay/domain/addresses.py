@@ -1,18 +1,55 @@
 """Which destinations webhooks may go to: one rule, checked when an endpoint is registered and on every attempt.
 
 Registration gives the early, friendly answer on the URL as written; the sender applies the same rule to
-every address the host resolves to, and connects only to the address it checked.
+every address the host resolves to, and connects only to the address it checked. The rule covers the port
+too: with the attempt's response excerpt, a relay that POSTs to any port of a public host is a port scanner.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import socket
-from urllib.parse import urlsplit
+from enum import StrEnum
+from urllib.parse import SplitResult, urlsplit
 
 from hookrelay.domain.errors import InvalidRequest
 
 NOT_PUBLIC = "not a public address"  # all a tenant is told: never which address a name resolved to
+
+# The ports a URL that names none means: always allowed, whatever the port policy.
+SCHEME_PORTS = {"https": 443, "http": 80}
+# HTTPS's own ports, always allowed; and the unprivileged ports a consumer's own server may listen on. The
+# privileged ones below 1024 are where SSH, mail, DNS and databases listen, never a webhook receiver.
+HTTPS_PORTS = frozenset({443, 8443})
+UNPRIVILEGED_PORTS = range(1024, 65536)
+ANY_PORT = range(1, 65536)  # port 0 is no port a server listens on: never
+
+
+class EndpointPorts(StrEnum):
+    """The deployment's port policy for endpoint URLs (CDK context `endpoint_ports`)."""
+
+    WIDE = "wide"  # 443, 8443 and 1024-65535: the default
+    NARROW = "narrow"  # 443 and 8443 only
+
+    def allows(self, port: int) -> bool:
+        return port in HTTPS_PORTS or (self is EndpointPorts.WIDE and port in UNPRIVILEGED_PORTS)
+
+    @property
+    def described(self) -> str:
+        return "443, 8443 or 1024-65535" if self is EndpointPorts.WIDE else "443 or 8443"
+
+
+DEFAULT_ENDPOINT_PORTS = EndpointPorts.WIDE
+
+
+def endpoint_ports_from_config(raw: object) -> EndpointPorts:
+    """The port policy (CDK context, function environment): "wide" or "narrow"; unset means the default."""
+    if raw is None or raw == "":
+        return DEFAULT_ENDPOINT_PORTS
+    if isinstance(raw, str) and raw.lower() in {policy.value for policy in EndpointPorts}:
+        return EndpointPorts(raw.lower())
+    raise ValueError(f"{raw!r} is neither {EndpointPorts.WIDE.value!r} nor {EndpointPorts.NARROW.value!r}")
+
 
 # Refused outright, whatever they carry: ranges that translate or tunnel to other addresses (an IPv4 address
 # inside may be internal, and where the packet ends up is the relay's choice), and deprecated ones. Python's
@@ -52,6 +89,41 @@ def is_public_address(address: str) -> bool:
     return ip.is_global and not ip.is_multicast
 
 
+def is_loopback_address(address: str) -> bool:
+    """127.0.0.0/8 or ::1, an IPv4-mapped loopback address included."""
+    ip = ipaddress.ip_address(address)
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def checked_host(hostname: str) -> str:
+    """The host the checks judge: one trailing dot stripped. `127.0.0.1.` is an absolute name that the resolver
+    reads as 127.0.0.1, so it must be judged as that address, not waved through as a name. Two trailing dots, or
+    nothing but dots, make no host at all."""
+    host = hostname.removesuffix(".")
+    if not host or host.endswith("."):
+        raise InvalidRequest(f"url must name a host, with at most one trailing dot: {hostname!r} is none")
+    return host
+
+
+def check_port(scheme: str, port: int | None, ports: EndpointPorts, *, any_port: bool = False) -> None:
+    """The port the URL names, held to the policy; `any_port` (local mode's loopback) lifts the policy, not 0."""
+    if port is None or port == SCHEME_PORTS.get(scheme):
+        return
+    if port not in ANY_PORT:
+        raise InvalidRequest(f"url must not use port {port}: give a port from 1 to 65535, or none")
+    if not any_port and not ports.allows(port):
+        raise InvalidRequest(f"url must not use port {port}: endpoints may listen on {ports.described}")
+
+
+def _port_of(parts: SplitResult) -> int | None:
+    try:
+        return parts.port
+    except ValueError:  # not a number, or above 65535
+        raise InvalidRequest("url port must be a number from 1 to 65535") from None
+
+
 def _literal_address(host: str) -> str | None:
     """The address a host written as an address stands for: IPv4 and IPv6 literals, and the legacy IPv4 forms
     the resolver also reads as addresses (`127.1`, `0x7f000001`, `2130706433`), which are no names."""
@@ -65,30 +137,42 @@ def _literal_address(host: str) -> str | None:
         return None
 
 
-def _is_local_name(hostname: str) -> bool:
-    name = hostname.lower().rstrip(".")
+def _is_local_name(host: str) -> bool:
+    name = host.lower()
     return name == "localhost" or name.endswith(".localhost")
 
 
-def validate_endpoint_url(url: str, *, allow_private: bool) -> str:
-    """HTTPS to a public host; plain HTTP and loopback only where private destinations are allowed (local mode).
+def _is_loopback_host(host: str) -> bool:
+    """A loopback literal, or a name that means this machine: local mode's demo consumer and its like."""
+    address = _literal_address(host)
+    return _is_local_name(host) if address is None else is_loopback_address(address)
+
+
+def _check_public(scheme: str, host: str, written: str) -> None:
+    if scheme != "https":
+        raise InvalidRequest("url must use https")
+    address = _literal_address(host)
+    if address is None:  # a name: what it resolves to is judged by the same rule at every attempt
+        if _is_local_name(host):
+            raise InvalidRequest("url must point to a public host")
+    elif not is_public_address(address):
+        raise InvalidRequest(f"url must point to a public address: {written} is {NOT_PUBLIC}")
+
+
+def validate_endpoint_url(url: str, *, allow_private: bool, ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS) -> str:
+    """HTTPS to a public host on a port the policy allows; plain HTTP and loopback only where private destinations
+    are allowed (local mode), where loopback may use any port (the demo consumer's is ephemeral).
 
     A host name is accepted as written: what it resolves to is checked at every attempt, since it may change.
     """
     parts = urlsplit(url)
-    if parts.scheme not in ("https", "http") or not parts.hostname:
+    if parts.scheme not in SCHEME_PORTS or not parts.hostname:
         raise InvalidRequest("url must be an absolute https:// URL")
     if parts.username or parts.password:
         raise InvalidRequest("url must not carry credentials")
-    if allow_private:
-        return url
-    if parts.scheme != "https":
-        raise InvalidRequest("url must use https")
-    address = _literal_address(parts.hostname)
-    if address is None:  # a name: what it resolves to is judged by the same rule at every attempt
-        if _is_local_name(parts.hostname):
-            raise InvalidRequest("url must point to a public host")
-        return url
-    if not is_public_address(address):
-        raise InvalidRequest(f"url must point to a public address: {parts.hostname} is {NOT_PUBLIC}")
+    host = checked_host(parts.hostname)
+    port = _port_of(parts)
+    if not allow_private:
+        _check_public(parts.scheme, host, parts.hostname)
+    check_port(parts.scheme, port, ports, any_port=allow_private and _is_loopback_host(host))
     return url

@@ -31,7 +31,8 @@ class FailureKind(StrEnum):
     CONNECTION = "connection_error"
     DNS = "dns_error"
     TLS = "tls_error"
-    BLOCKED = "blocked_address"  # the endpoint resolved to a private/metadata address
+    # The endpoint resolved to a private/metadata address, or its URL names a port or host the rule refuses.
+    BLOCKED = "blocked_address"
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ RESPONSE_RULES: tuple[ResponseRule, ...] = (
     ResponseRule("3xx (redirects are never followed)", Outcome.RETRY_LIMITED, code_range=(300, 399)),
     ResponseRule("400, 401, 403, 404, 410 and other 4xx", Outcome.RETRY_LIMITED, code_range=(400, 499)),
     ResponseRule(
-        "blocked destination address, any other status",
+        "blocked destination (address, port), any other status",
         Outcome.RETRY_LIMITED,
         code_range=(100, 199),
         failures=frozenset({FailureKind.BLOCKED}),

@@ -10,7 +10,7 @@ from enum import Enum
 from typing import Any
 
 from hookrelay.domain import ids
-from hookrelay.domain.addresses import validate_endpoint_url
+from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
@@ -72,6 +72,7 @@ class EndpointService:
     deliveries: DeliverySearch  # read for health
     parking: Parking  # read for health: what waits behind an open circuit
     allow_private_destinations: bool = False
+    endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS
     default_max_in_flight: int = 4
     catalogue: EventTypeCatalogue | None = None  # filters held to the registered types, when the deployment says so
 
@@ -89,7 +90,7 @@ class EndpointService:
         endpoint = Endpoint(
             id=ids.endpoint_id(),
             tenant_id=tenant_id,
-            url=validate_endpoint_url(url, allow_private=self.allow_private_destinations),
+            url=self._checked_url(url),
             event_types=self._registered(validate_filters(event_types)),
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
@@ -99,6 +100,9 @@ class EndpointService:
         )
         self.endpoints.put(endpoint)
         return endpoint
+
+    def _checked_url(self, url: str) -> str:
+        return validate_endpoint_url(url, allow_private=self.allow_private_destinations, ports=self.endpoint_ports)
 
     def _registered(self, filters: builtins.list[str]) -> builtins.list[str]:
         if self.catalogue is not None:
@@ -132,7 +136,7 @@ class EndpointService:
         if not changes:
             raise InvalidRequest("nothing to change: give url, event_types, description or max_in_flight")
         if isinstance(url, str):
-            validate_endpoint_url(url, allow_private=self.allow_private_destinations)
+            self._checked_url(url)
         if isinstance(event_types, builtins.list):
             self._registered(validate_filters(event_types))
 
