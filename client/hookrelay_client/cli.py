@@ -174,6 +174,7 @@ def list_deliveries(client: HookrelayClient, args: argparse.Namespace) -> Result
         "event_id": args.event_id,
         "since": args.since,
         "until": args.until,
+        "recovered": args.recovered,
         "limit": args.limit,
     }
     if args.all:
@@ -184,7 +185,7 @@ def list_deliveries(client: HookrelayClient, args: argparse.Namespace) -> Result
     rows = [
         (
             d.id,
-            d.status,
+            d.shown_status,
             d.attempt_count,
             last_outcome(d.last_status_code, d.last_error),
             d.event_id,
@@ -205,7 +206,7 @@ def describe_delivery(delivery: Delivery) -> str:
     summary = fields(
         [
             ("id", delivery.id),
-            ("status", delivery.status),
+            ("status", delivery.shown_status),
             ("event", f"{delivery.event_id} ({delivery.event_type or '-'})"),
             ("endpoint", delivery.endpoint_id),
             ("attempts", delivery.attempt_count),
@@ -264,6 +265,8 @@ def describe_redrive(redrive: Redrive) -> str:
             ("window", f"{redrive.since.isoformat()} .. {redrive.until.isoformat()}"),
             ("status filter", redrive.status_filter),
             ("replayed", f"{redrive.replayed}/{'?' if redrive.total is None else redrive.total}"),
+            ("skipped", f"{redrive.skipped} (already recovered, or their event expired)"),
+            ("recovered", "replayed too" if redrive.include_recovered else "skipped"),
             ("created", redrive.created_at),
             ("completed", redrive.completed_at),
         ]
@@ -276,7 +279,12 @@ def _to_replay(count: int | None) -> str:
 
 def start_redrive(client: HookrelayClient, args: argparse.Namespace) -> Result:
     accepted = client.redrive(
-        args.endpoint_id, args.since, args.until, status=args.status, idempotency_key=args.idempotency_key
+        args.endpoint_id,
+        args.since,
+        args.until,
+        status=args.status,
+        include_recovered=args.include_recovered,
+        idempotency_key=args.idempotency_key,
     )
     if args.follow:
         print(f"redrive {accepted.redrive_id}: {_to_replay(accepted.count)}", file=args.stderr)
@@ -568,6 +576,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--event-id")
     sub.add_argument("--since", type=moment, help="RFC 3339, 'now', or a duration ago such as 6h")
     sub.add_argument("--until", type=moment)
+    recovered = sub.add_mutually_exclusive_group()
+    recovered.add_argument(
+        "--unrecovered",
+        dest="recovered",
+        action="store_false",
+        default=None,
+        help="only deliveries not recovered (with --status dead: the dead still undelivered)",
+    )
+    recovered.add_argument(
+        "--recovered", dest="recovered", action="store_true", help="only those recovered (a replay delivered)"
+    )
     sub.add_argument("--limit", type=int, help="page size")
     sub.add_argument("--cursor", help="the next_cursor of the previous page")
     sub.add_argument("--all", action="store_true", help="follow next_cursor through every page")
@@ -582,6 +601,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--since", type=moment, required=True, help="RFC 3339, 'now', or a duration ago such as 6h")
     sub.add_argument("--until", type=moment, help="end of the window (now)")
     sub.add_argument("--status", help="dead (the default) or cancelled")
+    sub.add_argument(
+        "--include-recovered",
+        action="store_true",
+        help="also replay deliveries already recovered (a replay of them delivered); skipped by default",
+    )
     sub.add_argument("--idempotency-key", help="retrying with the same key starts one redrive")
     following(sub)
 

@@ -288,10 +288,12 @@ class HookrelayClient:
         event_id: str | None = None,
         since: Moment | None = None,
         until: Moment | None = None,
+        recovered: bool | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> DeliveryPage:
-        """One page, newest first; pass `next_cursor` back as `cursor` for the next one."""
+        """One page, newest first; pass `next_cursor` back as `cursor` for the next one. `recovered=False`: only
+        deliveries not recovered (with `status="dead"`, the dead still undelivered); True: only recovered ones."""
         return self._get(
             DeliveryPage,
             "/v1/deliveries",
@@ -300,6 +302,7 @@ class HookrelayClient:
             event_id=event_id,
             since=_moment(since),
             until=_moment(until),
+            recovered=None if recovered is None else str(recovered).lower(),
             limit=limit,
             cursor=cursor,
         )
@@ -327,10 +330,14 @@ class HookrelayClient:
         until: Moment | None = None,
         *,
         status: str | None = None,
+        include_recovered: bool = False,
         idempotency_key: str | None = None,
     ) -> RedriveAccepted:
-        """Replay the endpoint's dead (or `status`) deliveries created in [since, until); until defaults to now."""
+        """Replay the endpoint's dead (or `status`) deliveries created in [since, until); until defaults to now.
+        Those already recovered (a replay of them delivered) are skipped unless `include_recovered`."""
         body = _without_none({"since": _moment(since), "until": _moment(until), "status": status})
+        if include_recovered:
+            body["include_recovered"] = True
         return self._post(RedriveAccepted, f"/v1/endpoints/{_segment(endpoint_id)}/redrive", body, idempotency_key)
 
     def get_redrive(self, redrive_id: str) -> Redrive:

@@ -182,6 +182,14 @@ class DeliverySummary(Model):
     last_error: str | None = None
     parked_at: datetime | None = None  # set while it waits on its endpoint's circuit
     dead_reason: str | None = None  # exhausted, horizon (its endpoint's doing), attempt_lost, poison (the platform's)
+    # A dead (or cancelled) delivery whose replay was delivered: that replay (its status stays dead); redrives skip it.
+    recovered_by: str | None = None
+    recovered_at: datetime | None = None
+
+    @property
+    def shown_status(self) -> str:
+        """The status as the log shows it: "dead, recovered by dlv_…" once a replay of it was delivered."""
+        return f"{self.status}, recovered by {self.recovered_by}" if self.recovered_by else self.status
 
 
 class Attempt(Model):
@@ -241,9 +249,11 @@ class Redrive(Model):
     since: datetime
     until: datetime
     status_filter: str | list[str] | None = None
+    include_recovered: bool = False  # recovered deliveries replayed too, not skipped
     state: str  # running | completed | failed
     total: int | None = None  # None until the redrive's first page has counted
     replayed: int = 0
+    skipped: int = 0  # matched, not replayed: already recovered, or their event expired first
     created_at: datetime | None = None
     completed_at: datetime | None = None
 

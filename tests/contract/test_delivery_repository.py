@@ -220,6 +220,35 @@ def test_an_unknown_delivery_is_not_marked_dead_lettered(stores: Stores) -> None
     assert stores.deliveries.get("dlv_missing") is None
 
 
+# --- mark_recovered ---
+
+
+@pytest.mark.parametrize("status", [DeliveryStatus.DEAD, DeliveryStatus.CANCELLED])
+def test_a_dead_or_cancelled_delivery_is_marked_recovered_once_by_its_first_replay(
+    stores: Stores, status: DeliveryStatus
+) -> None:
+    stores.deliveries.put_many([a_delivery(status=status)])
+    assert stores.deliveries.mark_recovered("dlv_1", TENANT, "dlv_replay_1", at(1))
+    assert not stores.deliveries.mark_recovered("dlv_1", TENANT, "dlv_replay_2", at(2))
+    assert not stores.deliveries.mark_recovered("dlv_1", TENANT, "dlv_replay_1", at(3))  # a message come back
+    recovered = stored(stores)
+    assert (recovered.status, recovered.recovered_by, recovered.recovered_at) == (status, "dlv_replay_1", at(1))
+
+
+@pytest.mark.parametrize("status", [DeliveryStatus.QUEUED, DeliveryStatus.RETRYING, DeliveryStatus.DELIVERED])
+def test_only_a_dead_or_cancelled_delivery_is_marked_recovered(stores: Stores, status: DeliveryStatus) -> None:
+    stores.deliveries.put_many([a_delivery(status=status)])
+    assert not stores.deliveries.mark_recovered("dlv_1", TENANT, "dlv_replay_1", at(1))
+    assert stored(stores).recovered_by is None
+
+
+def test_another_tenants_or_an_unknown_delivery_is_not_marked_recovered(stores: Stores) -> None:
+    stores.deliveries.put_many([a_delivery(status=DeliveryStatus.DEAD)])
+    assert not stores.deliveries.mark_recovered("dlv_1", "ten_other", "dlv_replay_1", at(1))
+    assert not stores.deliveries.mark_recovered("dlv_missing", TENANT, "dlv_replay_1", at(1))
+    assert stored(stores).recovered_by is None and stores.deliveries.get("dlv_missing") is None
+
+
 # --- put_new: idempotent creation ---
 
 

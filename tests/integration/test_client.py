@@ -536,3 +536,47 @@ def test_a_portal_session_through_the_client_and_cli(platform: Platform, tenant:
     assert code == 0 and json.loads(out)["tenant_id"] == tenant["id"]
     code, _, err = cli(opened.token, "portal", "open")  # a session cannot open another
     assert code == 1 and "403" in err
+
+
+def test_recovered_deliveries_through_the_client_and_cli(
+    platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer, cli
+) -> None:
+    """A dead delivery whose replay was delivered shows "dead, recovered by dlv_…"; `--unrecovered` leaves it out,
+    and a redrive skips it unless `--include-recovered`."""
+    now = datetime.now(UTC)
+    endpoint_id, client = tenant["endpoint"].id, tenant["client"]
+    recovered, still_dead = (seed(tenant["id"], endpoint_id, now - timedelta(minutes=30 + i)) for i in range(2))
+    replay = client.replay_delivery(recovered.delivery.id)
+    platform.pump()
+
+    shown = client.get_delivery(recovered.delivery.id)
+    assert (shown.status, shown.recovered_by, shown.shown_status) == (
+        "dead",
+        replay.delivery_id,
+        f"dead, recovered by {replay.delivery_id}",
+    )
+    assert shown.recovered_at is not None
+    unrecovered = client.list_deliveries(status="dead", recovered=False).data
+    assert [d.id for d in unrecovered] == [still_dead.delivery.id]
+    assert [d.id for d in client.list_deliveries(status="dead", recovered=True).data] == [recovered.delivery.id]
+
+    token = token_of(client)
+    code, out, _ = cli(token, "deliveries", "list", "--status", "dead")
+    assert code == 0
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert f"dead, recovered by {replay.delivery_id}" in rows[recovered.delivery.id]
+    assert "recovered" not in rows[still_dead.delivery.id]
+    code, out, _ = cli(token, "deliveries", "list", "--status", "dead", "--unrecovered", "--json")
+    assert code == 0 and [d["id"] for d in json.loads(out)["data"]] == [still_dead.delivery.id]
+    code, out, _ = cli(token, "deliveries", "show", recovered.delivery.id)
+    assert code == 0 and f"dead, recovered by {replay.delivery_id}" in out
+
+    accepted = client.redrive(endpoint_id, now - timedelta(hours=1), now)
+    run_redrive_pages(platform)
+    done = client.get_redrive(accepted.redrive_id)
+    assert (done.total, done.replayed, done.skipped, done.include_recovered) == (2, 1, 1, False)
+    code, out, _ = cli(token, "redrive", endpoint_id, "--since", "1h", "--include-recovered", "--json")
+    assert code == 0
+    run_redrive_pages(platform)
+    everything = client.get_redrive(json.loads(out)["redrive_id"])
+    assert (everything.replayed, everything.skipped, everything.include_recovered) == (2, 0, True)

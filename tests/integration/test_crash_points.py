@@ -436,6 +436,34 @@ def delivery_check(world: World) -> str:
     return f"{delivery.status.value}, sent twice (died after sending: at-least-once, documented)"
 
 
+# A replay delivered marks its dead original recovered: the replay's record, then the original's mark.
+
+
+def with_a_replay_of_a_dead_delivery_queued(world: World) -> None:
+    with_dead_deliveries(world)
+    original = world.scratch["dead"][0]
+    answer = world.platform.call("POST", f"/v1/deliveries/{original.delivery.id}/replay", world.token)
+    assert answer.status == 202, answer.body
+    world.scratch["original"], world.scratch["replay"] = original, answer.json()["delivery_id"]
+
+
+def recovery_mark_check(world: World) -> str:
+    check_settled(world)
+    original = world.scratch["original"]
+    replay = wiring.delivery_table().get(world.scratch["replay"])
+    marked = wiring.delivery_table().get(original.delivery.id)
+    assert replay.status is DeliveryStatus.DELIVERED, replay
+    assert marked.status is DeliveryStatus.DEAD and marked.recovered_by == replay.id, marked
+    unrecovered = world.platform.call("GET", "/v1/deliveries?status=dead&recovered=false", world.token).json()["data"]
+    assert [d["id"] for d in unrecovered] == [world.scratch["dead"][1].delivery.id]
+    times = sent(world, original.event.id)
+    if times == 1:
+        return "replay delivered, sent once; original dead, recovered by it"
+    # At least once, documented: the worker died after sending and before recording; the attempt is made again.
+    assert times == 2 and world.hook.crashed is not None
+    return "replay delivered, sent twice (died after sending: at-least-once, documented); original recovered by it"
+
+
 # The sweeper's notices: publish, then record.
 
 
@@ -678,6 +706,14 @@ PATHS = (
     Path("redrive", frozenset({"api", "redrive"}), with_dead_deliveries, redrive_act, redrive_recover, redrive_check),
     Path("delivery", frozenset({"delivery"}), with_a_queued_event, delivery_act, api_recover, delivery_check),
     Path("dead letter", frozenset({"delivery"}), with_a_last_attempt_due, delivery_act, api_recover, delivery_check),
+    Path(
+        "recovery mark",
+        DELIVERY,
+        with_a_replay_of_a_dead_delivery_queued,
+        delivery_act,
+        api_recover,
+        recovery_mark_check,
+    ),
     Path("sweeper notice", frozenset({"sweeper"}), with_a_failing_endpoint, sweep_act, sweep_recover, sweep_check),
     Path(
         "operational webhook",

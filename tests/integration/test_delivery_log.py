@@ -153,6 +153,8 @@ def test_summary_fields(platform: Platform, history) -> None:
         "last_error": None,
         "parked_at": None,  # never parked: its endpoint's circuit stayed closed
         "dead_reason": None,  # not dead
+        "recovered_by": None,  # not dead, so never recovered
+        "recovered_at": None,
     }
 
 

@@ -98,6 +98,7 @@ def test_a_redrive_replays_exactly_the_dead_deliveries_in_its_window_once(
         "since": window["since"],
         "until": window["until"],
         "status_filter": "dead",
+        "include_recovered": False,
         "state": "completed",
         "total": len(inside),
         "replayed": len(inside),
@@ -275,3 +276,115 @@ def _fail_once(platform: Platform, url: str) -> None:
     [message] = receive(platform.sqs, url, batch_size=1, wait_seconds=0)
     assert invoke_batch(platform.sqs, url, queue_arn_of(platform.sqs, url), [message], "redrive") == 1
     platform.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+
+
+# --- Idempotent in effect: a delivery whose replay was delivered is recovered, and later redrives skip it ---
+
+
+def three_dead_in_an_outage(platform: Platform, consumer: ScriptedConsumer) -> tuple[str, str, list[Seeded]]:
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    dead = [make(tenant_id, endpoint_id, OUTAGE + timedelta(hours=i)) for i in range(3)]
+    store(dead)
+    return token, endpoint_id, dead
+
+
+def redrive_to_the_end(platform: Platform, token: str, endpoint_id: str, **body: Any) -> dict[str, Any]:
+    window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
+    response = platform.call("POST", f"/v1/endpoints/{endpoint_id}/redrive", token, window | body)
+    assert response.status == 202, response.body
+    run_redrive_jobs(platform)
+    done: dict[str, Any] = platform.call("GET", f"/v1/redrives/{response.json()['redrive_id']}", token).json()
+    assert done["state"] == "completed", done
+    return done
+
+
+def dead_listed(platform: Platform, token: str, query: str = "") -> dict[str, dict[str, Any]]:
+    listed = platform.call("GET", f"/v1/deliveries?status=dead{query}", token)
+    assert listed.status == 200, listed.body
+    return {d["id"]: d for d in listed.json()["data"]}
+
+
+def test_a_second_redrive_of_the_window_sends_nothing_the_first_recovered(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """Three dead, the consumer fixed, a redrive of the window sends all three (200): a second redrive of the same
+    window re-sends none of them, and the originals, still dead, are marked recovered by their replays."""
+    token, endpoint_id, dead = three_dead_in_an_outage(platform, consumer)
+
+    first = redrive_to_the_end(platform, token, endpoint_id)
+    assert (first["total"], first["replayed"], first["skipped"]) == (3, 3, 0)
+    assert platform.pump() == 3
+    assert len(consumer.wait_for(3)) == 3
+
+    second = redrive_to_the_end(platform, token, endpoint_id)
+    assert platform.pump() == 0
+    assert len(consumer.received) == 3  # nothing sent again
+    assert (second["total"], second["replayed"], second["skipped"], second["include_recovered"]) == (3, 0, 3, False)
+
+    # The log: still dead, each recovered by its delivered replay; `recovered=false` lists none of them.
+    listed = dead_listed(platform, token)
+    assert set(listed) == {s.delivery.id for s in dead}
+    for original in listed.values():
+        assert original["status"] == "dead" and original["recovered_at"] is not None
+        replay = platform.call("GET", f"/v1/deliveries/{original['recovered_by']}", token).json()
+        assert (replay["status"], replay["replay_of"]) == ("delivered", original["id"])
+        shown = platform.call("GET", f"/v1/deliveries/{original['id']}", token).json()
+        assert shown["recovered_by"] == original["recovered_by"]
+    assert dead_listed(platform, token, "&recovered=false") == {}
+    assert set(dead_listed(platform, token, "&recovered=true")) == set(listed)
+
+
+def test_include_recovered_redrives_the_recovered_too(platform: Platform, consumer: ScriptedConsumer) -> None:
+    token, endpoint_id, dead = three_dead_in_an_outage(platform, consumer)
+    redrive_to_the_end(platform, token, endpoint_id)
+    assert platform.pump() == 3
+
+    again = redrive_to_the_end(platform, token, endpoint_id, include_recovered=True)
+    assert (again["total"], again["replayed"], again["skipped"], again["include_recovered"]) == (3, 3, 0, True)
+    assert platform.pump() == 3
+    assert sorted(r.headers["webhook-id"] for r in consumer.wait_for(6)) == sorted(2 * [s.event.id for s in dead])
+    # Each original stays recovered by the first replay delivered: the mark is written once.
+    first_marks = {d["id"]: d["recovered_by"] for d in dead_listed(platform, token).values()}
+    assert all(first_marks.values())
+
+    refused = platform.call(
+        "POST", f"/v1/endpoints/{endpoint_id}/redrive", token, {"since": to_rfc3339(OUTAGE), "include_recovered": "x"}
+    )
+    assert refused.status == 422, refused.body
+
+
+def test_a_redrive_skips_what_a_single_replay_recovered_and_replays_the_rest(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    token, endpoint_id, dead = three_dead_in_an_outage(platform, consumer)
+    replayed = platform.call("POST", f"/v1/deliveries/{dead[0].delivery.id}/replay", token)
+    assert replayed.status == 202, replayed.body
+    assert platform.pump() == 1
+    assert dead_listed(platform, token)[dead[0].delivery.id]["recovered_by"] == replayed.json()["delivery_id"]
+    assert set(dead_listed(platform, token, "&recovered=false")) == {s.delivery.id for s in dead[1:]}
+
+    done = redrive_to_the_end(platform, token, endpoint_id)
+    assert (done["total"], done["replayed"], done["skipped"]) == (3, 2, 1)
+    assert platform.pump() == 2
+    received = consumer.wait_for(3)
+    assert sorted(r.headers["webhook-id"] for r in received) == sorted(s.event.id for s in dead)
+
+
+def test_a_replay_delivered_but_never_marked_is_found_by_the_next_redrive(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """The mark missing (the process died between the replay's record and the mark and its message never came back;
+    or the replay was delivered before marks existed): the next redrive looks the replays up, marks, and skips."""
+    token, endpoint_id, dead = three_dead_in_an_outage(platform, consumer)
+    redrive_to_the_end(platform, token, endpoint_id)
+    assert platform.pump() == 3
+    table = wiring.delivery_log_service().deliveries.table
+    for seeded in dead:
+        table.update_item(Key={"id": seeded.delivery.id}, UpdateExpression="REMOVE recovered_by, recovered_at")
+    assert set(dead_listed(platform, token, "&recovered=false")) == {s.delivery.id for s in dead}
+
+    again = redrive_to_the_end(platform, token, endpoint_id)
+    assert (again["replayed"], again["skipped"]) == (0, 3)
+    assert platform.pump() == 0 and len(consumer.received) == 3
+    assert dead_listed(platform, token, "&recovered=false") == {}

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime, timedelta
 
+import pytest
 from standardwebhooks import Webhook
 
 from hookrelay import wiring
+from hookrelay.adapters import schema
+from hookrelay.domain.clock import utcnow
 from hookrelay.domain.models import EndpointState
+from hookrelay.domain.status import DeliveryStatus
+from local.sqs_source import invoke_batch, queue_arn_of, receive
+from tests.support.aws import as_function
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
+from tests.support.records import seed
 
 
 def publish(platform: Platform, tenant_id: str) -> dict:
@@ -106,3 +114,66 @@ def test_a_test_event_is_delivered_now_to_that_endpoint_only(platform: Platform,
     delivery = platform.call("GET", f"/v1/deliveries/{sent['delivery_id']}", token).json()
     assert delivery["status"] == "delivered" and delivery["event_id"] == sent["event_id"]
     assert platform.call("GET", f"/v1/events/{sent['event_id']}", token).json()["body"].encode() == request.body
+
+
+def test_a_delivered_replay_marks_its_dead_original_recovered(platform: Platform, consumer: ScriptedConsumer) -> None:
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    dead = seed(tenant_id, endpoint_id, utcnow() - timedelta(hours=1)).delivery
+    cancelled = seed(tenant_id, endpoint_id, utcnow() - timedelta(hours=2), DeliveryStatus.CANCELLED).delivery
+    consumer.queue([Reply(500)])  # the dead one's first replay fails (and retries): no mark until one is delivered
+    first = platform.call("POST", f"/v1/deliveries/{dead.id}/replay", token).json()["delivery_id"]
+    platform.pump()
+    assert platform.call("GET", f"/v1/deliveries/{first}", token).json()["status"] == "retrying"
+    assert platform.call("GET", f"/v1/deliveries/{dead.id}", token).json()["recovered_by"] is None
+
+    second = platform.call("POST", f"/v1/deliveries/{dead.id}/replay", token).json()["delivery_id"]
+    of_cancelled = platform.call("POST", f"/v1/deliveries/{cancelled.id}/replay", token).json()["delivery_id"]
+    assert platform.pump() == 2
+
+    original = platform.call("GET", f"/v1/deliveries/{dead.id}", token).json()
+    assert (original["status"], original["recovered_by"]) == ("dead", second)
+    assert datetime.fromisoformat(original["recovered_at"]) <= utcnow()
+    shown = platform.call("GET", f"/v1/deliveries/{cancelled.id}", token).json()
+    assert (shown["status"], shown["recovered_by"]) == ("cancelled", of_cancelled)
+    # A replay of a delivered delivery marks nothing: only dead and cancelled deliveries are recovered.
+    again = platform.call("POST", f"/v1/deliveries/{second}/replay", token).json()["delivery_id"]
+    assert platform.pump() == 1
+    assert platform.call("GET", f"/v1/deliveries/{again}", token).json()["status"] == "delivered"
+    assert platform.call("GET", f"/v1/deliveries/{second}", token).json()["recovered_by"] is None
+
+
+def test_the_mark_lost_between_the_two_writes_is_made_when_the_message_comes_back(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replay recorded delivered, then the invocation dies before marking the original: its message was not
+    deleted; when it comes back, the attempt is not made again, and the original is marked."""
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    dead = seed(tenant_id, endpoint_id, utcnow() - timedelta(hours=1)).delivery
+    replay_id = platform.call("POST", f"/v1/deliveries/{dead.id}/replay", token).json()["delivery_id"]
+
+    with as_function("delivery"):
+        log = wiring.delivery_service().deliveries
+    mark = log.mark_recovered
+
+    def died(*args: object, **kwargs: object) -> bool:
+        raise RuntimeError("the invocation died here")
+
+    monkeypatch.setattr(log, "mark_recovered", died)
+    url = platform.env[schema.DELIVERY_QUEUE.env_var]
+    [message] = receive(platform.sqs, url, batch_size=1, wait_seconds=0)
+    assert invoke_batch(platform.sqs, url, queue_arn_of(platform.sqs, url), [message], "delivery") == 1  # failed
+    assert platform.call("GET", f"/v1/deliveries/{replay_id}", token).json()["status"] == "delivered"
+    assert platform.call("GET", f"/v1/deliveries/{dead.id}", token).json()["recovered_by"] is None
+    listed = platform.call("GET", "/v1/deliveries?status=dead&recovered=false", token).json()["data"]
+    assert [d["id"] for d in listed] == [dead.id]
+
+    monkeypatch.setattr(log, "mark_recovered", mark)
+    # Its visibility timeout passes: the message is back.
+    platform.sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+    assert platform.pump() == 1
+
+    assert len(consumer.wait_for(1)) == 1 and len(consumer.received) == 1  # sent once
+    assert platform.call("GET", f"/v1/deliveries/{dead.id}", token).json()["recovered_by"] == replay_id
+    assert platform.call("GET", "/v1/deliveries?status=dead&recovered=false", token).json()["data"] == []

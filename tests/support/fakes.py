@@ -135,6 +135,18 @@ class FakeDeliveries:
         self.items[delivery_id] = replace(current, dead_lettered_at=at, dead_reason=reason)
         return True
 
+    def mark_recovered(self, delivery_id: str, tenant_id: str, replay_id: str, at: datetime) -> bool:
+        current = self.items.get(delivery_id)
+        if (
+            current is None
+            or current.tenant_id != tenant_id
+            or current.status not in (DeliveryStatus.DEAD, DeliveryStatus.CANCELLED)
+            or current.recovered_by is not None
+        ):
+            return False
+        self.items[delivery_id] = replace(current, recovered_by=replay_id, recovered_at=at)
+        return True
+
     def put_new(self, delivery: Delivery) -> bool:
         if delivery.id in self.items:
             return False

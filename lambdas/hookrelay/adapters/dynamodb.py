@@ -576,6 +576,25 @@ class DeliveryTable:
             },
         )
 
+    def mark_recovered(self, delivery_id: str, tenant_id: str, replay_id: str, at: datetime) -> bool:
+        # No index moves: the status (and so its status-index entry) stays; `recovered` filters on the item.
+        return applied(
+            self.table.update_item,
+            Key={"id": delivery_id},
+            UpdateExpression="SET recovered_by = :by, recovered_at = :at",
+            ConditionExpression=(
+                "tenant_id = :tenant AND #s IN (:dead, :cancelled) AND attribute_not_exists(recovered_by)"
+            ),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":by": replay_id,
+                ":at": to_rfc3339(at),
+                ":tenant": tenant_id,
+                ":dead": DeliveryStatus.DEAD.value,
+                ":cancelled": DeliveryStatus.CANCELLED.value,
+            },
+        )
+
     # --- The delivery log (reads by index) and idempotent creation ---
 
     def _index(self, where: DeliveryFilter) -> tuple[IndexSpec, str]:
@@ -848,6 +867,7 @@ def _matches(delivery: Delivery, where: DeliveryFilter, now: datetime) -> bool:
         and (where.event_id is None or delivery.event_id == where.event_id)
         and (delivery.expires_at is None or delivery.expires_at > epoch_seconds(now))
         and (where.ended_before is None or _ended_before(delivery, where.ended_before))
+        and (where.recovered is None or (delivery.recovered_by is not None) == where.recovered)
     )
 
 

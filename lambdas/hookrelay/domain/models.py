@@ -204,3 +204,8 @@ class Delivery:
     # Where the delivery stands among its endpoint's deliveries when they are parked: domain.circuit.park_order.
     event_order: str | None = None
     parked_at: datetime | None = None  # set while the delivery waits on its endpoint's circuit
+    # A dead (or cancelled) delivery whose replay was delivered: that replay, and when it was found delivered. The
+    # status stays `dead` (the record of what happened to this delivery); redrives skip it unless asked not to
+    # (domain.redrive.recovers, services/redrive.py).
+    recovered_by: str | None = None
+    recovered_at: datetime | None = None

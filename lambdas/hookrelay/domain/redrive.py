@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
+from hookrelay.domain.models import Delivery
 from hookrelay.domain.paging import Position
 from hookrelay.domain.status import DeliveryStatus
 
@@ -27,18 +28,30 @@ class Redrive:
     since: datetime
     until: datetime
     status_filter: DeliveryStatus
+    # Also replay deliveries already recovered (a replay of them delivered): by default a redrive skips them, so
+    # that redriving a window again re-sends only what is still undelivered.
+    include_recovered: bool = False
     state: RedriveState = RedriveState.RUNNING
     # Deliveries that matched (those that had ended when the redrive was requested), counted by its first job in
     # the background, not by the API: None until then.
     total: int | None = None
     replayed: int = 0
-    skipped: int = 0  # matched, but their event left the retention window before their page ran
+    # Matched, but not replayed: their event left the retention window before their page ran, or a replay of them
+    # was found delivered as it ran (recovered, not yet marked: services/redrive.py).
+    skipped: int = 0
     page: int = 0  # the page the next job message must carry: makes a duplicate job message a no-op
     position: Position | None = None  # where the next page starts
     created_at: datetime
     completed_at: datetime | None = None
     error: str | None = None
     expires_at: int
+
+
+def recovers(replay: Delivery) -> bool:
+    """Whether the delivery, as it stands, recovers the delivery it replays: a replay, delivered. Its original, if
+    it is dead or cancelled (REDRIVABLE_STATUSES), is then marked `recovered_by` it (the first such replay's id),
+    keeping its status: the record of what happened to it stays true, and redrives skip it."""
+    return replay.replay_of is not None and replay.status is DeliveryStatus.DELIVERED
 
 
 class FailedPage(StrEnum):

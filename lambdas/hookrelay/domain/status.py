@@ -51,6 +51,9 @@ STATUS_MEANINGS: dict[DeliveryStatus, str] = {
     DeliveryStatus.DELIVERED: "The endpoint returned 2xx within the attempt timeout. Done.",
     DeliveryStatus.RETRYING: "An attempt failed and another is scheduled at `next_attempt_at`.",
     DeliveryStatus.DEAD: "The schedule was exhausted or the hard-failure cap was reached. "
-    "Kept with every attempt; redrivable for the retention window.",
-    DeliveryStatus.CANCELLED: "Not sent: the endpoint was disabled or deleted first. Redrivable after re-enabling.",
+    "Kept with every attempt; redrivable for the retention window. Once a replay of it (a redrive's, or a single"
+    " replay) is delivered it stays `dead`, with `recovered_by` naming that replay: later redrives skip it"
+    " (unless `include_recovered`), and `recovered=false` lists only the dead still undelivered.",
+    DeliveryStatus.CANCELLED: "Not sent: the endpoint was disabled or deleted first. Redrivable after re-enabling;"
+    " marked `recovered_by` like `dead` once a replay of it is delivered.",
 }

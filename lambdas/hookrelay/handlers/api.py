@@ -229,6 +229,7 @@ def start_redrive(request: StartRedrive, request_key: str | None) -> RedriveStar
         since=request.since,
         until=request.until,
         status=request.status,
+        include_recovered=request.include_recovered,
         request_key=request_key,
     )
     return RedriveStarted(redrive_id=redrive.id, count=redrive.total, status=redrive.state.value)

@@ -233,6 +233,8 @@ class DeliveryListQuery(Strict):
     event_id: str | None = Field(default=None, min_length=1, max_length=64)
     since: QueryTime | None = None
     until: QueryTime | None = None
+    # false: only deliveries not recovered (with `status=dead`, the dead still undelivered); true: only recovered
+    recovered: bool | None = None
     limit: int = Field(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
     cursor: str | None = Field(default=None, min_length=1, max_length=2048)
 
@@ -244,6 +246,7 @@ class DeliveryListQuery(Strict):
             event_id=self.event_id,
             since=self.since,
             until=self.until,
+            recovered=self.recovered,
         )
 
 
@@ -251,6 +254,8 @@ class RedriveRequest(Strict):
     since: QueryTime
     until: QueryTime | None = None  # now, when omitted
     status: Literal[DeliveryStatus.DEAD, DeliveryStatus.CANCELLED] = DeliveryStatus.DEAD
+    # Also replay deliveries already recovered (a replay of them delivered); by default they are skipped.
+    include_recovered: bool = False
 
 
 class StartRedrive(RedriveRequest):
@@ -286,6 +291,8 @@ def delivery_summary(delivery: Delivery) -> dict[str, Any]:
         "last_error": _error(last) if last else None,
         "parked_at": _time(delivery.parked_at),
         "dead_reason": delivery.dead_reason.value if delivery.dead_reason else None,
+        "recovered_by": delivery.recovered_by,
+        "recovered_at": _time(delivery.recovered_at),
     }
 
 
@@ -338,6 +345,7 @@ def redrive_view(redrive: Redrive) -> dict[str, Any]:
         "since": _time(redrive.since),
         "until": _time(redrive.until),
         "status_filter": redrive.status_filter.value,
+        "include_recovered": redrive.include_recovered,
         "state": redrive.state.value,
         "total": redrive.total,
         "replayed": redrive.replayed,

@@ -312,7 +312,7 @@
             facts([
               ["Redrive", redrive.id],
               ["Endpoint", endpoint ? endpoint.url : redrive.endpoint_id],
-              ["Deliveries", `${redrive.status_filter}, created ${when(redrive.since)} to ${when(redrive.until)}`],
+              ["Deliveries", `${redrive.status_filter}${redrive.include_recovered ? " (recovered too)" : ""}, created ${when(redrive.since)} to ${when(redrive.until)}`],
               ["Started", when(redrive.created_at)],
               ["Completed", when(redrive.completed_at)],
             ]),
@@ -348,7 +348,9 @@
           "button",
           { type: "button", class: "row delivery", "data-delivery": d.id, onclick: () => deliveryView(d.id) },
           el("span", {}, el("strong", {}, d.event_type), el("br"), el("span", { class: "id" }, d.id)),
-          el("span", {}, badge(d.status, STATUS_TONES[d.status] || "neutral")),
+          el("span", {}, badge(d.status, STATUS_TONES[d.status] || "neutral"),
+            // Dead, then a replay of it delivered: it stays dead, "recovered by" that replay (redrives skip it).
+            d.recovered_by ? [" ", el("span", { class: "badge good recovered", title: `recovered by ${d.recovered_by}` }, "recovered")] : ""),
           el("span", { class: "muted" }, urls.get(d.endpoint_id) || d.endpoint_id),
           el("span", { class: "muted" }, when(d.created_at), ` · ${d.attempt_count} attempt${d.attempt_count === 1 ? "" : "s"}`,
             d.last_status_code ? ` · ${d.last_status_code}` : ""),
@@ -433,6 +435,7 @@
             delivery.next_attempt_at && ["Next attempt", when(delivery.next_attempt_at)],
             delivery.replay_of && ["Replay of", delivery.replay_of],
             delivery.dead_reason && ["Dead because", delivery.dead_reason],
+            delivery.recovered_by && ["Recovered by", `${delivery.recovered_by} (delivered ${when(delivery.recovered_at)})`],
           ]),
           el(
             "div",

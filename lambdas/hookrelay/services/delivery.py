@@ -14,6 +14,7 @@ from hookrelay.domain.clock import utcnow
 from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.lifecycle import retention_expiry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
+from hookrelay.domain.redrive import recovers
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import DeadReason, DeliveryStatus
@@ -278,6 +279,8 @@ class DeliveryService:
             )
             self._dead_letter(ended)
         parked = self._settle(delivery, message, endpoint, rule, decision, finished)
+        if decision.status is DeliveryStatus.DELIVERED:
+            self._recover_original(delivery, finished)
         return AttemptReport(
             delivery.id,
             decision.status,
@@ -407,6 +410,19 @@ class DeliveryService:
         if expires_at > event.expires_at:
             self.events.extend_expiry(event.id, expires_at)
 
+    def _recover_original(self, replay: Delivery, at: datetime) -> None:
+        """A replay delivered recovers the delivery it replays: the original (if dead or cancelled) is marked
+        `recovered_by` it, a conditional update of the original, so that later redrives skip it.
+
+        Two writes, the replay's record (delivered) and then this one, not a transaction. If the process dies
+        between them (or this write fails: it raises, and the invocation with it), the message was not deleted and
+        comes back; its claim fails (the attempt is recorded) and `_not_claimed` marks the original then, once
+        (conditional on not being marked). Should the message never come back, the next redrive of the original's
+        window finds the delivered replay among its event's deliveries and marks it then, skipping it
+        (services/redrive.py): a replay delivered is never sent again by a redrive that did not ask for it."""
+        if replay.replay_of is not None:
+            self.deliveries.mark_recovered(replay.replay_of, replay.tenant_id, replay.id, at)
+
     def _dead_letter(self, dead: Delivery) -> None:
         """Record why the delivery died, then count it (a metric and a log line; no queue message: the record is
         the one truth of "dead"). Whoever records it counts it, so a message received again counts nothing. If
@@ -465,7 +481,8 @@ class DeliveryService:
         message is answered with the current state, and a first-attempt message that comes back after its
         attempt was recorded (the worker died before starting the workflow) starts it — a harmless no-op
         when it is already running, since the execution is named after the delivery. Likewise a message for
-        the attempt that killed the delivery publishes the dead letter if the worker died before it could.
+        the attempt that killed the delivery publishes the dead letter if the worker died before it could, and one
+        for the attempt that delivered a replay marks its original recovered (`_recover_original`) likewise.
         `current`: the delivery as read after the claim failed.
         """
         if current is None or current.tenant_id != message.tenant_id:
@@ -490,6 +507,8 @@ class DeliveryService:
         latest = current.attempt_count == message.attempt  # a message for the attempt made last
         if status is DeliveryStatus.DEAD and latest and current.dead_lettered_at is None:
             self._dead_letter(current)
+        if latest and recovers(current):  # its worker may have died before marking the original: again, harmless
+            self._recover_original(current, current.completed_at or self.clock())
         if message.reply_to:
             # While the attempt is in flight its worker answers; this token's task times out and re-sends.
             # Only a message for the latest attempt may resume the workflow: whoever made a later one handed over.

@@ -33,9 +33,18 @@ FOREIGN_CURSOR = "the cursor belongs to a different query: repeat the same filte
 # --- Cursors: opaque to clients, bound to the tenant and the query they came from ---
 
 
+# Filters added after cursors were first issued: left out of the digest while unset, so that a cursor issued before
+# one existed still resumes its query.
+_ADDED_LATER = frozenset({"recovered"})
+
+
 def _fingerprint(where: DeliveryFilter) -> str:
     """A digest of the whole query, tenant included: a cursor only resumes the query that produced it."""
-    fields = {k: (to_rfc3339(v) if isinstance(v, datetime) else v) for k, v in asdict(where).items()}
+    fields = {
+        k: (to_rfc3339(v) if isinstance(v, datetime) else v)
+        for k, v in asdict(where).items()
+        if not (k in _ADDED_LATER and v is None)
+    }
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 

@@ -242,6 +242,11 @@ class DeliveryRepository(Protocol):
         """Record why the dead delivery died, once: False if it is not dead or its death was recorded already
         (whoever records it first counts it, so a death is counted once however often it is surfaced)."""
 
+    def mark_recovered(self, delivery_id: str, tenant_id: str, replay_id: str, at: datetime) -> bool:
+        """Record that a replay of the dead (or cancelled) delivery was delivered (`recovered_by`, `recovered_at`),
+        its status unchanged; once: False if it is not dead or cancelled, not the tenant's, or already recovered
+        (by this replay or another: the first delivered replay is the one named)."""
+
 
 class ParkedCount(Protocol):
     def count(self, endpoint_id: str) -> int:
@@ -468,6 +473,8 @@ class DeliveryFilter:
     since: datetime | None = None  # inclusive, over created_at
     until: datetime | None = None  # exclusive, over created_at
     ended_before: datetime | None = None  # only deliveries that had ended by then (a redrive's snapshot)
+    # Only deliveries recovered (True: `recovered_by` set, a replay of them delivered) or not yet recovered (False).
+    recovered: bool | None = None
 
 
 @dataclass(frozen=True)

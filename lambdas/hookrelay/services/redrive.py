@@ -5,6 +5,13 @@ Also the operator's redrive of the deliveries the platform itself killed (poison
 Exactly once, although job messages may arrive twice: every replay has an id derived from (redrive,
 original), created with a conditional put, and a page's progress is recorded only if the redrive is
 still at that page. A second copy of a job replays nothing new and records nothing.
+
+Idempotent in effect, too: a dead delivery whose replay was delivered is marked `recovered_by` it (by the delivery
+function, services/delivery.py), and a redrive skips recovered deliveries unless asked to include them, so
+redriving the same window again re-sends only what is still undelivered. Should the mark be missing (the process
+died between the replay's record and the mark, and its message never came back; or the replay was delivered before
+marks existed), a page looks each original's replays up among its event's deliveries (the sparse event_extras
+index: one query per original, usually empty) and, finding one delivered, marks the original then and skips it.
 """
 
 from __future__ import annotations
@@ -38,7 +45,9 @@ DEAD_LETTERS_JOB = "dead_letters"  # an operator drain's job before the reconcil
 
 def _scope(redrive: Redrive) -> DeliveryFilter:
     # Only deliveries that had ended when the redrive was asked for: its own replays, and deliveries dying
-    # while it runs, are never swept in, so `total` is exactly what gets replayed.
+    # while it runs, are never swept in, so `total` is exactly what gets replayed or skipped. Recovered ones are in
+    # scope (and counted) but skipped by the page (`_skips`): a mark made while the redrive runs, by its own replay
+    # or another, moves nothing in or out of its pages.
     return DeliveryFilter(
         tenant_id=redrive.tenant_id,
         status=redrive.status_filter,
@@ -68,6 +77,7 @@ class RedriveService:
         since: datetime,
         until: datetime | None = None,
         status: DeliveryStatus = DeliveryStatus.DEAD,
+        include_recovered: bool = False,
         request_key: str | None = None,
     ) -> Redrive:
         """Record the redrive and enqueue its first job.
@@ -96,6 +106,7 @@ class RedriveService:
             since=since.astimezone(UTC),
             until=until.astimezone(UTC),
             status_filter=status,
+            include_recovered=include_recovered,
             created_at=now,
             expires_at=retention_expiry(now),
         )
@@ -140,6 +151,9 @@ class RedriveService:
         skipped = 0
         for original in found.deliveries:
             replay_id = ids.derived_delivery_id(redrive.created_at, redrive.id, original.id)
+            if not redrive.include_recovered and self._skips(original, replay_id, now):
+                skipped += 1
+                continue
             try:
                 replay, needs_sending = self.replays.record_replay(original, endpoint, now, replay_id=replay_id)
             except Gone:  # the event expired while the redrive ran: nothing left to send
@@ -169,6 +183,19 @@ class RedriveService:
         if recorded and found.resume_after is not None:
             self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=page + 1))
 
+    def _skips(self, original: Delivery, own_replay: str, now: datetime) -> bool:
+        """Whether the page skips `original`: another request's replay of it (an earlier redrive's, a single
+        replay's) was delivered. Marked `recovered_by` that replay if the mark is missing (see the module's doc).
+        This redrive's own replay (`own_replay`) recovering it is no reason: a page re-run after a crash converges on
+        its replays and counts them again, as before the crash."""
+        if original.recovered_by is not None:
+            return original.recovered_by != own_replay
+        replay = self.replays.delivered_replay(original, now, other_than=own_replay)
+        if replay is None:
+            return False
+        self.deliveries.mark_recovered(original.id, original.tenant_id, replay.id, replay.completed_at or now)
+        return True
+
 
 @dataclass
 class OperatorReport:
@@ -192,7 +219,10 @@ class OperatorRedrive:
         report = OperatorReport()
         now = utcnow()
         for tenant_id in self.tenants.ids():
-            where = DeliveryFilter(tenant_id=tenant_id, status=DeliveryStatus.DEAD, since=since, until=until)
+            # Not those recovered since (a tenant's redrive or replay of them delivered): nothing left to send.
+            where = DeliveryFilter(
+                tenant_id=tenant_id, status=DeliveryStatus.DEAD, since=since, until=until, recovered=False
+            )
             position = None
             while True:
                 page = self.deliveries.find(where, PAGE_SIZE, position, now)

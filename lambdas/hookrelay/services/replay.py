@@ -24,7 +24,9 @@ from hookrelay.domain.lifecycle import (
 )
 from hookrelay.domain.models import Delivery, Endpoint, Event
 from hookrelay.domain.schedule import RetrySchedule
+from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import (
+    DeliveryFilter,
     DeliveryLog,
     DeliveryQueue,
     EndpointRepository,
@@ -33,6 +35,7 @@ from hookrelay.services.ports import (
 )
 
 TEST_EVENT_TYPE = "webhook.test"
+_EVENT_DELIVERIES_PAGE = 250  # an event's deliveries read at a time when looking for a replay delivered
 
 
 @dataclass
@@ -92,6 +95,21 @@ class ReplayService:
         """The replay recorded but not enqueued (for callers that enqueue in batches), and whether it needs it."""
         event = self._live_event(original.event_id, now)
         return self._record(event, endpoint, now, replay_of=original.id, delivery_id=replay_id)
+
+    def delivered_replay(self, original: Delivery, now: datetime, *, other_than: str | None = None) -> Delivery | None:
+        """The first delivered replay of `original` (other than `other_than`), or None: looked up among its event's
+        deliveries other than the fan-out (replays are indexed by event: one query, usually finding nothing)."""
+        where = DeliveryFilter(
+            tenant_id=original.tenant_id, event_id=original.event_id, status=DeliveryStatus.DELIVERED
+        )
+        found: list[Delivery] = []
+        start = None
+        while True:
+            page = self.deliveries.find_of_event(where, (), _EVENT_DELIVERIES_PAGE, start, now)
+            found += [d for d in page.deliveries if d.replay_of == original.id and d.id != other_than]
+            if page.resume_after is None:
+                return min(found, key=lambda d: (d.completed_at or d.created_at, d.id), default=None)
+            start = page.resume_after
 
     def enqueue_first_attempts(self, deliveries: Sequence[Delivery]) -> None:
         self.queue.enqueue([first_attempt_message(d) for d in deliveries])
