@@ -27,6 +27,7 @@ from hookrelay.adapters import aws as aws_clients
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain import portal
+from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.auto_disable import WARNINGS
 from hookrelay.services.reconcile import RECONCILE_GRACE, RECONCILE_LOOKBACK
@@ -84,6 +85,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="the deployed destination guard: endpoints must be https:// on public addresses and allowed ports"
         " (the demo consumer on 127.0.0.1 is then refused)",
+    )
+    parser.add_argument(
+        "--api-key-rate",
+        type=int,
+        default=DEFAULT_PER_KEY_PER_SECOND,
+        metavar="N",
+        help=f"each API key's requests a second, as deployed (default {DEFAULT_PER_KEY_PER_SECOND}, the deployed"
+        " default; 0: no per-key limit, for load tests from one key)",
     )
     parser.add_argument(
         "--json",
@@ -264,14 +273,19 @@ def local_only_environment(*, fast: bool, block_private: bool) -> dict[str, str]
 
 
 def provision_environment(
-    schedule_name: str, api_url: str, *, fast: bool, block_private: bool = False
+    schedule_name: str,
+    api_url: str,
+    *,
+    fast: bool,
+    block_private: bool = False,
+    api_key_rate: int | None = DEFAULT_PER_KEY_PER_SECOND,
 ) -> tuple[dict[str, str], LocalDeployment]:
     """Create every resource on moto; each function's environment and statements as deployed on them
     (local/as_deployed.py: its worker processes get exactly that environment, and their calls are checked against
     those statements); and this process's own environment: every resource's variable (for the stack itself, which
     polls the queues and keys the demo), and `LOCAL_ONLY`'s, which every worker keeps."""
     resources = {**provision(retry_schedule=schedule_name), schema.API_URL: api_url}
-    deployment = local_deployment(resources, local_settings(schedule_name))
+    deployment = local_deployment(resources, local_settings(schedule_name, api_key_rate_per_second=api_key_rate))
     env = {**deployment.every_variable(), **local_only_environment(fast=fast, block_private=block_private)}
     os.environ.update(env)
     wiring.reset()  # clients are made from now on, against moto
@@ -286,6 +300,7 @@ def start(
     log_level: str = "INFO",
     authorizer_cache_seconds: float = functions.authorizer_cache_seconds(),
     block_private: bool = False,
+    api_key_rate: int | None = DEFAULT_PER_KEY_PER_SECOND,
 ) -> LocalStack:
     schedule_name = "fast" if fast else "default"
     aws = start_aws_endpoints()
@@ -294,7 +309,9 @@ def start(
     try:
         # Bound first (serving starts last): its address is the API's URL the functions are deployed with.
         api = ApiServer(port, gateway.AuthorizerCache(authorizer_cache_seconds))  # 0 s: keeps nothing
-        env, deployment = provision_environment(schedule_name, api.url, fast=fast, block_private=block_private)
+        env, deployment = provision_environment(
+            schedule_name, api.url, fast=fast, block_private=block_private, api_key_rate=api_key_rate
+        )
         workers = FunctionWorkers(concurrency_limits(concurrency), log_level.upper(), deployment)
         lambda_runtime.use_workers(workers)
         workers.warm_up([function.name for function in functions.FUNCTIONS])
@@ -396,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             log_level=args.log_level,
             authorizer_cache_seconds=args.authorizer_cache_seconds,
             block_private=args.block_private,
+            api_key_rate=args.api_key_rate or None,  # 0: none
         )
     except OSError as error:  # most likely the port is taken
         print(

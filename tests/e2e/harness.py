@@ -134,8 +134,10 @@ def eventually(
 class LocalStack:
     """`python -m local --json --fast --port 0`, driven over HTTP like any API client."""
 
-    def __init__(self, log_dir: Path) -> None:
-        self.process = Process("local-stack", ["-m", "local", "--json", "--fast", "--port", "0"], log_dir)
+    def __init__(self, log_dir: Path, *options: str) -> None:
+        """`options`: more of `python -m local`'s flags (e.g. `--api-key-rate 0` for a load from one key)."""
+        command = ["-m", "local", "--json", "--fast", "--port", "0", *options]
+        self.process = Process("local-stack", command, log_dir)
         ready = self.process.ready_document()
         self.api_url: str = ready["api_url"]
         self.admin_key: str = ready["admin_key"]

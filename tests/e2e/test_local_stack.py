@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from standardwebhooks import Webhook
 
 from hookrelay.domain.schedule import FAST_SCHEDULE
@@ -21,6 +23,7 @@ SCHEDULE_WAIT = FAST_SCHEDULE.horizon + 30
 
 SIGNAL_BURST = 50  # SIGTERMs, this far apart: some land while the stack handles an earlier one, or stops
 SIGNAL_SPACING_SECONDS = 0.002
+BURST_REQUESTS = 1600  # from one key, by eight clients at once, until one gets a 429
 
 
 def endpoint_for(stack: LocalStack, tenant_key: str, consumer: Consumer) -> dict[str, Any]:
@@ -180,3 +183,34 @@ def test_stop_signals_arriving_together_still_stop_everything(tmp_path: Path) ->
         time.sleep(SIGNAL_SPACING_SECONDS)
     # `stop` sends one more and fails the test if the process is still running STOP_TIMEOUT seconds after it.
     assert stack.stop(signal.SIGTERM) == 0
+
+
+def test_a_key_over_its_rate_gets_429_with_retry_after_as_deployed(stack: LocalStack) -> None:
+    """The local stack runs with the deployed per-key rate limit by default (`--api-key-rate`), so a producer sees
+    here what it will see deployed. Eight clients read at once from one key until one is told to slow down (at
+    most BURST_REQUESTS in all: the limit is 50 a second, far below what eight clients send on any machine)."""
+    _, tenant_key = stack.new_tenant("greedy")
+    seen: list[requests.Response] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        session = requests.Session()
+        for _ in range(BURST_REQUESTS // 8):
+            if stop.is_set():
+                return
+            answer = session.get(
+                stack.api_url + "/v1/event-types", headers={"authorization": f"Bearer {tenant_key}"}, timeout=10
+            )
+            if answer.status_code == 429:
+                seen.append(answer)
+                stop.set()
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+
+    assert seen, f"no 429 in {BURST_REQUESTS} requests from one key"
+    assert seen[0].headers["retry-after"] == "1"
+    assert seen[0].headers["content-type"] == "application/problem+json"

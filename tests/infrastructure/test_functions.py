@@ -135,6 +135,8 @@ def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthes
             "delivery",
         ):  # the endpoint URLs' ports (tests/infrastructure/test_endpoint_ports.py)
             expected.add(schema.ENDPOINT_PORTS)
+        if function.name == "api":  # where portal links point (tests/integration/test_portal_capabilities.py)
+            expected.add(schema.API_URL)
         assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, function.name
 
 
