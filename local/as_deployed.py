@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from hookrelay import functions
 from hookrelay.adapters import aws, schema
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.schedule import schedule_from_config
 from hookrelay.function_environment import Resources, Settings, environment
 from hookrelay.function_permissions import Arns, Statement, statements
@@ -49,6 +50,7 @@ def local_settings(
     attempt_timeout_seconds: int = ATTEMPT_TIMEOUT_SECONDS,
     api_key_rate_per_second: int | None = None,
     enforce_event_catalogue: bool = False,
+    limits: TenantLimits = DEFAULT_LIMITS,
 ) -> Settings:
     """The local stack's settings, as a stage's. The per-key rate limit is off unless asked for: the tests and the
     demo send from one key as fast as the machine goes."""
@@ -58,6 +60,8 @@ def local_settings(
         auto_disable_after_days=f"{policy_from_config(None).disable_after_days:g}",
         api_key_rate_per_second=api_key_rate_per_second,
         enforce_event_catalogue=enforce_event_catalogue,
+        max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
+        max_filters_per_endpoint=limits.max_filters_per_endpoint,
     )
 
 

@@ -60,6 +60,7 @@ class HookrelayStack(Stack):
         alarm_email = config.alarm_email(self.node)
         alarm_topic_arn = config.alarm_topic_arn(self.node)
         enforce_event_catalogue = config.enforce_event_catalogue(self.node)
+        limits = config.tenant_limits(self.node)
         telemetry = config.telemetry(self.node)
         runtime = config.lambda_runtime(self.node)
 
@@ -72,6 +73,8 @@ class HookrelayStack(Stack):
             api_key_rate_per_second=api_key_rate,
             enforce_event_catalogue=enforce_event_catalogue,
             xray_tracing=telemetry.xray_tracing,
+            max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
+            max_filters_per_endpoint=limits.max_filters_per_endpoint,
         )
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")

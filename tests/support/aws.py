@@ -14,6 +14,7 @@ from hookrelay import wiring
 from hookrelay.adapters import aws, schema
 from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.function_environment import SERVING_ROUTES
 from local import function_scope, iam_check, moto_stepfunctions, moto_transactions
 from local.as_deployed import local_deployment, local_settings
@@ -58,6 +59,7 @@ def moto_stack(
     api_key_rate_per_second: int | None = None,
     enforce_event_catalogue: bool = False,
     revoke: tuple[tuple[str, str], ...] = (),
+    limits: TenantLimits = DEFAULT_LIMITS,
 ) -> Iterator[dict[str, Any]]:
     """The whole system on moto, each function run as deployed: its own environment, its role's statements enforced
     (local/as_deployed.py). Yields every resource's variable, for the tests (which are no function) to read.
@@ -74,6 +76,7 @@ def moto_stack(
             attempt_timeout_seconds=ATTEMPT_TIMEOUT_IN_TESTS,
             api_key_rate_per_second=api_key_rate_per_second,
             enforce_event_catalogue=enforce_event_catalogue,
+            limits=limits,
         )
         deployment = local_deployment(provision(retry_schedule=retry_schedule), settings)
         for function, action in revoke:

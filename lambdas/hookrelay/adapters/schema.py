@@ -141,6 +141,9 @@ API_KEY_RATE_PER_SECOND = "API_KEY_RATE_PER_SECOND"  # the authorizer's per-key 
 ENDPOINT_HEALTH_DAY_SECONDS = "ENDPOINT_HEALTH_DAY_SECONDS"
 # "true": every endpoint filter must match a registered event type, while any is registered (services/event_types.py).
 ENFORCE_EVENT_CATALOGUE = "ENFORCE_EVENT_CATALOGUE"
+# The per-tenant limits (domain/limits.py), read by the API function, which creates and changes endpoints.
+MAX_ENDPOINTS_PER_TENANT = "MAX_ENDPOINTS_PER_TENANT"
+MAX_FILTERS_PER_ENDPOINT = "MAX_FILTERS_PER_ENDPOINT"
 
 
 @dataclass(frozen=True)
