@@ -20,6 +20,7 @@ SCRIPTS = (
     "storage.py",
     "cold_start.py",
     "schema_validation.py",
+    "filter_limits.py",
     "bad_night.py",
 )
 LIMIT_SECONDS = 300  # each benchmark finishes well within this on a 2-core machine

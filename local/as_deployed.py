@@ -25,6 +25,7 @@ from hookrelay import functions
 from hookrelay.adapters import aws, schema
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.schedule import schedule_from_config
 from hookrelay.function_environment import Resources, Settings, environment
 from hookrelay.function_permissions import Arns, Statement, statements
@@ -51,9 +52,10 @@ def local_settings(
     api_key_rate_per_second: int | None = None,
     enforce_event_catalogue: bool = False,
     endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS,
+    limits: TenantLimits = DEFAULT_LIMITS,
 ) -> Settings:
-    """The local stack's settings, as a stage's. The per-key rate limit is off unless asked for: the tests and the
-    demo send from one key as fast as the machine goes."""
+    """The local settings, as a stage's. The per-key rate limit is off unless asked for (the integration tier sends
+    from one key as fast as the machine goes); the local stack asks for the deployed default (`--api-key-rate`)."""
     return Settings(
         retry_schedule=json.dumps(schedule_from_config(retry_schedule).to_config()),
         attempt_timeout_seconds=attempt_timeout_seconds,
@@ -61,6 +63,8 @@ def local_settings(
         api_key_rate_per_second=api_key_rate_per_second,
         enforce_event_catalogue=enforce_event_catalogue,
         endpoint_ports=endpoint_ports,
+        max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
+        max_filters_per_endpoint=limits.max_filters_per_endpoint,
     )
 
 

@@ -11,6 +11,14 @@ from typing import Any
 from constructs import Node
 
 from hookrelay.domain.addresses import EndpointPorts, endpoint_ports_from_config
+from hookrelay.domain.limits import (
+    DEFAULT_MAX_ENDPOINTS_PER_TENANT,
+    DEFAULT_MAX_FILTERS_PER_ENDPOINT,
+    MAX_ENDPOINTS_PER_TENANT_CEILING,
+    TenantLimits,
+    limit_from_config,
+)
+from hookrelay.domain.matching import MAX_FILTERS
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND, per_key_limit_from_config
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
 from hookrelay.functions import BY_NAME
@@ -201,6 +209,33 @@ def endpoint_ports(node: Node) -> EndpointPorts:
             f"CDK context {ENDPOINT_PORTS_CONTEXT}={raw!r} is not valid: {error}. Give wide (443, 8443 and "
             "1024-65535) or narrow (443 and 8443 only), e.g. -c endpoint_ports=narrow."
         ) from error
+
+
+# --- Per-tenant limits: what one tenant's keys may make every event of theirs cost (domain/limits.py) ---
+
+MAX_ENDPOINTS_PER_TENANT_CONTEXT = "max_endpoints_per_tenant"
+MAX_FILTERS_PER_ENDPOINT_CONTEXT = "max_filters_per_endpoint"
+
+
+def tenant_limits(node: Node) -> TenantLimits:
+    """`max_endpoints_per_tenant` (1..10,000, default 1,000) and `max_filters_per_endpoint` (1..100, default 20)."""
+    values: dict[str, int] = {}
+    for context, default, ceiling in (
+        (MAX_ENDPOINTS_PER_TENANT_CONTEXT, DEFAULT_MAX_ENDPOINTS_PER_TENANT, MAX_ENDPOINTS_PER_TENANT_CEILING),
+        (MAX_FILTERS_PER_ENDPOINT_CONTEXT, DEFAULT_MAX_FILTERS_PER_ENDPOINT, MAX_FILTERS),
+    ):
+        raw: Any = node.try_get_context(context)
+        try:
+            values[context] = limit_from_config(context, raw, default, ceiling)
+        except ValueError as error:
+            raise InvalidConfiguration(
+                f"CDK context {context}={raw!r} is not valid: {error}. Give a whole number from 1 to {ceiling:,}, "
+                f"e.g. -c {context}={default}."
+            ) from error
+    return TenantLimits(
+        max_endpoints_per_tenant=values[MAX_ENDPOINTS_PER_TENANT_CONTEXT],
+        max_filters_per_endpoint=values[MAX_FILTERS_PER_ENDPOINT_CONTEXT],
+    )
 
 
 # --- Logs and traces: what the bill shows per event (bench/cost.py prices each setting) ---

@@ -61,6 +61,7 @@ class HookrelayStack(Stack):
         alarm_topic_arn = config.alarm_topic_arn(self.node)
         enforce_event_catalogue = config.enforce_event_catalogue(self.node)
         endpoint_ports = config.endpoint_ports(self.node)
+        limits = config.tenant_limits(self.node)
         telemetry = config.telemetry(self.node)
         runtime = config.lambda_runtime(self.node)
 
@@ -74,6 +75,8 @@ class HookrelayStack(Stack):
             enforce_event_catalogue=enforce_event_catalogue,
             xray_tracing=telemetry.xray_tracing,
             endpoint_ports=endpoint_ports,
+            max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
+            max_filters_per_endpoint=limits.max_filters_per_endpoint,
         )
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")

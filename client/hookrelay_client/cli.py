@@ -343,9 +343,16 @@ def describe_issued_key(issued: IssuedSigningKey) -> str:
 
 
 def list_endpoints(client: HookrelayClient, args: argparse.Namespace) -> Result:
-    endpoints = client.list_endpoints()
+    if args.limit is None and args.cursor is None:  # every page, as one list
+        endpoints, next_cursor = client.list_endpoints(), None
+    else:
+        page = client.list_endpoints_page(limit=args.limit, cursor=args.cursor)
+        endpoints, next_cursor = page.data, page.next_cursor
     rows = [(e.id, e.state, e.url, e.event_types, e.max_in_flight, e.created_at) for e in endpoints]
-    return Result({"data": as_json(endpoints)}, table(ENDPOINT_COLUMNS, rows) if rows else "no endpoints")
+    text = table(ENDPOINT_COLUMNS, rows) if rows else "no endpoints"
+    if next_cursor:
+        text += f"\n(more: --cursor {next_cursor})"
+    return Result({"data": as_json(endpoints), "next_cursor": next_cursor}, text)
 
 
 def show_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
@@ -631,7 +638,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--description")
     sub.add_argument("--max-in-flight", type=int)
     sub.add_argument("--key-type", choices=KEY_TYPES, help="hmac (a whsec_ secret; the default) or ed25519 (v1a)")
-    command(endpoints, "list", list_endpoints, "your endpoints")
+    sub = command(endpoints, "list", list_endpoints, "your endpoints, newest first (every page unless --limit)")
+    sub.add_argument("--limit", type=int, help="page size: one page only")
+    sub.add_argument("--cursor", help="the next_cursor of the previous page")
     sub = command(endpoints, "show", show_endpoint, "one endpoint")
     sub.add_argument("endpoint_id")
     sub = command(endpoints, "update", update_endpoint, "change an endpoint (only the options given)")

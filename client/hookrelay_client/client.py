@@ -21,6 +21,7 @@ from hookrelay_client.models import (
     DeliverySummary,
     Endpoint,
     EndpointHealth,
+    EndpointPage,
     EndpointTestSent,
     Event,
     EventType,
@@ -223,7 +224,16 @@ class HookrelayClient:
         return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
 
     def list_endpoints(self) -> list[Endpoint]:
-        return [Endpoint.model_validate(item) for item in self.request("GET", "/v1/endpoints")["data"]]
+        """Every live endpoint of the tenant, newest first: every page, followed transparently."""
+        return list(self.iter_endpoints())
+
+    def list_endpoints_page(self, *, limit: int | None = None, cursor: str | None = None) -> EndpointPage:
+        """One page, newest first; pass `next_cursor` back as `cursor` for the next one."""
+        return self._get(EndpointPage, "/v1/endpoints", limit=limit, cursor=cursor)
+
+    def iter_endpoints(self, *, limit: int | None = None) -> Iterator[Endpoint]:
+        """Every live endpoint, newest first, page by page (`limit` a page)."""
+        return _every_page(self.list_endpoints_page, None, limit=limit)
 
     def get_endpoint(self, endpoint_id: str) -> Endpoint:
         return self._get(Endpoint, f"/v1/endpoints/{_segment(endpoint_id)}")

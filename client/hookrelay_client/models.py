@@ -216,6 +216,11 @@ class Delivery(DeliverySummary):
     waiting_on: WaitingOn | None = None  # while parked (the circuit) or attempting (the message in flight)
 
 
+class EndpointPage(Model):
+    data: list[Endpoint]
+    next_cursor: str | None = None
+
+
 class DeliveryPage(Model):
     data: list[DeliverySummary]
     next_cursor: str | None = None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
+from hookrelay.domain.limits import DEFAULT_MAX_ENDPOINTS_PER_TENANT, DEFAULT_MAX_FILTERS_PER_ENDPOINT
 from hookrelay.functions import API, DELIVERY, INTERPRETER_ENVIRONMENT, ROUTES, Function
 
 # The functions that serve the API's routes.
@@ -55,6 +56,8 @@ class Settings:
     enforce_event_catalogue: bool
     xray_tracing: bool = False
     endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS
+    max_endpoints_per_tenant: int = DEFAULT_MAX_ENDPOINTS_PER_TENANT  # per-tenant limits (domain/limits.py)
+    max_filters_per_endpoint: int = DEFAULT_MAX_FILTERS_PER_ENDPOINT
 
 
 def environment(function: Function, resources: Resources, settings: Settings) -> dict[str, str]:
@@ -107,6 +110,9 @@ def _settings(function: Function, settings: Settings) -> dict[str, str]:
         env[schema.API_KEY_RATE_PER_SECOND] = str(settings.api_key_rate_per_second)
     if function.name == API.name:  # only the API function registers and changes endpoints' filters
         env[schema.ENFORCE_EVENT_CATALOGUE] = "true" if settings.enforce_event_catalogue else "false"
+        # ... and counts a tenant's endpoints against its limit.
+        env[schema.MAX_ENDPOINTS_PER_TENANT] = str(settings.max_endpoints_per_tenant)
+        env[schema.MAX_FILTERS_PER_ENDPOINT] = str(settings.max_filters_per_endpoint)
     if function.name in CHECKING_ENDPOINT_URLS:
         env[schema.ENDPOINT_PORTS] = settings.endpoint_ports.value
     return env

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
     from hookrelay.adapters.telemetry import DeadLetterTelemetry, PowertoolsTelemetry
     from hookrelay.domain.addresses import EndpointPorts
+    from hookrelay.domain.limits import TenantLimits
     from hookrelay.domain.platform_events import PlatformNotice
     from hookrelay.domain.schedule import RetrySchedule
     from hookrelay.services.api_keys import KeyService
@@ -161,9 +162,10 @@ def tenant_service() -> TenantService:
 
 @per_function
 def endpoint_service() -> EndpointService:
-    from hookrelay.adapters.dynamodb import EndpointTable
+    from hookrelay.adapters.dynamodb import CountedEndpoints, EndpointTable
     from hookrelay.services.endpoints import EndpointService
 
+    counts = schema.MAX_ENDPOINTS_PER_TENANT in os.environ  # the API function: it alone creates and deletes
     return EndpointService(
         EndpointTable(_table(schema.ENDPOINTS)),
         delivery_table(),
@@ -173,6 +175,24 @@ def endpoint_service() -> EndpointService:
         # Only where the deployment enforces it (the API function): the sweeper disables endpoints with this service
         # and has no access to the catalogue.
         catalogue=event_type_catalogue() if enforce_event_catalogue() else None,
+        limits=tenant_limits(),
+        # The sweeper (which only disables) has no access to the tenants table the count lives on.
+        counter=CountedEndpoints(_table(schema.TENANTS), _table(schema.ENDPOINTS)) if counts else None,
+    )
+
+
+def tenant_limits() -> TenantLimits:
+    """The deployment's per-tenant limits (CDK context `max_endpoints_per_tenant`, `max_filters_per_endpoint`;
+    stacks/config.py validates them); the defaults where a function is not deployed with them."""
+    from hookrelay.domain.limits import (
+        DEFAULT_MAX_ENDPOINTS_PER_TENANT,
+        DEFAULT_MAX_FILTERS_PER_ENDPOINT,
+        TenantLimits,
+    )
+
+    return TenantLimits(
+        max_endpoints_per_tenant=int(os.environ.get(schema.MAX_ENDPOINTS_PER_TENANT, DEFAULT_MAX_ENDPOINTS_PER_TENANT)),
+        max_filters_per_endpoint=int(os.environ.get(schema.MAX_FILTERS_PER_ENDPOINT, DEFAULT_MAX_FILTERS_PER_ENDPOINT)),
     )
 
 

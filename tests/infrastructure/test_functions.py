@@ -130,6 +130,8 @@ def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthes
             expected.add(schema.API_KEY_RATE_PER_SECOND)
         if function.name == "api":  # the event catalogue's filter rule (tests/infrastructure/test_event_types.py)
             expected.add(schema.ENFORCE_EVENT_CATALOGUE)
+            # ... and the per-tenant limits it enforces on endpoints (tests/unit/test_limits.py).
+            expected |= {schema.MAX_ENDPOINTS_PER_TENANT, schema.MAX_FILTERS_PER_ENDPOINT}
         if function.name in (
             "api",
             "delivery",

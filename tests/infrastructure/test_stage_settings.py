@@ -33,6 +33,8 @@ def test_the_settings_a_stage_file_may_hold_are_the_ones_synth_reads() -> None:
         "api_key_rate_per_second",
         "enforce_event_catalogue",
         "endpoint_ports",
+        "max_endpoints_per_tenant",
+        "max_filters_per_endpoint",
         "workflow_log_level",
         "xray_tracing",
     } <= config.setting_names()
@@ -50,6 +52,7 @@ def test_every_committed_stage_file_passes_synths_checks(path: Path) -> None:
     config.alarm_topic_arn(node)
     config.enforce_event_catalogue(node)
     config.endpoint_ports(node)
+    config.tenant_limits(node)
     config.telemetry(node)
     config.stack_name(node)
 

@@ -8,6 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
+from hookrelay.domain.limits import DEFAULT_LIMITS
 from hookrelay.domain.matching import MAX_FILTERS, MAX_STARS
 from hookrelay.handlers import authorizer
 from tests.support.platform import Platform
@@ -42,7 +43,8 @@ def test_filters_beyond_the_caps_are_a_422_problem_at_create_and_update(
 def test_filters_within_the_caps_are_accepted(platform: Platform, tenant: str) -> None:
     body = {
         "url": "http://127.0.0.1:9/h",
-        "event_types": ["*." * MAX_STARS, *[f"t{i}" for i in range(MAX_FILTERS - 1)]],
+        # The deployment's limit (20 by default; MAX_FILTERS, 100, is the most a deployment may allow).
+        "event_types": ["*." * MAX_STARS, *[f"t{i}" for i in range(DEFAULT_LIMITS.max_filters_per_endpoint - 1)]],
     }
     assert platform.call("POST", "/v1/endpoints", tenant, body).status == 201
 

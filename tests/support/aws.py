@@ -15,6 +15,7 @@ from hookrelay.adapters import aws, schema
 from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
+from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.function_environment import SERVING_ROUTES
 from local import function_scope, iam_check, moto_stepfunctions, moto_transactions
 from local.as_deployed import local_deployment, local_settings
@@ -61,6 +62,7 @@ def moto_stack(
     endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS,
     allow_private_destinations: bool = True,
     revoke: tuple[tuple[str, str], ...] = (),
+    limits: TenantLimits = DEFAULT_LIMITS,
 ) -> Iterator[dict[str, Any]]:
     """The whole system on moto, each function run as deployed: its own environment, its role's statements enforced
     (local/as_deployed.py). Yields every resource's variable, for the tests (which are no function) to read.
@@ -79,6 +81,7 @@ def moto_stack(
             api_key_rate_per_second=api_key_rate_per_second,
             enforce_event_catalogue=enforce_event_catalogue,
             endpoint_ports=endpoint_ports,
+            limits=limits,
         )
         deployment = local_deployment(provision(retry_schedule=retry_schedule), settings)
         for function, action in revoke:

@@ -25,6 +25,7 @@ from hookrelay.services.ports import (
     ParkOutcome,
     RetryTicket,
     SendResult,
+    UnknownPosition,
 )
 
 
@@ -166,6 +167,23 @@ class FakeEndpoints:
 
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
         return [e for (tenant, _), e in self.items.items() if tenant == tenant_id]
+
+    def page_for_tenant(
+        self, tenant_id: str, limit: int, start: Position | None
+    ) -> tuple[list[Endpoint], Position | None]:
+        """As EndpointTable.page_for_tenant: live ones, newest (highest id) first; the position is the last id."""
+        live = sorted(
+            (e for e in self.list_for_tenant(tenant_id) if e.state is not EndpointState.DELETED),
+            key=lambda e: e.id,
+            reverse=True,
+        )
+        if start is not None:
+            tenant, _, after = start.partition("/")
+            if tenant != tenant_id:
+                raise UnknownPosition(start)
+            live = [e for e in live if e.id < after]
+        page = live[:limit]
+        return page, Position(f"{tenant_id}/{page[-1].id}") if len(live) > limit else None
 
     # The failing spell, with the adapter's conditions.
 

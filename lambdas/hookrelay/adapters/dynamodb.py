@@ -149,6 +149,31 @@ def _as_read(name: str, value: str | None, values: dict[str, Any]) -> str:
     return f"{name} = :read_{name}"
 
 
+def replace_request(endpoint: Endpoint, expected_updated_at: datetime, read: Endpoint | None) -> dict[str, Any]:
+    """`EndpointTable.replace`'s conditional update (Key, expressions, names, values), for update_item or a
+    transaction."""
+    values: dict[str, Any] = {":read": to_rfc3339(expected_updated_at)}
+    read = read or endpoint
+    spell = [
+        _as_read("failing_since", to_rfc3339(read.failing_since) if read.failing_since else None, values),
+        _as_read("failure_notice", read.failure_notice and read.failure_notice.value, values),
+    ]
+    item = _endpoint_item(endpoint)
+    owned = (set(field_names(Endpoint)) | {_FAILING.partition_key}) - CIRCUIT_FIELDS - {"tenant_id", "id"}
+    names = {f"#a{i}": name for i, name in enumerate(sorted(owned))}
+    sets = [f"{alias} = :a{alias[2:]}" for alias, name in names.items() if name in item]
+    removes = [alias for alias, name in names.items() if name not in item]
+    values |= {f":a{alias[2:]}": item[name] for alias, name in names.items() if name in item}
+    update = f"SET {', '.join(sets)}" + (f" REMOVE {', '.join(removes)}" if removes else "")
+    return {
+        "Key": {"tenant_id": endpoint.tenant_id, "id": endpoint.id},
+        "UpdateExpression": update,
+        "ConditionExpression": " AND ".join(["attribute_exists(id)", "updated_at = :read", *spell]),
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": values,
+    }
+
+
 class EndpointTable:
     def __init__(self, table: Any) -> None:
         self.table = table
@@ -163,31 +188,38 @@ class EndpointTable:
     def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
         """An update of every attribute the endpoint service owns: the circuit's (CIRCUIT_FIELDS) are left as
         they are, since the delivery path changes them between this read and this write."""
-        values: dict[str, Any] = {":read": to_rfc3339(expected_updated_at)}
-        read = read or endpoint
-        spell = [
-            _as_read("failing_since", to_rfc3339(read.failing_since) if read.failing_since else None, values),
-            _as_read("failure_notice", read.failure_notice and read.failure_notice.value, values),
-        ]
-        item = _endpoint_item(endpoint)
-        owned = (set(field_names(Endpoint)) | {_FAILING.partition_key}) - CIRCUIT_FIELDS - {"tenant_id", "id"}
-        names = {f"#a{i}": name for i, name in enumerate(sorted(owned))}
-        sets = [f"{alias} = :a{alias[2:]}" for alias, name in names.items() if name in item]
-        removes = [alias for alias, name in names.items() if name not in item]
-        values |= {f":a{alias[2:]}": item[name] for alias, name in names.items() if name in item}
-        update = f"SET {', '.join(sets)}" + (f" REMOVE {', '.join(removes)}" if removes else "")
-        return applied(
-            self.table.update_item,
-            Key={"tenant_id": endpoint.tenant_id, "id": endpoint.id},
-            UpdateExpression=update,
-            ConditionExpression=" AND ".join(["attribute_exists(id)", "updated_at = :read", *spell]),
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
-        )
+        return applied(self.table.update_item, **replace_request(endpoint, expected_updated_at, read))
 
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
         items = query_items(self.table, KeyConditionExpression=Key("tenant_id").eq(tenant_id))
         return [from_data(Endpoint, item) for item in items]
+
+    def page_for_tenant(
+        self, tenant_id: str, limit: int, start: Position | None
+    ) -> tuple[list[Endpoint], Position | None]:
+        """Newest first (endpoint ids are ULIDs: their order is their creation's), deleted ones filtered out; reads
+        as many query pages as it takes to fill `limit` (a page of deleted endpoints is skipped, not returned empty).
+        The position is the last returned endpoint's key, checked to be the tenant's when handed back."""
+        query: dict[str, Any] = {
+            "KeyConditionExpression": Key("tenant_id").eq(tenant_id),
+            "FilterExpression": Attr("state").ne(EndpointState.DELETED.value),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        if start is not None:
+            key = _start_key_of(start)
+            if set(key) != {"tenant_id", "id"} or key["tenant_id"] != tenant_id or not isinstance(key["id"], str):
+                raise UnknownPosition(start)
+            query["ExclusiveStartKey"] = key
+        found: list[Endpoint] = []
+        for page in query_pages(self.table, **query):
+            items = page["Items"]
+            for taken, item in enumerate(items, start=1):
+                found.append(from_data(Endpoint, item))
+                if len(found) == limit:
+                    more = taken < len(items) or "LastEvaluatedKey" in page
+                    return found, _position({"tenant_id": tenant_id, "id": found[-1].id}) if more else None
+        return found, None
 
     # --- The failing spell: written on transitions only (first failure after a success, first success after) ---
 
@@ -264,6 +296,90 @@ _SEQUENCE_SPACE = "seq#"
 # An event's body is stored deflated when that makes it smaller: a webhook payload is JSON, which deflates to
 # a half or less, and a write is billed per KB of item (a 1 KiB payload: one write unit deflated, two as text).
 _DEFLATED_BODY = "body_z"
+
+
+ENDPOINT_COUNT = "endpoint_count"  # the tenant record's count of its live endpoints
+
+
+class CountedEndpoints:
+    """Each tenant's live endpoints, counted on its tenant record (`endpoint_count`), written with the endpoints.
+
+    A creation is one transaction: add one to the count, on condition that it is below the limit, and put the
+    endpoint (on condition that its id is new). A deletion is one transaction: the endpoint's conditional update
+    to `deleted` (`replace_request`) and one taken off the count. DynamoDB applies all of a transaction or none of
+    it, so there is no moment at which the count is written and the endpoint is not (or the other way round): a
+    process that dies before the call wrote neither, one that dies after it wrote both. Concurrent creations each
+    pass the count's condition or fail it as DynamoDB serializes them, so the count never exceeds the limit.
+
+    A tenant counted for the first time (its record written before counts existed) is counted by listing its live
+    endpoints and setting the count only if it is still unset (`start_count`): every writer that changes the count
+    does so through it after it is set, so the first set wins and nothing is lost between the listing and the set
+    (a creation or deletion between them would itself have set the count first, and this set then does nothing).
+    """
+
+    def __init__(self, tenants: Any, endpoints: Any) -> None:
+        self.tenants = tenants
+        self.endpoints = endpoints
+
+    def counted(self, tenant_id: str) -> int | None:
+        item = self.tenants.get_item(
+            Key={"id": tenant_id},
+            ConsistentRead=True,
+            ProjectionExpression="#count",
+            ExpressionAttributeNames={"#count": ENDPOINT_COUNT},
+        ).get("Item")
+        return None if item is None or ENDPOINT_COUNT not in item else int(item[ENDPOINT_COUNT])
+
+    def start_count(self, tenant_id: str, live: int) -> bool:
+        return applied(
+            self.tenants.update_item,
+            Key={"id": tenant_id},
+            UpdateExpression="SET #count = :live",
+            ConditionExpression="attribute_exists(id) AND attribute_not_exists(#count)",
+            ExpressionAttributeNames={"#count": ENDPOINT_COUNT},
+            ExpressionAttributeValues={":live": live},
+        )
+
+    def create(self, endpoint: Endpoint, limit: int) -> bool:
+        return self._transact(
+            self._count_change(endpoint.tenant_id, "+", "#count < :limit", {":limit": limit}),
+            {
+                "Put": {
+                    "TableName": self.endpoints.name,
+                    "Item": _endpoint_item(endpoint),
+                    "ConditionExpression": "attribute_not_exists(id)",
+                }
+            },
+        )
+
+    def delete(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        request = replace_request(endpoint, expected_updated_at, read)
+        update = {"TableName": self.endpoints.name, **request}
+        return self._transact({"Update": update}, self._count_change(endpoint.tenant_id, "-", "#count >= :one", {}))
+
+    def _count_change(self, tenant_id: str, sign: str, condition: str, values: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": self.tenants.name,
+                "Key": {"id": tenant_id},
+                "UpdateExpression": f"SET #count = #count {sign} :one",
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#count": ENDPOINT_COUNT},
+                "ExpressionAttributeValues": {":one": 1, **values},
+            }
+        }
+
+    def _transact(self, *items: dict[str, Any]) -> bool:
+        """The table resource's client takes (and types) plain Python values, as the table's own calls do.
+
+        True when applied; False when a condition failed or a concurrent write cancelled it (nothing written)."""
+        try:
+            self.endpoints.meta.client.transact_write_items(TransactItems=list(items))
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "TransactionCanceledException":
+                return False
+            raise
+        return True
 
 
 def event_item(event: Event) -> dict[str, Any]:

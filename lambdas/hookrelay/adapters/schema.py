@@ -143,6 +143,9 @@ ENDPOINT_HEALTH_DAY_SECONDS = "ENDPOINT_HEALTH_DAY_SECONDS"
 ENFORCE_EVENT_CATALOGUE = "ENFORCE_EVENT_CATALOGUE"
 # The ports endpoint URLs may name, "wide" or "narrow" (domain/addresses.py): read where URLs are registered and sent.
 ENDPOINT_PORTS = "ENDPOINT_PORTS"
+# The per-tenant limits (domain/limits.py), read by the API function, which creates and changes endpoints.
+MAX_ENDPOINTS_PER_TENANT = "MAX_ENDPOINTS_PER_TENANT"
+MAX_FILTERS_PER_ENDPOINT = "MAX_FILTERS_PER_ENDPOINT"
 
 
 @dataclass(frozen=True)

@@ -63,3 +63,10 @@ class IdempotencyKeyInFlight(Conflict):
 
     title = "Request in progress"
     kind = "idempotency-in-flight"
+
+
+class LimitExceeded(Conflict):
+    """A request that would take a tenant past one of its deployment's limits (domain/limits.py)."""
+
+    title = "Limit exceeded"
+    kind = "limit-exceeded"

@@ -17,12 +17,16 @@ states the same numbers and patterns; tests/unit/test_openapi.py holds them to t
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from hookrelay.domain.errors import InvalidRequest
 
 MAX_LENGTH = 128  # of an event type and of a filter
-MAX_FILTERS = 100  # per endpoint
+# Per endpoint, the most any deployment may allow (the schema's cap); a deployment allows fewer
+# (`domain/limits.py`: `max_filters_per_endpoint`, 20 by default).
+MAX_FILTERS = 100
 MAX_STARS = 8  # per filter
 
 _NAME = r"A-Za-z0-9_.:\-"
@@ -47,10 +51,14 @@ def filter_problem(pattern: str) -> str | None:
     return None
 
 
-def validate_filters(filters: list[str]) -> list[str]:
-    """The filters, if they are within the caps; else InvalidRequest (a 422 problem) naming the first fault."""
-    if not 1 <= len(filters) <= MAX_FILTERS:
-        raise InvalidRequest(f"give 1 to {MAX_FILTERS} event type filters, not {len(filters)}")
+def validate_filters(filters: list[str], max_filters: int = MAX_FILTERS) -> list[str]:
+    """The filters, if they are within the caps (at most `max_filters`, the deployment's limit); else InvalidRequest
+    (a 422 problem) naming the first fault."""
+    if not 1 <= len(filters) <= max_filters:
+        raise InvalidRequest(
+            f"give 1 to {max_filters} event type filters, not {len(filters)}"
+            f" (the limit max_filters_per_endpoint is {max_filters})"
+        )
     for pattern in filters:
         problem = filter_problem(pattern)
         if problem:
@@ -86,9 +94,88 @@ def match_steps(pattern: str, event_type: str) -> tuple[bool, int]:
     return True, steps
 
 
+def glob_parts(pattern: str) -> tuple[str, ...]:
+    """The filter cut at its stars: one part for an exact type, `len(parts) - 1` stars otherwise."""
+    return tuple(pattern.split(WILDCARD))
+
+
+def parts_match(parts: tuple[str, ...], event_type: str) -> bool:
+    """Whether `event_type` matches the filter cut into `parts` (`glob_parts`): the greedy leftmost match of
+    `match_steps`, each part found with `str.find` (no retry, so at most `len(event_type)` positions per part, each
+    compared in C). Linear in `len(event_type) * len(parts)`; no backtracking whatever the pattern."""
+    if len(parts) == 1:
+        return parts[0] == event_type
+    first, last = parts[0], parts[-1]
+    if len(first) + len(last) > len(event_type) or not (event_type.startswith(first) and event_type.endswith(last)):
+        return False
+    position, end = len(first), len(event_type) - len(last)
+    for part in parts[1:-1]:
+        if part:
+            found = event_type.find(part, position, end)
+            if found < 0:
+                return False
+            position = found + len(part)
+    return True
+
+
 def filter_matches(pattern: str, event_type: str) -> bool:
-    return match_steps(pattern, event_type)[0]
+    return parts_match(glob_parts(pattern), event_type)
 
 
 def type_matches(event_type: str, filters: Iterable[str]) -> bool:
     return any(filter_matches(pattern, event_type) for pattern in filters)
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class FilterIndex(Generic[T]):
+    """Who of many subscribers (endpoints) an event type reaches, each subscriber with its own filters.
+
+    Built once per request from the tenant's endpoints: exact filters go in a dict (type -> subscribers), `*` in a
+    list of subscribers to everything, and the wildcard patterns are kept once each however many subscribers share
+    them (pattern -> subscribers). `matching(event_type)` then costs one dict lookup for the exact filters and one
+    `parts_match` per distinct wildcard pattern, never one per subscriber and filter; and callers ask once per
+    distinct event type of a request (ingest remembers the answer for the rest of the batch: `matching` memoizes).
+
+    The bound, for the worst tenant the limits allow (`domain/limits.py`: E endpoints, F filters each, every one a
+    distinct wildcard pattern of MAX_LENGTH characters and MAX_STARS stars, none matching): building is
+    O(E * F * MAX_LENGTH); each distinct event type then costs at most E * F pattern evaluations, each at most
+    MAX_STARS + 2 `str.find`/`startswith`/`endswith` calls over at most MAX_LENGTH characters, i.e.
+    O(E * F * MAX_STARS * MAX_LENGTH) character comparisons done in C, with E * F * (MAX_STARS + 2) Python-level
+    steps. A request costs that once per distinct type it carries (a batch of 100 events of 3 types: 3 matchings).
+    With the default limits (E = 1,000, F = 20) that is 20,000 pattern evaluations per distinct type; bench/
+    filter_limits.py measures it against a tenant with no endpoints. Exact filters cost O(1) per type whatever
+    their number."""
+
+    subscribers: Sequence[tuple[T, Sequence[str]]]
+    _exact: dict[str, list[int]] = field(default_factory=dict, init=False, repr=False)
+    _everything: list[int] = field(default_factory=list, init=False, repr=False)
+    _wildcards: dict[tuple[str, ...], list[int]] = field(default_factory=dict, init=False, repr=False)
+    _answers: dict[str, list[T]] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for position, (_, filters) in enumerate(self.subscribers):
+            for pattern in dict.fromkeys(filters):  # a subscriber's repeated filter counts once
+                if pattern == WILDCARD:
+                    self._everything.append(position)
+                elif WILDCARD in pattern:
+                    self._wildcards.setdefault(glob_parts(pattern), []).append(position)
+                else:
+                    self._exact.setdefault(pattern, []).append(position)
+
+    def matching(self, event_type: str) -> list[T]:
+        """The subscribers `event_type` reaches, in the order they were given; computed once per distinct type."""
+        answer = self._answers.get(event_type)
+        if answer is None:
+            answer = self._answers[event_type] = self._match(event_type)
+        return answer
+
+    def _match(self, event_type: str) -> list[T]:
+        reached = set(self._everything)
+        reached.update(self._exact.get(event_type, ()))
+        for parts, positions in self._wildcards.items():
+            if not reached.issuperset(positions) and parts_match(parts, event_type):
+                reached.update(positions)
+        return [self.subscribers[position][0] for position in sorted(reached)]

@@ -31,6 +31,7 @@ from hookrelay.handlers.schemas import (
     CreatePortalSession,
     CreateTenant,
     DeliveryListQuery,
+    EndpointListQuery,
     EventTypeListQuery,
     RedriveRequest,
     RedriveStarted,
@@ -121,7 +122,9 @@ def create_endpoint() -> Response[str]:
 @app.get("/v1/endpoints")
 def list_endpoints() -> Response[str]:
     tenant_id = require_tenant(app)
-    return json_response(200, {"data": [endpoint_view(e) for e in wiring.endpoint_service().list(tenant_id)]})
+    query = EndpointListQuery.model_validate(app.current_event.query_string_parameters or {})
+    page = wiring.endpoint_service().page(tenant_id, limit=query.limit, cursor=query.cursor)
+    return json_response(200, {"data": [endpoint_view(e) for e in page.endpoints], "next_cursor": page.next_cursor})
 
 
 @app.get("/v1/endpoints/<endpoint_id>")

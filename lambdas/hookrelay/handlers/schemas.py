@@ -19,7 +19,9 @@ from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.handlers.publish_schemas import Strict  # the publish bodies live apart: ingest loads only them
 from hookrelay.services.delivery_log import DEFAULT_LIMIT, MAX_LIMIT, InFlight
+from hookrelay.services.endpoints import DEFAULT_PAGE_LIMIT as ENDPOINTS_DEFAULT_LIMIT
 from hookrelay.services.endpoints import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVERLAP, RotatedSecret
+from hookrelay.services.endpoints import MAX_PAGE_LIMIT as ENDPOINTS_MAX_LIMIT
 from hookrelay.services.event_types import DEFAULT_LIMIT as EVENT_TYPES_DEFAULT_LIMIT
 from hookrelay.services.event_types import MAX_LIMIT as EVENT_TYPES_MAX_LIMIT
 from hookrelay.services.ports import DeliveryFilter
@@ -367,6 +369,11 @@ class RegisterEventType(Strict):
     data_schema: dict[str, Any] | None = Field(default=None, alias="schema")
     example: dict[str, Any] | None = None
     deprecated: bool = False
+
+
+class EndpointListQuery(Strict):
+    limit: int = Field(default=ENDPOINTS_DEFAULT_LIMIT, ge=1, le=ENDPOINTS_MAX_LIMIT)
+    cursor: str | None = Field(default=None, min_length=1, max_length=1024)
 
 
 class EventTypeListQuery(Strict):

@@ -143,7 +143,15 @@
   // --- Endpoints ---
 
   async function endpoints() {
-    const list = (await api("GET", "/v1/endpoints")).data;
+    // Every page: the list is paged (limit, next_cursor), at most max_endpoints_per_tenant in all.
+    const list = [];
+    let cursor = null;
+    do {
+      const query = cursor ? `?limit=250&cursor=${encodeURIComponent(cursor)}` : "?limit=250";
+      const page = await api("GET", `/v1/endpoints${query}`);
+      list.push(...page.data);
+      cursor = page.next_cursor;
+    } while (cursor);
     endpointsCache = list;
     return list;
   }

@@ -12,14 +12,22 @@ from typing import Any
 from hookrelay.domain import ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
-from hookrelay.domain.errors import Conflict, InvalidRequest, NotFound
+from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidRequest, LimitExceeded, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
+from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.matching import validate_filters
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
+from hookrelay.domain.paging import FOREIGN_CURSOR, decode_cursor, encode_cursor
 from hookrelay.domain.signing import KeyType, generate_key
 from hookrelay.services.event_types import EventTypeCatalogue
 from hookrelay.services.parking import Parking
-from hookrelay.services.ports import DeliveryFilter, DeliverySearch, EndpointRepository
+from hookrelay.services.ports import (
+    DeliveryFilter,
+    DeliverySearch,
+    EndpointCount,
+    EndpointRepository,
+    UnknownPosition,
+)
 
 DEFAULT_SECRET_OVERLAP = timedelta(days=1)
 MAX_SECRET_OVERLAP = timedelta(days=7)
@@ -29,6 +37,9 @@ MAX_ACTIVE_SECRETS = 5
 NOT_FAILING: dict[str, Any] = {"failing_since": None, "failure_notice": None, "disabled_reason": None}
 # Read-change-write attempts before a change that keeps meeting concurrent writes gives up with 409.
 WRITE_ATTEMPTS = 3
+# GET /v1/endpoints pages: as many endpoints a page by default, and at most.
+DEFAULT_PAGE_LIMIT = 50
+MAX_PAGE_LIMIT = 250
 
 
 class _Keep(Enum):
@@ -43,6 +54,12 @@ class RotatedSecret:
     endpoint: Endpoint
     secret: str  # the new key: a whsec_ secret is returned once, in the rotation's response; a whsk_ key never
     previous_expire_at: datetime  # when the secrets active before stop signing, at the latest
+
+
+def _over_endpoint_limit(limit: int) -> LimitExceeded:
+    return LimitExceeded(
+        f"this tenant has {limit} endpoints, its limit (max_endpoints_per_tenant is {limit}): delete one first"
+    )
 
 
 def _not_deleted(endpoint: Endpoint) -> None:
@@ -66,6 +83,16 @@ def _next_version(previous: datetime, now: datetime) -> datetime:
     return candidate if candidate > previous else previous + timedelta(milliseconds=1)
 
 
+@dataclass(frozen=True)
+class EndpointPage:
+    endpoints: list[Endpoint]
+    next_cursor: str | None
+
+
+def _cursor_scope(tenant_id: str) -> dict[str, str]:
+    return {"endpoints_of": tenant_id}
+
+
 @dataclass
 class EndpointService:
     endpoints: EndpointRepository
@@ -75,6 +102,10 @@ class EndpointService:
     endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS
     default_max_in_flight: int = 4
     catalogue: EventTypeCatalogue | None = None  # filters held to the registered types, when the deployment says so
+    limits: TenantLimits = DEFAULT_LIMITS  # the deployment's per-tenant limits (domain/limits.py)
+    # Where each tenant's live endpoints are counted, written with them (adapters/dynamodb.py `CountedEndpoints`).
+    # None (in-memory fakes): counted by listing them, which is not safe against concurrent creations.
+    counter: EndpointCount | None = None
 
     def create(
         self,
@@ -91,18 +122,44 @@ class EndpointService:
             id=ids.endpoint_id(),
             tenant_id=tenant_id,
             url=self._checked_url(url),
-            event_types=self._registered(validate_filters(event_types)),
+            event_types=self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint)),
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
             max_in_flight=max_in_flight or self.default_max_in_flight,
             created_at=now,
             updated_at=now,
         )
-        self.endpoints.put(endpoint)
+        self._add(endpoint)
         return endpoint
 
     def _checked_url(self, url: str) -> str:
         return validate_endpoint_url(url, allow_private=self.allow_private_destinations, ports=self.endpoint_ports)
+
+    def _add(self, endpoint: Endpoint) -> None:
+        """Write the new endpoint only while its tenant is below `max_endpoints_per_tenant` (else 409)."""
+        limit = self.limits.max_endpoints_per_tenant
+        if self.counter is None:
+            if len(self.list(endpoint.tenant_id)) >= limit:
+                raise _over_endpoint_limit(limit)
+            self.endpoints.put(endpoint)
+            return
+        for _ in range(WRITE_ATTEMPTS):
+            if self._counted(endpoint.tenant_id) >= limit:
+                raise _over_endpoint_limit(limit)
+            if self.counter.create(endpoint, limit):  # the count and the endpoint, in one transaction
+                return
+        raise Conflict("the tenant's endpoints kept changing while this request tried to add one: try again")
+
+    def _counted(self, tenant_id: str) -> int:
+        """The tenant's count of live endpoints; a tenant never counted is counted now (by listing), once."""
+        assert self.counter is not None
+        counted = self.counter.counted(tenant_id)
+        if counted is None:
+            self.counter.start_count(tenant_id, len(self.list(tenant_id)))  # only if still unset: the first one wins
+            counted = self.counter.counted(tenant_id)
+        if counted is None:
+            raise LookupError(f"tenant {tenant_id} has no record to count its endpoints on")
+        return counted
 
     def _registered(self, filters: builtins.list[str]) -> builtins.list[str]:
         if self.catalogue is not None:
@@ -119,6 +176,20 @@ class EndpointService:
     def list(self, tenant_id: str) -> list[Endpoint]:
         live = [e for e in self.endpoints.list_for_tenant(tenant_id) if e.state is not EndpointState.DELETED]
         return sorted(live, key=lambda e: e.created_at, reverse=True)
+
+    def page(self, tenant_id: str, *, limit: int = DEFAULT_PAGE_LIMIT, cursor: str | None = None) -> EndpointPage:
+        """The tenant's live endpoints, newest first, `limit` at a time; `next_cursor` resumes after the last one.
+        A cursor is bound to the tenant: another tenant's (or a forged one) is refused with 400, as the delivery
+        log refuses one."""
+        if not 1 <= limit <= MAX_PAGE_LIMIT:
+            raise InvalidRequest(f"limit must be between 1 and {MAX_PAGE_LIMIT}")
+        scope = _cursor_scope(tenant_id)
+        start = decode_cursor(scope, cursor) if cursor else None
+        try:
+            found, resume = self.endpoints.page_for_tenant(tenant_id, limit, start)
+        except UnknownPosition:
+            raise InvalidCursor(FOREIGN_CURSOR) from None
+        return EndpointPage(found, encode_cursor(scope, resume) if resume else None)
 
     def update(
         self,
@@ -138,7 +209,7 @@ class EndpointService:
         if isinstance(url, str):
             self._checked_url(url)
         if isinstance(event_types, builtins.list):
-            self._registered(validate_filters(event_types))
+            self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint))
 
         def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
             _not_deleted(endpoint)
@@ -188,7 +259,11 @@ class EndpointService:
                 return None
             return replace(endpoint, state=EndpointState.DELETED, secrets=[])
 
-        self._change(tenant_id, endpoint_id, remove)
+        if self.counter is None:
+            self._change(tenant_id, endpoint_id, remove)
+            return
+        self._counted(tenant_id)  # counted before any counted write: the count is taken off in the same transaction
+        self._change(tenant_id, endpoint_id, remove, write=self.counter.delete)
 
     def rotate_secret(
         self,
@@ -240,7 +315,11 @@ class EndpointService:
         return endpoint, health, self.parking.parked_behind(endpoint)
 
     def _change(
-        self, tenant_id: str, endpoint_id: str, change: Callable[[Endpoint, datetime], Endpoint | None]
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        change: Callable[[Endpoint, datetime], Endpoint | None],
+        write: Callable[..., bool] | None = None,
     ) -> Endpoint:
         """Read, change, and write back only if nobody wrote in between (else again, on the fresh record).
 
@@ -257,6 +336,6 @@ class EndpointService:
                 secrets=[s for s in changed.secrets if s.active(now)],
                 updated_at=_next_version(current.updated_at, now),
             )
-            if self.endpoints.replace(changed, expected_updated_at=current.updated_at, read=current):
+            if (write or self.endpoints.replace)(changed, expected_updated_at=current.updated_at, read=current):
                 return changed
         raise Conflict(f"endpoint {endpoint_id!r} kept changing while this request tried to write it: try again")

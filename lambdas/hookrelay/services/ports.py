@@ -73,6 +73,30 @@ class EndpointRepository(Protocol):
     def mark_recovered(self, tenant_id: str, endpoint_id: str) -> bool:
         """End the failing spell (a success came through), if there is one."""
 
+    def page_for_tenant(
+        self, tenant_id: str, limit: int, start: Position | None
+    ) -> tuple[list[Endpoint], Position | None]:
+        """Up to `limit` of the tenant's live (not deleted) endpoints, newest first, from `start` on; and where the
+        next page starts (None: nothing after). UnknownPosition if `start` was not made for this tenant."""
+
+
+class EndpointCount(Protocol):
+    """Each tenant's count of live endpoints, kept on its tenant record, and the writes that change it: an endpoint's
+    creation and its deletion each write the endpoint and the count in one transaction (all or nothing)."""
+
+    def counted(self, tenant_id: str) -> int | None:
+        """The tenant's count (read consistently); None while it has never been counted."""
+
+    def start_count(self, tenant_id: str, live: int) -> bool:
+        """Set the count to `live` (the endpoints found by listing them) only if it has never been set."""
+
+    def create(self, endpoint: Endpoint, limit: int) -> bool:
+        """Put the new endpoint and add one to its tenant's count, only while the count is below `limit`; False
+        (nothing written) otherwise, or when a concurrent write to the count cancelled the transaction."""
+
+    def delete(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
+        """`EndpointRepository.replace` with the endpoint deleted, and one taken off the count, in one transaction."""
+
 
 class CircuitRepository(Protocol):
     """The endpoint's circuit (domain/circuit.py): every change a conditional update, so racing workers agree.

@@ -1,0 +1,88 @@
+"""Per-tenant limits: what one tenant's keys may make the platform hold and do for every event it publishes.
+
+A deployment sets them (CDK context, validated by stacks/config.py, carried to the API function in its environment);
+these are the defaults and the ranges a deployment may choose from. The README's table of limits is generated from
+`LIMITS` (tests/unit/test_limits.py holds it to this module).
+
+- `max_endpoints_per_tenant` (default 1,000): live (not deleted) endpoints a tenant may have at once. Every event of
+  the tenant is matched against all of them, and `GET /v1/endpoints` pages through them. Counted on the tenant's
+  record in the same transaction that creates or deletes an endpoint (adapters/dynamodb.py, `CountedEndpoints`).
+- `max_filters_per_endpoint` (default 20): event-type filters one endpoint may have. An endpoint that needs more
+  than 20 names a family with a wildcard (`order.*`); 20 keeps the worst tenant's matching work (below) at
+  1,000 x 20 = 20,000 pattern evaluations per distinct event type (`domain/matching.py`, `FilterIndex`), a few
+  tens of milliseconds, where 100 filters made it five times that. The schema's cap (MAX_FILTERS, 100) is the
+  most a deployment may allow.
+
+The work per event is bounded by the two together: `FilterIndex` matches once per distinct event type of a request,
+looks exact filters up in a dict, and evaluates each distinct wildcard pattern once in linear time, so a request
+costs at most `max_endpoints_per_tenant * max_filters_per_endpoint` linear pattern evaluations per distinct type
+(`filter_work_per_type`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hookrelay.domain.matching import MAX_FILTERS, MAX_LENGTH, MAX_STARS
+
+DEFAULT_MAX_ENDPOINTS_PER_TENANT = 1_000
+MAX_ENDPOINTS_PER_TENANT_CEILING = 10_000  # the most a deployment may allow
+DEFAULT_MAX_FILTERS_PER_ENDPOINT = 20
+
+
+@dataclass(frozen=True)
+class TenantLimits:
+    max_endpoints_per_tenant: int = DEFAULT_MAX_ENDPOINTS_PER_TENANT
+    max_filters_per_endpoint: int = DEFAULT_MAX_FILTERS_PER_ENDPOINT
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_endpoints_per_tenant <= MAX_ENDPOINTS_PER_TENANT_CEILING:
+            ceiling, given = MAX_ENDPOINTS_PER_TENANT_CEILING, self.max_endpoints_per_tenant
+            raise ValueError(f"max_endpoints_per_tenant is 1 to {ceiling}, not {given}")
+        if not 1 <= self.max_filters_per_endpoint <= MAX_FILTERS:
+            raise ValueError(f"max_filters_per_endpoint is 1 to {MAX_FILTERS}, not {self.max_filters_per_endpoint}")
+
+    @property
+    def filter_work_per_type(self) -> int:
+        """The most pattern evaluations one distinct event type costs ingest (each linear, at most MAX_LENGTH
+        characters and MAX_STARS + 2 parts)."""
+        return self.max_endpoints_per_tenant * self.max_filters_per_endpoint
+
+
+DEFAULT_LIMITS = TenantLimits()
+
+
+def limit_from_config(name: str, raw: object, default: int, ceiling: int) -> int:
+    """A limit a deployment configures: a whole number from 1 to `ceiling`; None or "" is the default."""
+    if raw is None or raw == "":
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int | str) or not str(raw).strip().isdigit():
+        raise ValueError(f"{name} is a whole number, not {raw!r}")
+    value = int(raw)
+    if not 1 <= value <= ceiling:
+        raise ValueError(f"{name} is 1 to {ceiling}, not {value}")
+    return value
+
+
+# The README's table: (setting, default, the most a deployment may set, what it bounds).
+LIMITS: tuple[tuple[str, int, int, str], ...] = (
+    (
+        "max_endpoints_per_tenant",
+        DEFAULT_MAX_ENDPOINTS_PER_TENANT,
+        MAX_ENDPOINTS_PER_TENANT_CEILING,
+        "live endpoints per tenant (409 `limit-exceeded` past it)",
+    ),
+    (
+        "max_filters_per_endpoint",
+        DEFAULT_MAX_FILTERS_PER_ENDPOINT,
+        MAX_FILTERS,
+        f"event-type filters per endpoint (422 past it), each at most {MAX_LENGTH} characters and {MAX_STARS} `*`",
+    ),
+)
+
+
+def limits_table() -> str:
+    """The README's table of per-tenant limits, generated from `LIMITS`."""
+    rows = ["| Setting (CDK context) | Default | Most a deployment may set | Bounds |", "|---|---|---|---|"]
+    rows += [f"| `{name}` | {default:,} | {ceiling:,} | {what} |" for name, default, ceiling, what in LIMITS]
+    return "\n".join(rows)
