@@ -7,7 +7,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Mapping
-from typing import NewType
+from typing import Any, NewType
 
 from hookrelay.domain.errors import InvalidCursor
 
@@ -17,21 +17,21 @@ Position = NewType("Position", str)
 
 
 # API cursors over a position: opaque to clients and bound to the query (the tenant included) that produced them,
-# as the delivery log's are (services/delivery_log.py). GET /v1/endpoints pages with these.
+# the delivery log's (services/delivery_log.py) and GET /v1/endpoints' alike.
 
 FOREIGN_CURSOR = "the cursor belongs to a different query: repeat the same filters, or start over"
 
 
-def _scope_fingerprint(scope: Mapping[str, str]) -> str:
+def _scope_fingerprint(scope: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(dict(scope), sort_keys=True).encode()).hexdigest()[:32]
 
 
-def encode_cursor(scope: Mapping[str, str], position: Position) -> str:
+def encode_cursor(scope: Mapping[str, Any], position: Position) -> str:
     document = json.dumps({"q": _scope_fingerprint(scope), "p": position}, separators=(",", ":"), sort_keys=True)
     return base64.urlsafe_b64encode(document.encode()).decode().rstrip("=")
 
 
-def decode_cursor(scope: Mapping[str, str], cursor: str) -> Position:
+def decode_cursor(scope: Mapping[str, Any], cursor: str) -> Position:
     """The position in `cursor`, or InvalidCursor (400) for a cursor another query or tenant was given, or a
     forgery. Tenant safety does not rest on this: the adapter checks the position is the tenant's again."""
     try:

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
-import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
+from hookrelay.domain import paging
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.errors import InvalidCursor, InvalidRequest, NotFound
 from hookrelay.domain.lifecycle import fan_out_id, is_visible_to
 from hookrelay.domain.models import Delivery, Endpoint, Event
-from hookrelay.domain.paging import Position
+from hookrelay.domain.paging import FOREIGN_CURSOR, Position
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
@@ -27,7 +24,6 @@ from hookrelay.services.ports import (
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 250
-FOREIGN_CURSOR = "the cursor belongs to a different query: repeat the same filters, or start over"
 
 
 # --- Cursors: opaque to clients, bound to the tenant and the query they came from ---
@@ -38,19 +34,18 @@ FOREIGN_CURSOR = "the cursor belongs to a different query: repeat the same filte
 _ADDED_LATER = frozenset({"recovered"})
 
 
-def _fingerprint(where: DeliveryFilter) -> str:
-    """A digest of the whole query, tenant included: a cursor only resumes the query that produced it."""
-    fields = {
+def _scope(where: DeliveryFilter) -> dict[str, object]:
+    """The whole query, tenant included, as a cursor is bound to it: a cursor only resumes the query that produced
+    it (domain/paging.py). Fields added later are left out while unset, so the cursors issued before them resume."""
+    return {
         k: (to_rfc3339(v) if isinstance(v, datetime) else v)
         for k, v in asdict(where).items()
         if not (k in _ADDED_LATER and v is None)
     }
-    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def encode_cursor(where: DeliveryFilter, position: Position) -> str:
-    document = json.dumps({"q": _fingerprint(where), "p": position}, separators=(",", ":"), sort_keys=True)
-    return base64.urlsafe_b64encode(document.encode()).decode().rstrip("=")
+    return paging.encode_cursor(_scope(where), position)
 
 
 def decode_cursor(where: DeliveryFilter, cursor: str) -> Position:
@@ -60,15 +55,7 @@ def decode_cursor(where: DeliveryFilter, cursor: str) -> Position:
     cursor from another query, tenant or a forgery a clear 400 instead of a silently wrong page. (The
     log checks the position itself again: it alone knows what one looks like.)
     """
-    try:
-        document = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (binascii.Error, ValueError):
-        raise InvalidCursor("the cursor is not one this API issued") from None
-    if not isinstance(document, dict) or not isinstance(document.get("p"), str):
-        raise InvalidCursor("the cursor is not one this API issued")
-    if document.get("q") != _fingerprint(where):
-        raise InvalidCursor(FOREIGN_CURSOR)
-    return Position(document["p"])
+    return paging.decode_cursor(_scope(where), cursor)
 
 
 @dataclass(frozen=True)
