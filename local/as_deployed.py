@@ -35,8 +35,8 @@ from hookrelay.services.auto_disable import policy_from_config
 # unchecked calls to moto (adapters/aws.py), and --fast mode's short "day" of the endpoint-health policy.
 LOCAL_ONLY = (schema.ALLOW_PRIVATE_DESTINATIONS, aws.LOCAL_MOTO_CALLS, schema.ENDPOINT_HEALTH_DAY_SECONDS)
 ACCOUNT = "123456789012"  # moto's default account
-# The API's URL where no server listens (the integration tier calls the gateway in its process): a name that
-# resolves nowhere (RFC 6761's .test), so a link minted there can be read but never followed.
+# The API's URL where no server listens (the integration tier calls the gateway in its process, and the template's
+# checks need one): a name that resolves nowhere (RFC 6761's .test), so a link minted there is never followed.
 TEST_API_URL = "https://api.hookrelay.test"
 
 
@@ -101,7 +101,7 @@ def resources(env: Mapping[str, str]) -> Resources:
         queue_urls={spec: env[spec.env_var] for spec in schema.ALL_QUEUES},
         topic_arns={spec: env[spec.env_var] for spec in schema.ALL_TOPICS},
         retry_state_machine_arn=env[schema.RETRY_STATE_MACHINE_ARN],
-        api_url=env.get(schema.API_URL, TEST_API_URL),
+        api_url=env[schema.API_URL],
     )
 
 

@@ -18,7 +18,7 @@ from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.function_environment import SERVING_ROUTES
 from local import function_scope, iam_check, moto_stepfunctions, moto_transactions
-from local.as_deployed import local_deployment, local_settings
+from local.as_deployed import TEST_API_URL, local_deployment, local_settings
 from local.iam_check import IamCheck
 from local.provision import provision
 
@@ -83,7 +83,8 @@ def moto_stack(
             endpoint_ports=endpoint_ports,
             limits=limits,
         )
-        deployment = local_deployment(provision(retry_schedule=retry_schedule), settings)
+        resources = {**provision(retry_schedule=retry_schedule), schema.API_URL: TEST_API_URL}
+        deployment = local_deployment(resources, settings)
         for function, action in revoke:
             deployment = deployment.without(function, action)
         private = "true" if allow_private_destinations else "false"

@@ -70,28 +70,7 @@ def match_steps(pattern: str, event_type: str) -> tuple[bool, int]:
     """Whether `event_type` matches the filter `pattern`, and the steps it took: one per position at which a
     literal part was compared (each comparison at most `MAX_LENGTH` characters), and one per part. The steps never
     exceed `len(event_type) + 2 * pattern.count('*') + 2`, whatever the pattern."""
-    parts = pattern.split(WILDCARD)
-    if len(parts) == 1:
-        return pattern == event_type, 1
-    first, *middle, last = parts
-    steps = 2
-    if len(first) + len(last) > len(event_type) or not (event_type.startswith(first) and event_type.endswith(last)):
-        return False, steps
-    position, end = len(first), len(event_type) - len(last)
-    for part in middle:
-        steps += 1
-        if not part:  # `**`: nothing to find
-            continue
-        found = -1
-        for candidate in range(position, end - len(part) + 1):
-            steps += 1
-            if event_type.startswith(part, candidate):
-                found = candidate
-                break
-        if found < 0:
-            return False, steps
-        position = found + len(part)
-    return True, steps
+    return _walk(glob_parts(pattern), event_type)
 
 
 def glob_parts(pattern: str) -> tuple[str, ...]:
@@ -100,22 +79,30 @@ def glob_parts(pattern: str) -> tuple[str, ...]:
 
 
 def parts_match(parts: tuple[str, ...], event_type: str) -> bool:
-    """Whether `event_type` matches the filter cut into `parts` (`glob_parts`): the greedy leftmost match of
-    `match_steps`, each part found with `str.find` (no retry, so at most `len(event_type)` positions per part, each
-    compared in C). Linear in `len(event_type) * len(parts)`; no backtracking whatever the pattern."""
+    """Whether `event_type` matches the filter cut into `parts` (`glob_parts`)."""
+    return _walk(parts, event_type)[0]
+
+
+def _walk(parts: tuple[str, ...], event_type: str) -> tuple[bool, int]:
+    """The greedy leftmost match, and its steps (`match_steps`): each middle part found with `str.find` from where
+    the one before ended (compared in C, never retried), its steps the positions that find passed over."""
     if len(parts) == 1:
-        return parts[0] == event_type
+        return parts[0] == event_type, 1
     first, last = parts[0], parts[-1]
+    steps = 2
     if len(first) + len(last) > len(event_type) or not (event_type.startswith(first) and event_type.endswith(last)):
-        return False
+        return False, steps
     position, end = len(first), len(event_type) - len(last)
     for part in parts[1:-1]:
-        if part:
-            found = event_type.find(part, position, end)
-            if found < 0:
-                return False
-            position = found + len(part)
-    return True
+        steps += 1
+        if not part:  # `**`: nothing to find
+            continue
+        found = event_type.find(part, position, end)
+        if found < 0:
+            return False, steps + max(0, end - len(part) + 1 - position)
+        steps += found - position + 1
+        position = found + len(part)
+    return True, steps
 
 
 def filter_matches(pattern: str, event_type: str) -> bool:

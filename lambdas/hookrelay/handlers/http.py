@@ -101,7 +101,7 @@ def principal(app: APIGatewayHttpResolver) -> Principal:
 def _check_portal_grant(app: APIGatewayHttpResolver, grant: portal.Grant) -> None:
     """A portal session's request: refused once the session has expired (the authorizer's answer is cached for up to
     a minute, this check is not), or on a route its capabilities do not reach (domain/portal.py's one table)."""
-    route_key = app.current_event.raw_event.get("routeKey", "")
+    route_key = app.current_event.route_key
     refusal = grant.refusal(route_key, epoch_seconds(utcnow()))
     if refusal is None:
         return
