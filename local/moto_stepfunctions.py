@@ -6,6 +6,9 @@ the state's input (a dict) instead: "'>' not supported between instances of 'dic
 execution ends FAILED with States.Runtime. The circuit stops the retry executions of the failures that opened
 it (StopExecution), so how such an execution ended depended on timing; on a loaded machine the tests that
 look at it flaked. Here a stopped `Timeout` still pushes a number (never used: nothing runs after the stop).
+Also: moto makes an execution's environment on the execution's own thread, so a StopExecution that comes between
+StartExecution and that thread's first line found none ("'NoneType' object has no attribute 'set_stop'"), where
+AWS stops the execution. Here the environment is made before the thread starts (`_start`), so a stop always finds it.
 Installed with `moto_transactions` by the local stack and the moto-backed tests; nothing deployed imports it.
 """
 
@@ -14,8 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import Timeout, TimeoutSeconds
+from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 _original_eval = Timeout.eval
+_original_start = ExecutionWorker.start
+_original_environment = ExecutionWorker._get_evaluation_environment
 
 
 def _eval(self: Timeout, env: Any) -> None:
@@ -25,6 +31,14 @@ def _eval(self: Timeout, env: Any) -> None:
         env.stack.append(TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS)
 
 
+def _start(self: ExecutionWorker) -> None:
+    environment = _original_environment(self)
+    self.env = environment
+    self._get_evaluation_environment = lambda: environment  # type: ignore[method-assign]  # the thread takes it
+    _original_start(self)
+
+
 def install() -> None:
-    """Patch moto's Timeout component (idempotent)."""
+    """Patch moto's Timeout component and its execution worker's start (idempotent)."""
     Timeout.eval = _eval  # type: ignore[method-assign]
+    ExecutionWorker.start = _start  # type: ignore[method-assign]
