@@ -6,7 +6,8 @@ handler that raises fails the whole batch.
 
 `poll_once` is one such cycle (the tests drive it by hand); `EventSource` runs them for the local
 stack: one receiver long-polls and hands the messages out to invocations, up to `concurrency` at a
-time, as Lambda scales out over a FIFO queue's message groups. A single receiver is deliberate:
+time, each with up to `batch_size` messages across message groups, as Lambda scales out over a FIFO queue's
+message groups. A single receiver is deliberate:
 moto's FIFO group lock is computed per `ReceiveMessage` call and is not safe against two calls at
 once, so concurrent receivers could take two messages of one group; one receiver keeps SQS's rule
 (a group with a message in flight yields nothing more until that message is deleted or visible again).
@@ -65,13 +66,20 @@ def receive(sqs: Any, queue_url: str, *, batch_size: int, wait_seconds: int) -> 
 
 def invoke_batch(sqs: Any, queue_url: str, queue_arn: str, messages: list[dict[str, Any]], function: str) -> int:
     """Invoke the handler with one batch and delete all but its failures; returns how many failed."""
+    return len(invoke_batch_failures(sqs, queue_url, queue_arn, messages, function))
+
+
+def invoke_batch_failures(
+    sqs: Any, queue_url: str, queue_arn: str, messages: list[dict[str, Any]], function: str
+) -> set[str]:
+    """Invoke the handler with one batch and delete all but its failures; returns the failed messages' ids."""
     try:
         response = invoke(function, {"Records": [to_record(m, queue_arn) for m in messages]}) or {}
     except Exception:  # the whole batch failed: leave every message to come back
         log.exception(
             "%s failed a batch of %d; the messages come back after their visibility timeout", function, len(messages)
         )
-        return len(messages)
+        return {m["MessageId"] for m in messages}
     failed = {failure["itemIdentifier"] for failure in response.get("batchItemFailures", [])}
     done = [m for m in messages if m["MessageId"] not in failed]
     for start in range(0, len(done), SQS_MAX_BATCH):
@@ -82,7 +90,7 @@ def invoke_batch(sqs: Any, queue_url: str, queue_arn: str, messages: list[dict[s
                 for i, m in enumerate(done[start : start + SQS_MAX_BATCH])
             ],
         )
-    return len(failed)
+    return failed
 
 
 def poll_once(
@@ -95,12 +103,17 @@ def poll_once(
     return len(received)
 
 
+def _group_of(message: dict[str, Any]) -> str:
+    """A FIFO message's group; a standard queue's message is its own."""
+    return str(message.get("Attributes", {}).get("MessageGroupId") or message["MessageId"])
+
+
 class EventSource:
     """Feeds a queue to a function on background threads until `stop`, as Lambda's SQS poller does.
 
     One receiver takes up to ten messages a call, long-polling (moto's server waits rather than spins: see
     `local.moto_sqs`), and the messages are handed out here: each invocation gets up to `batch_size` messages
-    of one message group, in order, and a group is never in two invocations at once (a FIFO queue's
+    across message groups, each group's in order, and a group is never in two invocations at once (a FIFO queue's
     messages of one group are in order; a standard queue's messages are each their own group). So moto
     scans the queue once per ten messages rather than once per message, and only when a free invocation slot
     has nothing held to work on. A message reported failed keeps the rest of its group's held messages
@@ -155,37 +168,44 @@ class EventSource:
                 continue
             with self._changed:
                 for message in messages:
-                    group = message.get("Attributes", {}).get("MessageGroupId") or message["MessageId"]
-                    self._held.setdefault(group, deque()).append(message)
+                    self._held.setdefault(_group_of(message), deque()).append(message)
                 self._dispatch()
 
     def _dispatch(self) -> None:
-        """Start invocations for held messages while slots are free (called holding `_changed`)."""
-        for group in self._ready_groups():
-            if len(self._busy) >= self.concurrency or self._stopping.is_set():
-                return
-            held = self._held[group]
-            batch = [held.popleft() for _ in range(min(self.batch_size, len(held)))]
-            if not held:
-                del self._held[group]
-            self._busy.add(group)
+        """Start invocations for held messages while slots are free (called holding `_changed`). As Lambda's FIFO
+        poller does, a batch takes up to `batch_size` messages across message groups, each group's in order, and a
+        group is in one invocation at a time."""
+        while (ready := self._ready_groups()) and len(self._busy) < self.concurrency and not self._stopping.is_set():
+            batch: list[dict[str, Any]] = []
+            groups: list[str] = []
+            for group in ready:
+                held = self._held[group]
+                while held and len(batch) < self.batch_size:
+                    batch.append(held.popleft())
+                if not held:
+                    del self._held[group]
+                groups.append(group)
+                if len(batch) >= self.batch_size:
+                    break
+            self._busy.update(groups)
             invocation = threading.Thread(
-                target=self._invoke, args=(group, batch), name=f"{self.function}-invoke", daemon=True
+                target=self._invoke, args=(groups, batch), name=f"{self.function}-invoke", daemon=True
             )
             self._invocations.add(invocation)
             invocation.start()
 
-    def _invoke(self, group: str, messages: list[dict[str, Any]]) -> None:
-        failed = len(messages)
+    def _invoke(self, groups: list[str], messages: list[dict[str, Any]]) -> None:
+        failed = {m["MessageId"] for m in messages}
         try:
-            failed = invoke_batch(self.sqs, self.queue_url, self.queue_arn, messages, self.function)
+            failed = invoke_batch_failures(self.sqs, self.queue_url, self.queue_arn, messages, self.function)
         except Exception:
             log.exception("settling a batch of %s failed", self.function)
         finally:
             with self._changed:
-                if failed:
-                    self._held.pop(group, None)  # behind the failed message, in order, after its visibility timeout
-                self._busy.discard(group)
+                for message in messages:
+                    if message["MessageId"] in failed:  # the rest of its group comes back behind it, in order
+                        self._held.pop(_group_of(message), None)
+                self._busy.difference_update(groups)
                 self._invocations.discard(threading.current_thread())
                 self._dispatch()
                 self._changed.notify_all()

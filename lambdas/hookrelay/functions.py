@@ -233,10 +233,10 @@ API = Function(
 DELIVERY = Function(
     "delivery",
     "hookrelay.handlers.delivery.handler",
-    # One message per invocation: the event source deletes a batch's messages only when the whole invocation
-    # returns, so a batch holding a hanging endpoint's message would keep a healthy endpoint's message group
-    # locked for up to the attempt timeout. FIFO concurrency scales with message groups instead.
-    trigger=QueueTrigger(schema.DELIVERY_QUEUE, batch_size=1),
+    # Up to ten messages per invocation, their groups attempted at once (handlers/delivery.py). The event source
+    # deletes a batch's messages only when the whole invocation returns, so a slow endpoint's message would keep the
+    # batch's other groups locked for its latency: slow endpoints are moved to the slow lane (docs/architecture.md).
+    trigger=QueueTrigger(schema.DELIVERY_QUEUE, batch_size=schema.SQS_MAX_BATCH),
     timeout_seconds=schema.DELIVERY_FUNCTION_TIMEOUT_SECONDS,
     memory_mb=LIGHT_MEMORY_MB,
     access=Access(

@@ -24,6 +24,7 @@ class Received:
     headers: dict[str, str]
     body: bytes
     at: float
+    client: tuple[str, int] = ("", 0)  # the connection's address: the same on a kept-alive connection
 
 
 @dataclass
@@ -34,17 +35,26 @@ class ScriptedConsumer:
     default: Reply = field(default_factory=Reply)
     received: list[Received] = field(default_factory=list)
     answers: list[int] = field(default_factory=list)  # the status answered to each request received, in order
+    keep_alive: bool = False  # HTTP/1.1, connections kept open between requests (else HTTP/1.0: one per request)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         consumer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if self.keep_alive else "HTTP/1.0"
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 with consumer._lock:
                     consumer.received.append(
-                        Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body, time.time())
+                        Received(
+                            self.path,
+                            {k.lower(): v for k, v in self.headers.items()},
+                            body,
+                            time.time(),
+                            self.client_address,
+                        )
                     )
                     reply = consumer.script.popleft() if consumer.script else consumer.default
                     consumer.answers.append(reply.status)

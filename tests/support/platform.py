@@ -55,7 +55,12 @@ class Platform:
         assert created.status == 201, created.body
         return created.json()["token"]
 
-    def new_endpoint(self, tenant_token: str, url: str, event_types: list[str] | None = None) -> dict[str, Any]:
-        created = self.call("POST", "/v1/endpoints", tenant_token, {"url": url, "event_types": event_types or ["*"]})
+    def new_endpoint(
+        self, tenant_token: str, url: str, event_types: list[str] | None = None, *, max_in_flight: int | None = None
+    ) -> dict[str, Any]:
+        body: dict[str, Any] = {"url": url, "event_types": event_types or ["*"]}
+        if max_in_flight is not None:
+            body["max_in_flight"] = max_in_flight
+        created = self.call("POST", "/v1/endpoints", tenant_token, body)
         assert created.status == 201, created.body
         return created.json()

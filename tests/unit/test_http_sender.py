@@ -177,6 +177,20 @@ def test_the_response_excerpt_is_capped_at_1_kib(consumer: ScriptedConsumer) -> 
     assert result.response_excerpt.startswith("xé")
 
 
+@pytest.mark.parametrize(("body_bytes", "connections"), [(4_000, 1), (40_000, 3)])
+def test_a_connection_is_kept_alive_for_the_next_webhook_unless_its_body_is_too_large_to_read_out(
+    body_bytes: int, connections: int
+) -> None:
+    consumer = ScriptedConsumer(default=Reply(200, body=b"x" * body_bytes), keep_alive=True)
+    try:
+        sender = RequestsSender(allow_private_destinations=True)
+        results = [sender.send(consumer.url, {}, b"{}") for _ in range(3)]
+        assert [result.status_code for result in results] == [200, 200, 200]
+        assert len({request.client for request in consumer.received}) == connections
+    finally:
+        consumer.close()
+
+
 def test_retry_after_is_passed_on(consumer: ScriptedConsumer) -> None:
     consumer.queue([Reply(429, headers=(("retry-after", "120"),))])
     result = RequestsSender(allow_private_destinations=True).send(consumer.url, {}, b"{}")

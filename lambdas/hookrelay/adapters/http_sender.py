@@ -54,6 +54,10 @@ if TYPE_CHECKING:  # types-requests' names for what build_connection_pool_key_at
 
 
 USER_AGENT = "hookrelay/0.1 (+webhooks)"
+# What more of a response body is read (and discarded) after the excerpt so that its connection is kept alive for
+# the endpoint's next webhook (urllib3 returns a connection to the session's pool once its body is read out; one
+# closed with body unread is dropped). A larger body is not worth the wait: that connection is dropped.
+KEEP_ALIVE_READ_OUT_BYTES = 16 * 1024
 
 Resolver = Callable[[str, int], list[str]]
 
@@ -205,6 +209,13 @@ class PinnedAddressAdapter(HTTPAdapter):
         return host_params, pool_kwargs
 
 
+def _read_out(response: requests.Response) -> None:
+    """Read the rest of a small body, within the attempt's deadline, so that its connection goes back to the pool."""
+    length = response.headers.get("content-length", "")
+    if length.isdigit() and int(length) <= RESPONSE_EXCERPT_BYTES + KEEP_ALIVE_READ_OUT_BYTES:
+        response.raw.read(KEEP_ALIVE_READ_OUT_BYTES, decode_content=False)
+
+
 def _failure_kind(error: BaseException) -> FailureKind:
     if isinstance(error, BlockedDestination):
         return FailureKind.BLOCKED
@@ -255,6 +266,7 @@ class RequestsSender:
                 retry_after = response.headers.get("retry-after")
                 try:
                     excerpt = self._excerpt(response)
+                    _read_out(response)
                 finally:
                     response.close()
             except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as error:

@@ -1,11 +1,15 @@
 """The delivery Lambda: SQS FIFO messages in, one attempt per message, partial batch failures out.
 
-The event source hands it one message at a time (`functions.DELIVERY`'s batch size), so a hanging endpoint
-only ever holds its own message group; FIFO concurrency scales with the groups instead.
+A fast lane's event source hands it up to ten messages (of different message groups, or several of one); each
+group runs on its own thread, so the ten attempts are made at once, each within its own timeout, over connections
+kept alive across invocations (adapters/http_sender.py). A slow lane's hands over one message at a time
+(docs/architecture.md, "Delivery lanes").
 """
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -13,6 +17,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
+from hookrelay.adapters.schema import DELIVERY_MESSAGE_SECONDS, SQS_MAX_BATCH
 from hookrelay.adapters.sqs import parse_queue_message
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric
 from hookrelay.domain.status import DeliveryStatus
@@ -24,6 +29,11 @@ from hookrelay.services.ports import CircuitCommand
 logger = Logger(service=DELIVERY.name)
 tracer = tracing.tracer(DELIVERY.name)
 metrics = Metrics(namespace=METRICS_NAMESPACE, service=DELIVERY.name)
+# One thread per message group of a batch, kept across invocations (as the service and its connections are).
+workers = ThreadPoolExecutor(max_workers=SQS_MAX_BATCH, thread_name_prefix="delivery")
+# Powertools' Metrics is one record per invocation, filled from every worker thread.
+_metrics_lock = threading.Lock()
+_delivered: list[dict[str, Any]] = []
 
 
 def deliver(record: SqsMessage) -> None:
@@ -44,11 +54,12 @@ def deliver(record: SqsMessage) -> None:
         "parked": report.parked,
     }
     if report.sent and report.status is not None:  # sent: an attempt was made, so the delivery exists
-        metrics.add_metric(name=attempts_metric(report.status), unit=MetricUnit.Count, value=1)
+        with _metrics_lock:
+            metrics.add_metric(name=attempts_metric(report.status), unit=MetricUnit.Count, value=1)
     if report.sent and report.status is DeliveryStatus.DELIVERED:
-        # Delivered: one log line, the metrics record, which carries the attempt (searchable in Logs Insights).
-        for name, value in fields.items():
-            metrics.add_metadata(key=name, value=value)
+        # Delivered: no line of its own; the invocation's metrics record lists them (searchable in Logs Insights).
+        with _metrics_lock:
+            _delivered.append({"delivery_id": report.delivery_id, "attempt": report.attempt})
         return
     logger.info("attempt", extra=fields)
 
@@ -57,6 +68,13 @@ def deliver(record: SqsMessage) -> None:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchResponse:
-    # FIFO: a failed message and every later one of the batch are returned, keeping the queue's order. The event
-    # source hands over one message at a time (functions.DELIVERY's batch size), so there is no "later one".
-    return process_batch(event, deliver, logger, fifo=True)
+    _delivered.clear()
+    try:
+        # A message is started only while its longest path still fits in the invocation's time (schema.py).
+        def may_start() -> bool:
+            return context.get_remaining_time_in_millis() >= DELIVERY_MESSAGE_SECONDS * 1000
+
+        return process_batch(event, deliver, logger, fifo=True, workers=workers, may_start=may_start)
+    finally:
+        if _delivered:
+            metrics.add_metadata(key="delivered", value=list(_delivered))

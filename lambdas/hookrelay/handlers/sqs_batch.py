@@ -2,14 +2,18 @@
 in a page of code, because importing `aws_lambda_powertools.utilities.batch` (and every event data class it pulls
 in) cost the delivery function about 400 ms of each cold start.
 
-The same contract: each record handled in order; a failed record (and, on a FIFO queue, every later record of the
-batch, keeping the queue's order) reported in `batchItemFailures` for the event source to retry; and when every
-record failed, an exception instead, so that Lambda retries the batch as a whole.
+The same contract: a failed record reported in `batchItemFailures` for the event source to retry; and when every
+record failed, an exception instead, so that Lambda retries the batch as a whole. On a FIFO queue the order that
+matters is each message group's (the queue promises no other), so the batch is processed as Powertools'
+`SqsFifoPartialProcessor(skip_group_on_error=True)` does: each group's records in order, and after a failure the
+rest of that group is reported failed unprocessed (it comes back, in order, after the failed one), while the other
+groups go on. Given `workers`, the groups run concurrently, each on one thread: one slow group holds only itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
@@ -49,21 +53,62 @@ class EntireBatchFailed(RuntimeError):
     """Every record of the batch failed: Lambda retries the batch (each record's error was logged)."""
 
 
+Handle = Callable[[SqsMessage], None]
+
+
+def _always() -> bool:
+    return True
+
+
 def process_batch(
-    event: dict[str, Any], handle: Callable[[SqsMessage], None], logger: Logs, *, fifo: bool
+    event: dict[str, Any],
+    handle: Handle,
+    logger: Logs,
+    *,
+    fifo: bool,
+    workers: ThreadPoolExecutor | None = None,
+    may_start: Callable[[], bool] = _always,
 ) -> PartialBatchResponse:
-    records = event.get("Records", [])
-    failed: list[ItemFailure] = []
-    for record in records:
-        message = SqsMessage(record["messageId"], record["body"], record.get("attributes", {}))
-        if fifo and failed:  # after a failure in a FIFO batch, the rest waits its turn
-            failed.append({"itemIdentifier": message.message_id})
-            continue
+    """`may_start`: asked before each of a group's messages after its first; False leaves that message and the rest
+    of its group unprocessed, reported failed (the invocation's time is running out: they come back, in order)."""
+    messages = [
+        SqsMessage(record["messageId"], record["body"], record.get("attributes", {}))
+        for record in event.get("Records", [])
+    ]
+    # A standard queue keeps no order: each message is its own group.
+    groups = _groups(messages) if fifo else [[message] for message in messages]
+    if workers is None or len(groups) < 2:
+        failed_ids = {m for group in groups for m in _process_group(group, handle, logger, may_start)}
+    else:
+        failed_ids = {
+            m
+            for failures in workers.map(lambda g: _process_group(g, handle, logger, may_start), groups)
+            for m in failures
+        }
+    if messages and len(failed_ids) == len(messages):
+        raise EntireBatchFailed(f"all {len(messages)} records failed processing")
+    # In the batch's order, as the event source handed them over.
+    return {"batchItemFailures": [{"itemIdentifier": m.message_id} for m in messages if m.message_id in failed_ids]}
+
+
+def _groups(messages: Sequence[SqsMessage]) -> list[list[SqsMessage]]:
+    """The batch's messages by message group, each group in the batch's (the queue's) order."""
+    groups: dict[str, list[SqsMessage]] = {}
+    for message in messages:
+        groups.setdefault(message.message_group_id or message.message_id, []).append(message)
+    return list(groups.values())
+
+
+def _process_group(
+    group: Sequence[SqsMessage], handle: Handle, logger: Logs, may_start: Callable[[], bool]
+) -> list[str]:
+    """Handle one group's messages in order; the ids of the failed (or not started) one and of every one after it."""
+    for index, message in enumerate(group):
+        if index and not may_start():
+            return [later.message_id for later in group[index:]]
         try:
             handle(message)
         except Exception:
             logger.exception("record failed", extra={"message_id": message.message_id})
-            failed.append({"itemIdentifier": message.message_id})
-    if records and len(failed) == len(records):
-        raise EntireBatchFailed(f"all {len(records)} records failed processing")
-    return {"batchItemFailures": failed}
+            return [later.message_id for later in group[index:]]
+    return []

@@ -1,0 +1,122 @@
+"""A batch of SQS records: each message group in order, a failure holding back only the rest of its own group,
+and the groups at once when the handler is given workers."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from hookrelay.handlers.sqs_batch import EntireBatchFailed, SqsMessage, process_batch
+
+
+class Logs:
+    def __init__(self) -> None:
+        self.failures: list[str] = []
+
+    def exception(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self.failures.append(kwargs["extra"]["message_id"])
+
+
+def batch(*groups_and_ids: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "Records": [
+            {"messageId": message_id, "body": message_id, "attributes": {"MessageGroupId": group}}
+            for group, message_id in groups_and_ids
+        ]
+    }
+
+
+def failed(response: dict[str, Any]) -> list[str]:
+    return [failure["itemIdentifier"] for failure in response["batchItemFailures"]]
+
+
+@pytest.fixture(scope="module")
+def workers() -> Any:
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        yield pool
+
+
+def test_a_failure_holds_back_the_rest_of_its_group_only_and_the_other_groups_go_on(
+    workers: ThreadPoolExecutor,
+) -> None:
+    handled: list[str] = []
+    lock = threading.Lock()
+
+    def handle(message: SqsMessage) -> None:
+        if message.body == "a2":
+            raise RuntimeError("boom")
+        with lock:
+            handled.append(message.body)
+
+    event = batch(("a", "a1"), ("b", "b1"), ("a", "a2"), ("b", "b2"), ("a", "a3"), ("c", "c1"))
+    response = process_batch(event, handle, Logs(), fifo=True, workers=workers)
+
+    assert failed(response) == ["a2", "a3"]  # a3 unprocessed: it comes back after a2, in order
+    assert sorted(handled) == ["a1", "b1", "b2", "c1"]
+    assert handled.index("b1") < handled.index("b2")
+
+
+def test_each_group_is_handled_in_the_queue_s_order() -> None:
+    handled: list[str] = []
+    event = batch(("a", "a1"), ("b", "b1"), ("a", "a2"), ("a", "a3"), ("b", "b2"))
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        process_batch(event, lambda m: handled.append(m.body), Logs(), fifo=True, workers=pool)
+    assert [m for m in handled if m.startswith("a")] == ["a1", "a2", "a3"]
+    assert [m for m in handled if m.startswith("b")] == ["b1", "b2"]
+
+
+def test_with_workers_the_groups_run_at_once_so_one_slow_group_holds_only_itself(workers: ThreadPoolExecutor) -> None:
+    # Each group's handler waits for the other's: handled one group after the other, the barrier breaks (5 s)
+    # and both records fail.
+    both_inside = threading.Barrier(2, timeout=5)
+    event = batch(("a", "a1"), ("b", "b1"))
+    response = process_batch(event, lambda _: both_inside.wait(), Logs(), fifo=True, workers=workers)
+    assert failed(response) == []
+
+
+def test_without_workers_the_groups_run_one_after_another() -> None:
+    inside = 0
+    most_inside = 0
+
+    def handle(_: SqsMessage) -> None:
+        nonlocal inside, most_inside
+        inside += 1
+        most_inside = max(most_inside, inside)
+        inside -= 1
+
+    process_batch(batch(("a", "a1"), ("b", "b1"), ("c", "c1")), handle, Logs(), fifo=True)
+    assert most_inside == 1
+
+
+def test_a_standard_queue_s_failure_holds_back_nothing_else() -> None:
+    def handle(message: SqsMessage) -> None:
+        if message.body == "m1":
+            raise RuntimeError("boom")
+
+    response = process_batch(batch(("", "m1"), ("", "m2")), handle, Logs(), fifo=False)
+    assert failed(response) == ["m1"]
+
+
+def test_when_every_record_fails_the_batch_fails_as_a_whole(workers: ThreadPoolExecutor) -> None:
+    logs = Logs()
+
+    def handle(_: SqsMessage) -> None:
+        raise RuntimeError("boom")
+
+    with pytest.raises(EntireBatchFailed):
+        process_batch(batch(("a", "a1"), ("b", "b1")), handle, logs, fifo=True, workers=workers)
+    assert sorted(logs.failures) == ["a1", "b1"]
+
+
+def test_a_message_not_started_in_time_comes_back_with_the_rest_of_its_group_unprocessed() -> None:
+    handled: list[str] = []
+    starts_left = iter([True, False])  # the invocation's time runs out after a group's second message
+    event = batch(("a", "a1"), ("a", "a2"), ("a", "a3"), ("a", "a4"))
+    response = process_batch(
+        event, lambda m: handled.append(m.body), Logs(), fifo=True, may_start=lambda: next(starts_left)
+    )
+    assert handled == ["a1", "a2"]
+    assert failed(response) == ["a3", "a4"]
