@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench.common import stack_constant
 from hookrelay import functions
+from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.functions import AUTHORIZER, DELIVERY, INGEST, queue_trigger
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,6 +214,7 @@ def stack_limits() -> list[Quota]:
     rate, burst = _stage_throttle()
     reserved = dict(context.get("reserved_concurrency", {}))  # type: ignore[call-overload]
     delivery_max = float(context.get("delivery_max_concurrency", 0) or 0)  # type: ignore[arg-type]
+    shards = int(context.get("delivery_shards", DEFAULT_DELIVERY_SHARDS))  # type: ignore[call-overload]
     max_in_flight = _max_in_flight()
     return [
         Quota(
@@ -256,11 +258,13 @@ def stack_limits() -> list[Quota]:
         Quota(
             "delivery_max_concurrency",
             "hookrelay",
-            f"the delivery event source's maximum concurrency (batch of {queue_trigger(DELIVERY).batch_size})",
-            delivery_max,
+            # Each event source has its own maximum: the fast lanes (batches of 10) carry the ordinary traffic.
+            f"the delivery event sources' maximum concurrency: delivery_max_concurrency on each of {shards} shards'"
+            f" fast lanes (batch of {queue_trigger(DELIVERY).batch_size})",
+            delivery_max * shards,
             "executions",
-            "deploy/production.json delivery_max_concurrency",
-            "delivery_max_concurrency in the stage file (SQS event sources allow up to 1,000)",
+            "deploy/production.json delivery_max_concurrency, delivery_shards",
+            "delivery_max_concurrency (up to 1,000 per event source) or delivery_shards in the stage file",
         ),
         Quota(
             "endpoint_groups",

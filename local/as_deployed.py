@@ -26,10 +26,12 @@ from hookrelay.adapters import aws, schema
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
+from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.domain.schedule import schedule_from_config
 from hookrelay.function_environment import Resources, Settings, environment
 from hookrelay.function_permissions import Arns, Statement, statements
 from hookrelay.services.auto_disable import policy_from_config
+from local.provision import queue_urls
 
 # Set for every local function alike, and never in AWS: endpoints on 127.0.0.1 (the demo consumer), unsigned and
 # unchecked calls to moto (adapters/aws.py), and --fast mode's short "day" of the endpoint-health policy.
@@ -98,7 +100,7 @@ def resources(env: Mapping[str, str]) -> Resources:
     """The resources `local.provision` made, from the environment it returned."""
     return Resources(
         table_names={spec: env[spec.env_var] for spec in schema.ALL_TABLES},
-        queue_urls={spec: env[spec.env_var] for spec in schema.ALL_QUEUES},
+        queue_urls=queue_urls(env),
         topic_arns={spec: env[spec.env_var] for spec in schema.ALL_TOPICS},
         retry_state_machine_arn=env[schema.RETRY_STATE_MACHINE_ARN],
         api_url=env[schema.API_URL],
@@ -111,7 +113,7 @@ def arns(env: Mapping[str, str], region: str | None = None) -> Arns:
     state_machine = env[schema.RETRY_STATE_MACHINE_ARN]
     return Arns(
         tables={spec: f"arn:aws:dynamodb:{region}:{ACCOUNT}:table/{env[spec.env_var]}" for spec in schema.ALL_TABLES},
-        queues={spec: queue_arn(env[spec.env_var], region) for spec in schema.ALL_QUEUES},
+        queues={spec: queue_arn(url, region) for spec, url in queue_urls(env).items()},
         topics={spec: env[spec.env_var] for spec in schema.ALL_TOPICS},
         topic_key=f"arn:aws:kms:{region}:{ACCOUNT}:key/local-notices",
         retry_state_machine=state_machine,
@@ -140,10 +142,12 @@ def local_deployment(env: Mapping[str, str], settings: Settings) -> LocalDeploym
     )
 
 
-def placeholder_environment() -> dict[str, str]:
+def placeholder_environment(shards: int = DEFAULT_DELIVERY_SHARDS) -> dict[str, str]:
     """Resources' variables with made-up names: for reading the statements' actions without provisioning."""
     env = {spec.env_var: f"hookrelay-{spec.logical_name}" for spec in schema.ALL_TABLES}
-    env |= {spec.env_var: f"http://localhost/{ACCOUNT}/hookrelay-{spec.logical_name}" for spec in schema.ALL_QUEUES}
+    urls = {spec: f"http://localhost/{ACCOUNT}/hookrelay-{spec.logical_name}" for spec in schema.all_queues(shards)}
+    env |= {spec.env_var: url for spec, url in urls.items() if not schema.is_delivery_queue(spec)}
+    env[schema.DELIVERY_QUEUE.env_var] = schema.encode_delivery_queues(urls)
     env |= {
         spec.env_var: f"arn:aws:sns:us-east-1:{ACCOUNT}:hookrelay-{spec.logical_name}" for spec in schema.ALL_TOPICS
     }

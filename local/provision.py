@@ -7,12 +7,30 @@ there is no hand-kept second copy of the infrastructure.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
 
 import statemachine
 from hookrelay.adapters import schema
+from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
+
+
+def delivery_queue_urls(env: Mapping[str, str]) -> schema.DeliveryQueueUrls:
+    """The delivery queues' URLs, by shard and lane, from an environment `provision` returned (or a function's)."""
+    return schema.DeliveryQueueUrls.parse(env[schema.DELIVERY_QUEUE.env_var])
+
+
+def queue_urls(env: Mapping[str, str]) -> dict[schema.QueueSpec, str]:
+    """Every queue's URL by its spec, from an environment `provision` returned."""
+    delivery = delivery_queue_urls(env)
+    urls = {spec: env[spec.env_var] for spec in schema.OTHER_QUEUES}
+    for spec in schema.delivery_queues(delivery.shards):
+        assert spec.shard is not None and spec.lane is not None
+        urls[spec] = delivery.url(spec.shard, spec.lane)
+    return urls
+
 
 LOCAL_ROLE_ARN = "arn:aws:iam::123456789012:role/hookrelay-local-retry"
 DEFAULT_PREFIX = "hookrelay"
@@ -87,9 +105,14 @@ def create_queue(sqs: Any, spec: schema.QueueSpec, prefix: str, arns: dict[str, 
 
 
 def provision(
-    prefix: str = DEFAULT_PREFIX, *, retry_schedule: str = "default", region: str | None = None
+    prefix: str = DEFAULT_PREFIX,
+    *,
+    retry_schedule: str = "default",
+    region: str | None = None,
+    shards: int = DEFAULT_DELIVERY_SHARDS,
 ) -> dict[str, str]:
-    """Create everything and return the environment the Lambda handlers read."""
+    """Create everything (`shards` delivery shards, each a fast and a slow lane) and return the environment the
+    Lambda handlers read: every queue's URL, the delivery queues' all in one variable (schema.DELIVERY_QUEUE's)."""
     session = boto3.session.Session(region_name=region)
     dynamodb = session.client("dynamodb")
     sqs = session.client("sqs")
@@ -101,12 +124,13 @@ def provision(
         create_table(dynamodb, spec, name)
         env[spec.env_var] = name
     arns: dict[str, str] = {}
-    for spec in schema.ALL_QUEUES:  # in order: a queue's dead-letter queue comes before it
-        env[spec.env_var] = create_queue(sqs, spec, prefix, arns)
+    urls = {spec: create_queue(sqs, spec, prefix, arns) for spec in schema.all_queues(shards)}  # dead letters first
+    env |= {spec.env_var: url for spec, url in urls.items() if not schema.is_delivery_queue(spec)}
+    env[schema.DELIVERY_QUEUE.env_var] = schema.encode_delivery_queues(urls)
     definition = statemachine.render(
         {
             "Partition": "aws",
-            "DeliveryQueueUrl": env[schema.DELIVERY_QUEUE.env_var],
+            "DeliveryQueueUrl": urls[schema.DELIVERY_QUEUE],
             "DeadLetterQueueUrl": env[schema.DEAD_LETTER_QUEUE.env_var],
             "AttemptTaskTimeoutSeconds": str(statemachine.ATTEMPT_TASK_TIMEOUT_SECONDS),
         }

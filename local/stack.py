@@ -37,7 +37,7 @@ from local.aws_endpoint import AwsEndpoints, start_aws_endpoints, use_utc
 from local.function_workers import FunctionWorkers
 from local.http_api import ApiServer
 from local.processes import name_this_process, wait_for_signal
-from local.provision import provision
+from local.provision import delivery_queue_urls, provision, queue_urls
 from local.schedule import ScheduledFunction
 from local.sqs_source import EventSource
 from scripts.create_admin_key import create_admin_key
@@ -220,18 +220,20 @@ def concurrency_limits(concurrency: int) -> dict[str, int]:
 
 
 def event_sources(env: dict[str, str], concurrency: int) -> list[EventSource]:
-    """The table of functions' SQS event sources; `concurrency` bounds those the table leaves unbounded."""
+    """The table of functions' SQS event sources (each delivery queue's, at its lane's batch size); `concurrency`
+    bounds those the table leaves unbounded."""
     sqs = aws_clients.client("sqs")
     limits = concurrency_limits(concurrency)
+    urls = queue_urls(env)
     return [
         EventSource(
             sqs,
-            env[trigger.queue.env_var],
-            function=function.name,
-            batch_size=trigger.batch_size,
-            concurrency=limits[function.name],
+            urls[source.queue],
+            function=source.function.name,
+            batch_size=source.batch_size,
+            concurrency=limits[source.function.name],
         )
-        for function, trigger in functions.queue_triggered()
+        for source in functions.event_sources(delivery_queue_urls(env).shards)
     ]
 
 

@@ -19,6 +19,7 @@ from hookrelay.domain.limits import (
     limit_from_config,
 )
 from hookrelay.domain.matching import MAX_FILTERS
+from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS, check_shards
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND, per_key_limit_from_config
 from hookrelay.domain.schedule import RetrySchedule, schedule_from_config
 from hookrelay.functions import BY_NAME
@@ -123,6 +124,24 @@ DEFAULT_RESERVED_CONCURRENCY: dict[str, int] = {}
 class Concurrency:
     delivery_max_concurrency: int
     reserved: Mapping[str, int]  # function name -> reserved concurrent executions
+
+
+DELIVERY_SHARDS_CONTEXT = "delivery_shards"
+
+
+def delivery_shards(node: Node) -> int:
+    """`delivery_shards` (1..MAX_DELIVERY_SHARDS, default DEFAULT_DELIVERY_SHARDS): the delivery queues' shards, each
+    a fast and a slow lane (domain/queues.py), sized by the capacity model (bench/quotas.py). It may only grow: each
+    endpoint keeps the shard it was given when it was created, so a lower number would strand the endpoints of the
+    shards taken away (scripts/deploy.py refuses it against the deployed stack's `DeliveryShards` output)."""
+    raw: Any = node.try_get_context(DELIVERY_SHARDS_CONTEXT)
+    value = DEFAULT_DELIVERY_SHARDS if raw is None else raw
+    try:
+        return check_shards(int(value) if isinstance(value, str) and value.isdigit() else value)
+    except ValueError as error:
+        raise InvalidConfiguration(
+            f"CDK context {DELIVERY_SHARDS_CONTEXT}={raw!r} is not valid: {error}. It may only grow once deployed."
+        ) from error
 
 
 def concurrency(node: Node) -> Concurrency:

@@ -26,6 +26,9 @@ from stacks.constructs.queues import Queues
 from stacks.constructs.retry_workflow import RetryWorkflow
 from stacks.constructs.storage import Storage
 
+# The stack's output naming its delivery shards, read back by scripts/deploy.py before the next deploy.
+DELIVERY_SHARDS_OUTPUT = "DeliveryShards"
+
 
 def lambda_asset(runtime: config.LambdaRuntime) -> Path:
     """The one asset directory of every function, built (or reused) for the functions' runtime and architecture."""
@@ -64,6 +67,7 @@ class HookrelayStack(Stack):
         limits = config.tenant_limits(self.node)
         telemetry = config.telemetry(self.node)
         runtime = config.lambda_runtime(self.node)
+        shards = config.delivery_shards(self.node)
 
         # What the functions' environments carry of the settings (hookrelay/function_environment.py); the local
         # stack and its tests build the same environments from the same settings.
@@ -79,13 +83,14 @@ class HookrelayStack(Stack):
             max_filters_per_endpoint=limits.max_filters_per_endpoint,
         )
         storage = Storage(self, "Storage")
-        queues = Queues(self, "Queues")
+        queues = Queues(self, "Queues", specs=schema.all_queues(shards))
         notices = Notices(self, "Notices")
         retry = RetryWorkflow(
             self,
             "RetryWorkflow",
             delivery_queue=queues.queue(schema.DELIVERY_QUEUE),
             dead_letter_queue=queues.queue(schema.DEAD_LETTER_QUEUE),
+            delivery_queues=[queues.queue(spec) for spec in schema.delivery_queues(shards)],
             telemetry=telemetry,
         )
         functions = Functions(
@@ -95,6 +100,7 @@ class HookrelayStack(Stack):
             runtime=cdk_runtime(runtime),
             storage=storage,
             queues=queues,
+            shards=shards,
             notices=notices,
             retry_workflow=retry.state_machine,
             # The API is made after its functions (its routes need them); its endpoint is read once it exists.
@@ -125,6 +131,12 @@ class HookrelayStack(Stack):
         for name, queue in queues.queues.items():
             CfnOutput(self, f"{name}Url", value=queue.queue_url)
         CfnOutput(self, "RetryStateMachineArn", value=retry.state_machine.state_machine_arn)
+        CfnOutput(
+            self,
+            DELIVERY_SHARDS_OUTPUT,
+            value=str(shards),
+            description="The delivery queues' shards: scripts/deploy.py refuses a lower delivery_shards than this",
+        )
         CfnOutput(
             self,
             "AlarmTopicArn",

@@ -39,7 +39,7 @@ class Resources:
     CloudFormation tokens in the stack, moto's names in the local stack."""
 
     table_names: Mapping[schema.TableSpec, str]
-    queue_urls: Mapping[schema.QueueSpec, str]
+    queue_urls: Mapping[schema.QueueSpec, str]  # every queue's, each shard's delivery queues included
     topic_arns: Mapping[schema.TopicSpec, str]
     retry_state_machine_arn: str
     api_url: str  # the API's base URL, no trailing slash (the HTTP API's endpoint; the local gateway's address)
@@ -75,7 +75,10 @@ def resource_environment(function: Function, resources: Resources) -> dict[str, 
     access = function.access
     env = {spec.env_var: resources.table_names[spec] for spec in access.tables}
     for queue in (*access.sends_to, *access.drains):
-        env[queue.env_var] = resources.queue_urls[queue]
+        # Every delivery queue's URL in one variable (a message goes to its endpoint's shard's lane).
+        is_delivery = schema.is_delivery_queue(queue)
+        url = schema.encode_delivery_queues(resources.queue_urls) if is_delivery else resources.queue_urls[queue]
+        env[queue.env_var] = url
     if access.starts_retries or access.answers_retries:
         env[schema.RETRY_STATE_MACHINE_ARN] = resources.retry_state_machine_arn
     for topic in access.publishes:

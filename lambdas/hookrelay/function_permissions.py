@@ -78,6 +78,18 @@ class Arns:
     log_groups: Mapping[str, str]  # function name -> its log group's ARN
 
 
+def queue_arns(specs: tuple[schema.QueueSpec, ...], arns: Arns) -> tuple[str, ...]:
+    """The ARNs of `specs`, where the delivery queue stands for every delivery queue (every shard's lanes: the
+    functions route each message by its endpoint's shard, so one that sends to one may send to any)."""
+    found: list[str] = []
+    for spec in specs:
+        if schema.is_delivery_queue(spec):
+            found += [arn for queue, arn in arns.queues.items() if schema.is_delivery_queue(queue)]
+        else:
+            found.append(arns.queues[spec])
+    return tuple(found)
+
+
 def statements(function: Function, arns: Arns) -> list[Statement]:
     """Everything `function`'s role allows."""
     access = function.access
@@ -89,11 +101,11 @@ def statements(function: Function, arns: Arns) -> list[Statement]:
         if "dynamodb:Query" in actions:  # a query names the table or one of its indexes: each index by name
             found.append(Statement(("dynamodb:Query",), (table, *(f"{table}/index/{i.name}" for i in spec.indexes))))
     if isinstance(function.trigger, QueueTrigger):
-        found.append(Statement(EVENT_SOURCE_ACTIONS, (arns.queues[function.trigger.queue],), on_behalf=True))
+        found.append(Statement(EVENT_SOURCE_ACTIONS, queue_arns((function.trigger.queue,), arns), on_behalf=True))
     if access.sends_to:
-        found.append(Statement(SEND_ACTIONS, tuple(arns.queues[q] for q in access.sends_to)))
+        found.append(Statement(SEND_ACTIONS, queue_arns(access.sends_to, arns)))
     if access.drains:
-        found.append(Statement(DRAIN_ACTIONS, tuple(arns.queues[q] for q in access.drains)))
+        found.append(Statement(DRAIN_ACTIONS, queue_arns(access.drains, arns)))
     if access.publishes:
         found.append(Statement(PUBLISH_ACTIONS, tuple(arns.topics[t] for t in access.publishes)))
         found.append(Statement(PUBLISH_KEY_ACTIONS, (arns.topic_key,), on_behalf=True))

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from hookrelay.adapters import schema
+from hookrelay.domain.queues import SLOW_LANE_BATCH_SIZE, DeliveryLane
 
 # Every function's unless its entry says otherwise.
 DEFAULT_TIMEOUT_SECONDS = 10
@@ -233,9 +234,11 @@ API = Function(
 DELIVERY = Function(
     "delivery",
     "hookrelay.handlers.delivery.handler",
-    # Up to ten messages per invocation, their groups attempted at once (handlers/delivery.py). The event source
-    # deletes a batch's messages only when the whole invocation returns, so a slow endpoint's message would keep the
-    # batch's other groups locked for its latency: slow endpoints are moved to the slow lane (docs/architecture.md).
+    # Every delivery queue (`event_sources`: each shard's two lanes). A fast lane's batches are SQS's largest, their
+    # message groups attempted at once (handlers/delivery.py). A slow lane's are one message (domain/queues.py
+    # SLOW_LANE_BATCH_SIZE): the event source deletes a batch's messages only when the whole invocation returns, so a
+    # batch holding a hanging endpoint's message would keep the other messages' groups locked for up to the attempt
+    # timeout; endpoints that are slow move to the slow lane (domain/lanes.py, docs/architecture.md).
     trigger=QueueTrigger(schema.DELIVERY_QUEUE, batch_size=schema.SQS_MAX_BATCH),
     timeout_seconds=schema.DELIVERY_FUNCTION_TIMEOUT_SECONDS,
     memory_mb=LIGHT_MEMORY_MB,
@@ -396,6 +399,30 @@ def queue_trigger(function: Function) -> QueueTrigger:
 def queue_triggered() -> list[tuple[Function, QueueTrigger]]:
     """The functions SQS event sources invoke, each with its event source."""
     return [(f, f.trigger) for f in FUNCTIONS if isinstance(f.trigger, QueueTrigger)]
+
+
+@dataclass(frozen=True)
+class EventSource:
+    """One SQS event source: a queue feeding a function, `batch_size` messages at a time."""
+
+    function: Function
+    queue: schema.QueueSpec
+    batch_size: int
+    max_concurrency: int | None
+
+
+def event_sources(shards: int) -> list[EventSource]:
+    """Every SQS event source of a deployment with `shards` delivery shards. A trigger on the delivery queue is one
+    event source per delivery queue: its batch size on the fast lanes, one message on the slow lanes."""
+    found: list[EventSource] = []
+    for function, trigger in queue_triggered():
+        if not schema.is_delivery_queue(trigger.queue):
+            found.append(EventSource(function, trigger.queue, trigger.batch_size, trigger.max_concurrency))
+            continue
+        for queue in schema.delivery_queues(shards):
+            batch = trigger.batch_size if queue.lane is DeliveryLane.FAST else SLOW_LANE_BATCH_SIZE
+            found.append(EventSource(function, queue, batch, trigger.max_concurrency))
+    return found
 
 
 def scheduled() -> list[tuple[Function, Schedule]]:

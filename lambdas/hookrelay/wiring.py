@@ -17,6 +17,7 @@ from hookrelay.adapters import aws, schema
 if TYPE_CHECKING:
     from hookrelay.adapters.dynamodb import DeliveryTable
     from hookrelay.adapters.redrive_sqs import SqsRedriveJobs
+    from hookrelay.adapters.schema import DeliveryQueueUrls
     from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
     from hookrelay.adapters.telemetry import DeadLetterTelemetry, PowertoolsTelemetry
     from hookrelay.domain.addresses import EndpointPorts
@@ -74,6 +75,14 @@ class per_function(Generic[_T]):
 def api_url() -> str:
     """The API's base URL as deployed (function_environment.py): where portal links point."""
     return os.environ[schema.API_URL]
+
+
+@per_function
+def delivery_queue_urls() -> DeliveryQueueUrls:
+    """Every delivery queue's URL, by shard and lane (the functions that send to them)."""
+    from hookrelay.adapters.schema import DeliveryQueueUrls
+
+    return DeliveryQueueUrls.parse(os.environ[schema.DELIVERY_QUEUE.env_var])
 
 
 def _table(spec: schema.TableSpec) -> Any:
@@ -178,6 +187,8 @@ def endpoint_service() -> EndpointService:
         limits=tenant_limits(),
         # The sweeper (which only disables) has no access to the tenants table the count lives on.
         counter=CountedEndpoints(_table(schema.TENANTS), _table(schema.ENDPOINTS)) if counts else None,
+        # The API function (which creates endpoints) sends replays, so it holds every delivery queue's URL.
+        queue_shards=delivery_queue_urls().shards if schema.DELIVERY_QUEUE.env_var in os.environ else 1,
     )
 
 
@@ -244,7 +255,7 @@ def _ingest(
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         events=EventTable(_table(schema.EVENTS)),
         deliveries=deliveries,
-        queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
+        queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
         schedule=retry_schedule(),
         writer_window=RECONCILE_GRACE,
         event_types=event_types,
@@ -288,7 +299,9 @@ def _parking() -> Parking:
 def _retry_workflow() -> StepFunctionsRetryWorkflow:
     from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
 
-    return StepFunctionsRetryWorkflow(aws.client("stepfunctions"), os.environ[schema.RETRY_STATE_MACHINE_ARN])
+    return StepFunctionsRetryWorkflow(
+        aws.client("stepfunctions"), os.environ[schema.RETRY_STATE_MACHINE_ARN], delivery_queue_urls()
+    )
 
 
 def _dead_letters(service: str = functions.DELIVERY.name) -> DeadLetterTelemetry:
@@ -318,7 +331,7 @@ def circuit_service() -> CircuitService:
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking(),
         events=EventTable(_table(schema.EVENTS)),
-        queue=SqsDeliveryQueue(aws.client("sqs"), os.environ[schema.DELIVERY_QUEUE.env_var]),
+        queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
         workflow=_retry_workflow(),
         dead_letters=_dead_letters(),
         schedule=retry_schedule(),
@@ -358,7 +371,7 @@ def delivery_service() -> DeliveryService:
     )
 
 
-def _replay_service(delivery_queue_url: str | None = None) -> ReplayService:
+def _replay_service() -> ReplayService:
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.adapters.sqs import SqsDeliveryQueue
     from hookrelay.services.replay import ReplayService
@@ -367,7 +380,7 @@ def _replay_service(delivery_queue_url: str | None = None) -> ReplayService:
         deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
-        queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_url or os.environ[schema.DELIVERY_QUEUE.env_var]),
+        queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
         schedule=retry_schedule(),
     )
 
@@ -433,7 +446,7 @@ def reconciler() -> Reconciler:
         tenants=TenantTable(_table(schema.TENANTS)),
         deliveries=delivery_table(),
         events=EventTable(_table(schema.EVENTS)),
-        queue=SqsDeliveryQueue(sqs, os.environ[schema.DELIVERY_QUEUE.env_var]),
+        queue=SqsDeliveryQueue(sqs, delivery_queue_urls()),
         dead_letter_queue=SqsMessageSource(sqs, os.environ[schema.DEAD_LETTER_QUEUE.env_var], wait_seconds=0),
         poison_queue=SqsMessageSource(sqs, os.environ[schema.POISON_QUEUE.env_var], wait_seconds=0),
         dead_letters=_dead_letters(functions.RECONCILER.name),

@@ -21,7 +21,7 @@ from constructs import Construct
 from hookrelay.adapters import schema
 from hookrelay.function_environment import LOG_LEVEL, Resources, Settings, environment
 from hookrelay.function_permissions import Arns, statements
-from hookrelay.functions import FUNCTIONS, Function, QueueTrigger, Schedule
+from hookrelay.functions import FUNCTIONS, Function, QueueTrigger, Schedule, event_sources
 from stacks.constructs.notices import Notices
 from stacks.constructs.queues import Queues
 from stacks.constructs.storage import Storage
@@ -57,6 +57,7 @@ class Functions(Construct):
         runtime: lambda_.Runtime,
         storage: Storage,
         queues: Queues,
+        shards: int,
         notices: Notices,
         retry_workflow: sfn.IStateMachine,
         api_url: str,
@@ -74,6 +75,8 @@ class Functions(Construct):
         self._runtime = runtime
         self._tracing = xray_tracing
         self._storage, self._queues, self._notices, self._retry_workflow = storage, queues, notices, retry_workflow
+        self._queue_specs = schema.all_queues(shards)
+        self._event_sources = event_sources(shards)
         self._api_url = api_url  # `api_url`: the HTTP API's endpoint (a token: the API is made after the functions)
         self._reserved = dict(reserved_concurrency or {})
         self._max_concurrency = dict(event_source_max_concurrency or {})
@@ -140,17 +143,21 @@ class Functions(Construct):
         """SQS event sources and schedules; the API construct wires API routes and the authorizer."""
         trigger = entry.trigger
         if isinstance(trigger, QueueTrigger):
-            # A mapping, not CDK's SqsEventSource: that one grants the queue's whole consume bundle (GetQueueUrl,
-            # ChangeMessageVisibility) on its own; the event source's actions are in the role's statements instead.
-            lambda_.EventSourceMapping(
-                self,
-                f"{construct_id}EventSource",
-                target=function,
-                event_source_arn=self._queues.queue(trigger.queue).queue_arn,
-                batch_size=trigger.batch_size,
-                max_concurrency=trigger.max_concurrency or self._max_concurrency.get(entry.name),
-                report_batch_item_failures=True,
-            )
+            for source in (s for s in self._event_sources if s.function.name == entry.name):
+                # A mapping, not CDK's SqsEventSource: that one grants the queue's whole consume bundle (GetQueueUrl,
+                # ChangeMessageVisibility) on its own; the event source's actions are in the role's statements.
+                # The trigger's own queue's mapping keeps the id it had before the delivery queues were sharded.
+                own = source.queue is trigger.queue
+                lambda_.EventSourceMapping(
+                    self,
+                    f"{construct_id}EventSource" + ("" if own else source.queue.logical_name),
+                    target=function,
+                    event_source_arn=self._queues.queue(source.queue).queue_arn,
+                    batch_size=source.batch_size,
+                    # Each event source's own maximum: the delivery function's is per queue, 2 x shards of them.
+                    max_concurrency=source.max_concurrency or self._max_concurrency.get(entry.name),
+                    report_batch_item_failures=True,
+                )
         elif isinstance(trigger, Schedule):
             minutes = trigger.every_seconds // 60
             events.Rule(
@@ -174,7 +181,7 @@ class Functions(Construct):
         """The ARNs the table of functions' statements name, as CloudFormation tokens."""
         return Arns(
             tables={spec: self._storage.table(spec).table_arn for spec in schema.ALL_TABLES},
-            queues={spec: self._queues.queue(spec).queue_arn for spec in schema.ALL_QUEUES},
+            queues={spec: self._queues.queue(spec).queue_arn for spec in self._queue_specs},
             topics={spec: self._notices.topic(spec).topic_arn for spec in schema.ALL_TOPICS},
             topic_key=self._notices.key.key_arn,
             retry_state_machine=self._retry_workflow.state_machine_arn,
@@ -193,7 +200,7 @@ class Functions(Construct):
     def _resources(self) -> Resources:
         return Resources(
             table_names={spec: self._storage.table(spec).table_name for spec in schema.ALL_TABLES},
-            queue_urls={spec: self._queues.queue(spec).queue_url for spec in schema.ALL_QUEUES},
+            queue_urls={spec: self._queues.queue(spec).queue_url for spec in self._queue_specs},
             topic_arns={spec: self._notices.topic(spec).topic_arn for spec in schema.ALL_TOPICS},
             retry_state_machine_arn=self._retry_workflow.state_machine_arn,
             api_url=self._api_url,

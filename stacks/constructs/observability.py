@@ -19,6 +19,7 @@ from constructs import Construct
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric, dead_metric
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.functions import DELIVERY, RECONCILER
 from hookrelay.services.delivery import FAILING_SPELL_ERRORS
@@ -32,6 +33,29 @@ class Observability(Construct):
     # A first attempt normally leaves the delivery queue within seconds; one waiting this long sits behind an
     # endpoint's backlog (its message groups are all busy), which retries and auto-disable should be seen to.
     DELIVERY_QUEUE_MAX_AGE = Duration.hours(1)
+
+    def _backlog_alarms(self, queues: Mapping[str, sqs.IQueue]) -> list[cloudwatch.Alarm]:
+        """One per delivery queue (each shard's lanes), as a message's age is its own queue's: an alarm on a metric
+        math MAX over all of them would stop at CloudWatch's 10 metrics per alarm. Shard 0's fast lane keeps the
+        alarm's name of before shards."""
+        return [
+            self._alarm(
+                "DeliveryBacklogAging" + ("" if spec is schema.DELIVERY_QUEUE else spec.logical_name),
+                queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+                threshold=self.DELIVERY_QUEUE_MAX_AGE.to_seconds(),
+                description=f"A message of {spec.logical_name} has waited over an hour: an endpoint's backlog is "
+                "building.",
+            )
+            for spec in self._delivery_queues(queues)
+            for queue in (queues[spec.logical_name],)
+        ]
+
+    @staticmethod
+    def _delivery_queues(queues: Mapping[str, sqs.IQueue]) -> list[schema.QueueSpec]:
+        shards = 0
+        while schema.delivery_queue(shards, DeliveryLane.FAST).logical_name in queues:
+            shards += 1
+        return list(schema.delivery_queues(shards))
 
     def __init__(
         self,
@@ -68,14 +92,7 @@ class Observability(Construct):
                 threshold=self.SURFACING_MAX_AGE.to_seconds(),
                 description="A poison message has not been surfaced for 30 minutes: the reconciler is not running.",
             ),
-            self._alarm(
-                "DeliveryBacklogAging",
-                queues[schema.DELIVERY_QUEUE.logical_name].metric_approximate_age_of_oldest_message(
-                    period=PERIOD, statistic="Maximum"
-                ),
-                threshold=self.DELIVERY_QUEUE_MAX_AGE.to_seconds(),
-                description="A delivery message has waited over an hour: an endpoint's backlog is building.",
-            ),
+            *self._backlog_alarms(queues),
             self._alarm(
                 "RedriveJobsFailed",
                 queues[

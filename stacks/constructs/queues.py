@@ -20,7 +20,8 @@ def _dead_letter_targets_first(specs: Iterable[schema.QueueSpec]) -> list[schema
 class Queues(Construct):
     ENCRYPTION = sqs.QueueEncryption.SQS_MANAGED
 
-    def __init__(self, scope: Construct, construct_id: str, *, specs: Iterable[schema.QueueSpec] = schema.ALL_QUEUES):
+    def __init__(self, scope: Construct, construct_id: str, *, specs: Iterable[schema.QueueSpec]):
+        """`specs`: every queue of the deployment (`schema.all_queues` of its delivery shards)."""
         super().__init__(scope, construct_id)
         ordered = _dead_letter_targets_first(specs)
         self.queues: dict[str, sqs.Queue] = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from aws_cdk import Aws, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
@@ -49,9 +49,12 @@ class RetryWorkflow(Construct):
         *,
         delivery_queue: sqs.IQueue,
         dead_letter_queue: sqs.IQueue,
+        delivery_queues: Sequence[sqs.IQueue] = (),
         telemetry: Telemetry = DEFAULT_TELEMETRY,
     ):
-        """`telemetry`: the execution log's level (execution data only at ALL) and X-Ray (stacks/config.py)."""
+        """`delivery_queue`: shard 0's fast lane (where an execution started before shards sends); `delivery_queues`:
+        every delivery queue, which an execution's input names one of (its ticket's or command's `queue_url`).
+        `telemetry`: the execution log's level (execution data only at ALL) and X-Ray (stacks/config.py)."""
         super().__init__(scope, construct_id)
         # The queues the ASL sends to, by the substitution that names them.
         queues = {"DeliveryQueueUrl": delivery_queue, "DeadLetterQueueUrl": dead_letter_queue}
@@ -77,6 +80,7 @@ class RetryWorkflow(Construct):
         )
         # The ASL's tasks only send to queues: SendMessage on exactly the queues its definition names.
         used = [queue.queue_arn for name, queue in queues.items() if name in statemachine.SUBSTITUTIONS]
+        used += [queue.queue_arn for queue in delivery_queues if queue is not delivery_queue]
         self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=used))
         self._acknowledge_service_wildcards()
         self._acknowledge_telemetry(telemetry)
@@ -120,5 +124,6 @@ class RetryWorkflow(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "Added by CDK for execution logging and tracing: the CloudWatch Logs delivery actions "
             "(logs:CreateLogDelivery, ...) and X-Ray's PutTraceSegments/PutTelemetryRecords/GetSampling* do not "
-            "support resource-level permissions. The workflow's own tasks send only to the queues its ASL names.",
+            "support resource-level permissions. The workflow's own tasks send only to the delivery and dead-letter "
+            "queues.",
         )

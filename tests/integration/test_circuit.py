@@ -114,7 +114,7 @@ def open_circuit(outage: Outage) -> None:
 
 def recover_and_drain(outage: Outage, limit: float = 60.0) -> None:
     outage.consumer.default = Reply(200)
-    with QueuePump(outage.platform.env[schema.DELIVERY_QUEUE.env_var]):
+    with QueuePump.delivery(outage.platform.env):
         wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close", limit)
 
 
@@ -207,7 +207,7 @@ def test_a_waking_retry_is_parked_and_its_workflow_ends(
     lot = DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE"))
     assert lot.unpark(first, outage.endpoint_id)  # and the park itself lost: only the waking retry parks it
 
-    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
+    with QueuePump.delivery(platform.env):
         wait_until(lambda: outage.delivery(first).parked_at is not None, "the first delivery's retry to park")
         execution = ended_execution(platform, first)
     assert execution["status"] == "SUCCEEDED"
@@ -248,7 +248,7 @@ def test_probe_failures_wait_then_success_drains_every_parked_delivery_in_event_
     platform.pump()
     before = len(consumer.received)
 
-    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
+    with QueuePump.delivery(platform.env):
         # Probes keep failing on the schedule: one request at a time, never a crowd.
         wait_until(lambda: outage.endpoint().probes_made >= 2, "two failed probes")
         assert len(consumer.received) - before <= outage.endpoint().probes_made + 1
@@ -272,7 +272,7 @@ def test_events_published_during_the_drain_come_after_it(platform: Platform, con
     platform.pump()
     consumer.default = Reply(200, delay=0.05)  # slow enough for the drain to still be going
 
-    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
+    with QueuePump.delivery(platform.env):
         wait_until(lambda: outage.endpoint().circuit is CircuitState.DRAINING, "the drain to start")
         outage.publish(5)
         wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close")
@@ -291,7 +291,7 @@ def test_a_429_with_retry_after_during_the_drain_pauses_it(platform: Platform, c
     consumer.default = Reply(200)
     consumer.queue([Reply(200), Reply(429, headers=(("retry-after", "2"),))])
 
-    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
+    with QueuePump.delivery(platform.env):
         wait_until(lambda: outage.endpoint().drain_paused_until is not None, "the drain to pause")
         wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close")
 
@@ -311,7 +311,7 @@ def test_a_failure_during_the_drain_reopens_the_circuit_and_nothing_is_lost_or_s
     consumer.default = Reply(200)
     consumer.queue([Reply(200), Reply(200), Reply(500)])  # the probe, one released delivery, then a failure
 
-    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
+    with QueuePump.delivery(platform.env):
         wait_until(lambda: 500 in consumer.answers, "a released delivery to fail")
         wait_until(lambda: outage.endpoint().circuit is CircuitState.CLOSED, "the circuit to close again", 90)
 

@@ -48,6 +48,7 @@ from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.handlers.api import start_redrive_once
 from hookrelay.handlers.ingest import publish_once
 from local.lambda_runtime import invoke
+from local.provision import delivery_queue_urls
 from local.schedule import scheduled_event
 from local.sqs_source import queue_arn_of, to_record
 from scripts.create_admin_key import create_admin_key
@@ -83,16 +84,28 @@ class World:
         return self.platform.sqs
 
     def url(self, spec: schema.QueueSpec) -> str:
-        return self.platform.env[spec.env_var]
+        """The queue's URL; the delivery queue's is shard 0's fast lane."""
+        return self.urls(spec)[0]
+
+    def urls(self, spec: schema.QueueSpec) -> list[str]:
+        """The queue's URL; for the delivery queue, every delivery queue's (each shard's lanes)."""
+        if schema.is_delivery_queue(spec):
+            return delivery_queue_urls(self.platform.env).all()
+        return [self.platform.env[spec.env_var]]
 
 
 # --- What the world does after a crash ---
 
 
 def run_queue(world: World, spec: schema.QueueSpec, function: str, *, limit: int = 50) -> int:
-    """The SQS event source, one message per invocation. A message whose invocation dies stays in the queue; it is
-    made visible again at once (its visibility timeout, passed), with its receive count, as SQS redelivers it."""
-    url = world.url(spec)
+    """The SQS event sources of the queue (of every delivery queue, for the delivery queue), one message per
+    invocation."""
+    return sum(_run_one_queue(world, spec, url, function, limit=limit) for url in world.urls(spec))
+
+
+def _run_one_queue(world: World, spec: schema.QueueSpec, url: str, function: str, *, limit: int) -> int:
+    """One queue's event source. A message whose invocation dies stays in the queue; it is made visible again at
+    once (its visibility timeout, passed), with its receive count, as SQS redelivers it."""
     arn = queue_arn_of(world.sqs, url)
     world.sim.apply_clocks()
     for handled in range(limit):
@@ -191,8 +204,8 @@ def settle(world: World, *, rounds: int = 100) -> None:
 
 def queued(world: World, *specs: schema.QueueSpec) -> int:
     total = 0
-    for spec in specs:
-        left = world.sqs.get_queue_attributes(QueueUrl=world.url(spec), AttributeNames=["All"])["Attributes"]
+    for url in (url for spec in specs for url in world.urls(spec)):
+        left = world.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         total += int(left["ApproximateNumberOfMessages"]) + int(left["ApproximateNumberOfMessagesNotVisible"])
     return total
 
@@ -776,7 +789,7 @@ def world(consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch) -> Iterat
             Attributes={"RawMessageDelivery": "true"},
         )
         sim = WorkflowSim(
-            env[RETRY_STATE_MACHINE_ARN], env[schema.DELIVERY_QUEUE.env_var], env[schema.DEAD_LETTER_QUEUE.env_var]
+            env[RETRY_STATE_MACHINE_ARN], delivery_queue_urls(env).url(0), env[schema.DEAD_LETTER_QUEUE.env_var]
         )
         sim.install()  # after the injector: a call it crashes is never an answer
         yield World(platform, consumer, hook, sim, platform.new_key("producer"), notices_queue)

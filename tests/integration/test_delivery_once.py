@@ -31,12 +31,7 @@ def publish_one(platform: Platform, consumer: ScriptedConsumer) -> str:
 
 
 def receive_all(platform: Platform) -> list[dict]:
-    sqs = platform.sqs
-    url = platform.env[schema.DELIVERY_QUEUE.env_var]
-    messages = sqs.receive_message(
-        QueueUrl=url, MaxNumberOfMessages=schema.SQS_MAX_BATCH, MessageSystemAttributeNames=["All"]
-    )
-    return messages.get("Messages", [])
+    return platform.receive_delivery(schema.SQS_MAX_BATCH)[1]
 
 
 def test_the_same_message_twice_posts_once(platform: Platform, consumer: ScriptedConsumer) -> None:

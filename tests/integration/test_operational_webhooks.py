@@ -151,7 +151,7 @@ def test_the_circuit_opening_and_closing_send_one_webhook_each(
         platform.pump()
         endpoints = wiring.endpoint_service()
         assert endpoints.get(tenant.id, tenant.down["id"]).circuit is CircuitState.OPEN
-        with QueuePump(env[schema.DELIVERY_QUEUE.env_var]):  # the probe workflow's first command announces it
+        with QueuePump.delivery(env):  # the probe workflow's first command announces it
             wait_until(lambda: platform_events(ops), "the opened webhook", 30)
         assert endpoints.get(tenant.id, tenant.down["id"]).circuit is CircuitState.OPEN  # the probe failed
         [opened] = platform_events(ops)
@@ -164,7 +164,7 @@ def test_the_circuit_opening_and_closing_send_one_webhook_each(
         )
 
         consumer.default = Reply(200)
-        with QueuePump(env[schema.DELIVERY_QUEUE.env_var]):
+        with QueuePump.delivery(env):
             wait_until(
                 lambda: endpoints.get(tenant.id, tenant.down["id"]).circuit is CircuitState.CLOSED,
                 "the circuit to close",

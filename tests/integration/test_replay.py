@@ -9,11 +9,10 @@ import pytest
 from standardwebhooks import Webhook
 
 from hookrelay import wiring
-from hookrelay.adapters import schema
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.models import EndpointState
 from hookrelay.domain.status import DeliveryStatus
-from local.sqs_source import invoke_batch, queue_arn_of, receive
+from local.sqs_source import invoke_batch, queue_arn_of
 from tests.support.aws import as_function
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
@@ -161,8 +160,7 @@ def test_the_mark_lost_between_the_two_writes_is_made_when_the_message_comes_bac
         raise RuntimeError("the invocation died here")
 
     monkeypatch.setattr(log, "mark_recovered", died)
-    url = platform.env[schema.DELIVERY_QUEUE.env_var]
-    [message] = receive(platform.sqs, url, batch_size=1, wait_seconds=0)
+    url, [message] = platform.receive_delivery()
     assert invoke_batch(platform.sqs, url, queue_arn_of(platform.sqs, url), [message], "delivery") == 1  # failed
     assert platform.call("GET", f"/v1/deliveries/{replay_id}", token).json()["status"] == "delivered"
     assert platform.call("GET", f"/v1/deliveries/{dead.id}", token).json()["recovered_by"] is None

@@ -20,6 +20,7 @@ from hookrelay.adapters.dynamodb import DeliveryTable, EventTable
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.models import Delivery
 from hookrelay.domain.status import DeadReason
+from local.provision import delivery_queue_urls
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
@@ -69,7 +70,7 @@ def finished_execution(platform: Platform, name: str) -> dict[str, Any]:
 def run_to_the_end(platform: Platform, consumer: ScriptedConsumer) -> tuple[str, Delivery, dict[str, Any]]:
     """Publish one event, pump until its delivery's workflow has finished; returns (event id, delivery, execution)."""
     event_id, delivery_id = publish(platform, consumer)
-    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
+    with QueuePump.delivery(platform.env):
         execution = finished_execution(platform, delivery_id)
     return event_id, DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id), execution
 
@@ -160,7 +161,7 @@ def use_task_timeout(platform: Platform, seconds: int) -> None:
     """Re-render the real ASL with a short task timeout, so that losing a message shows within seconds."""
     values = {
         "Partition": "aws",
-        "DeliveryQueueUrl": platform.env[schema.DELIVERY_QUEUE.env_var],
+        "DeliveryQueueUrl": delivery_queue_urls(platform.env).url(0),
         "DeadLetterQueueUrl": platform.env[schema.DEAD_LETTER_QUEUE.env_var],
         "AttemptTaskTimeoutSeconds": str(seconds),
     }
@@ -171,14 +172,8 @@ def use_task_timeout(platform: Platform, seconds: int) -> None:
 
 def lose_next_workflow_message(platform: Platform) -> dict[str, Any]:
     """Take the workflow's next message off the delivery queue without handling it: a lost message."""
-    sqs, url = platform.sqs, platform.env[schema.DELIVERY_QUEUE.env_var]
-
-    def receive() -> dict[str, Any] | None:
-        messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=1).get("Messages", [])
-        return messages[0] if messages else None
-
-    message = wait_until(receive, "the workflow's message")
-    sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+    url, [message] = wait_until(platform.receive_delivery, "the workflow's message")
+    platform.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
     return json.loads(message["Body"])
 
 
@@ -189,7 +184,7 @@ def test_a_lost_message_is_resent_when_the_task_times_out(platform: Platform, co
     assert platform.pump() == 1  # attempt 1 fails and starts the workflow
 
     lost = lose_next_workflow_message(platform)
-    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
+    with QueuePump.delivery(platform.env):
         execution = finished_execution(platform, delivery_id)
 
     assert lost["attempt"] == 2 and "task_token" in lost
@@ -243,14 +238,15 @@ def test_a_stale_message_after_the_workflow_gave_up_resumes_it_with_a_fresh_exec
 
     # The first of those messages turns up after all (it sat behind a backlog): attempt 2 is made, fails again.
     use_task_timeout(platform, 60)
-    group_id = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id).message_group_id
+    stored = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id)
+    group_id = stored.message_group_id
     platform.sqs.send_message(
-        QueueUrl=platform.env[schema.DELIVERY_QUEUE.env_var],
+        QueueUrl=delivery_queue_urls(platform.env).url(stored.queue_shard),
         MessageBody=json.dumps(lost[0]),
         MessageGroupId=group_id,
         MessageDeduplicationId=f"{delivery_id}-stale",
     )
-    with QueuePump(platform.env[schema.DELIVERY_QUEUE.env_var]):
+    with QueuePump.delivery(platform.env):
         resumed = finished_execution(platform, f"{delivery_id}-3")
 
     assert resumed["status"] == "SUCCEEDED"

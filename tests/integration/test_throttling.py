@@ -71,8 +71,7 @@ def calls_of(hook: CrashInjector, function: str, run: Any) -> list[str]:
 def deliver_one(platform: Platform) -> dict[str, Any]:
     """One invocation of the delivery function with the next message, as its event source makes it; the message is
     deleted only if the invocation succeeded and reported no failed item."""
-    url = platform.env[schema.DELIVERY_QUEUE.env_var]
-    [message] = platform.sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["All"])["Messages"]
+    url, [message] = platform.receive_delivery()
     try:
         answer = invoke("delivery", {"Records": [to_record(message, queue_arn_of(platform.sqs, url))]}) or {}
     except Exception as error:  # the whole batch failed: the message comes back

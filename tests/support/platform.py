@@ -8,8 +8,8 @@ from typing import Any
 
 import boto3
 
-from hookrelay.adapters import schema
 from local import gateway
+from local.provision import delivery_queue_urls
 from local.sqs_source import poll_once
 
 
@@ -35,14 +35,40 @@ class Platform:
         return boto3.client("sqs")
 
     def pump(self, max_batches: int = 20) -> int:
-        """Feed the delivery handler until the delivery queue is empty; returns messages handled."""
+        """Feed the delivery handler until every delivery queue is empty; returns messages handled."""
         handled = 0
         for _ in range(max_batches):
-            count = poll_once(self.sqs, self.env[schema.DELIVERY_QUEUE.env_var])
+            count = sum(poll_once(self.sqs, url) for url in delivery_queue_urls(self.env).all())
             if count == 0:
                 break
             handled += count
         return handled
+
+    def delivery_urls(self) -> list[str]:
+        """Every delivery queue's URL (each shard's fast and slow lanes)."""
+        return delivery_queue_urls(self.env).all()
+
+    def queued_deliveries(self) -> int:
+        """Messages waiting on every delivery queue (visible ones)."""
+        return sum(
+            int(
+                self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+                    "Attributes"
+                ]["ApproximateNumberOfMessages"]
+            )
+            for url in self.delivery_urls()
+        )
+
+    def receive_delivery(self, max_messages: int = 1) -> tuple[str, list[dict[str, Any]]]:
+        """The next messages of the first delivery queue that has any (with their system attributes), and its URL;
+        ("", []) when every one is empty. The messages are in flight until deleted or made visible again."""
+        for url in self.delivery_urls():
+            messages = self.sqs.receive_message(
+                QueueUrl=url, MaxNumberOfMessages=max_messages, MessageSystemAttributeNames=["All"]
+            ).get("Messages", [])
+            if messages:
+                return url, messages
+        return "", []
 
     def new_tenant(self, name: str = "acme") -> tuple[str, str]:
         created = self.call("POST", "/v1/tenants", self.admin_token, {"name": name})

@@ -57,7 +57,7 @@ class Execution:
 @dataclass
 class WorkflowSim:
     state_machine_arn: str
-    delivery_queue: str
+    delivery_queue: str  # shard 0's fast lane: where the ASL sends for a ticket or command that names no queue
     dead_letter_queue: str
     base: datetime = field(default_factory=utcnow)  # virtual time: where the scenario's clock started ...
     offset: timedelta = timedelta(0)  # ... plus how far it was moved on (real time passing moves nothing)
@@ -220,7 +220,7 @@ class WorkflowSim:
             group = f"circuit~{document['endpoint_id']}"
             dedup = f"{execution.name}-{document['commands']}-{document['kind']}{resend}"
         boto3.client("sqs").send_message(
-            QueueUrl=self.delivery_queue,
+            QueueUrl=document.get("queue_url", self.delivery_queue),  # as the ASL's Ensure*Queue states
             MessageBody=json.dumps(body),
             MessageGroupId=group,
             MessageDeduplicationId=dedup,

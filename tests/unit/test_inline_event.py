@@ -9,11 +9,12 @@ from dataclasses import replace
 import pytest
 
 from bench.metering import SQS_CHUNK_BYTES
-from hookrelay.adapters import sqs
+from hookrelay.adapters import schema, sqs
 from hookrelay.adapters.records import to_data
 from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.adapters.sqs import CARRIED_EVENT_MAX_BYTES, message_body, parse_message
 from hookrelay.domain.models import Event
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import first_attempt_message
 from tests.support.delivery_world import OK, make_world
@@ -106,6 +107,7 @@ def test_a_fan_outs_event_is_encoded_once_for_all_its_messages(monkeypatch: pyte
     monkeypatch.setattr(sqs, "_carried", counting)
     client = Recording()
     fan_out = [replace(first_attempt_message(world.delivery, world.event), delivery_id=f"dlv_{n}") for n in range(12)]
-    sqs.SqsDeliveryQueue(client, "queue-url").enqueue(fan_out)
+    one_shard = schema.DeliveryQueueUrls(({DeliveryLane.FAST: "fast-url", DeliveryLane.SLOW: "slow-url"},))
+    sqs.SqsDeliveryQueue(client, one_shard).enqueue(fan_out)
     assert encoded == [world.event.id]
     assert len(client.bodies) == 12 and all(json.loads(body)["event"]["id"] == world.event.id for body in client.bodies)

@@ -61,7 +61,7 @@ def test_the_context_is_validated_with_the_limit_named() -> None:
 def test_only_the_api_function_is_deployed_with_the_limits() -> None:
     resources = Resources(
         table_names={spec: spec.logical_name for spec in schema.ALL_TABLES},
-        queue_urls={spec: spec.logical_name for spec in schema.ALL_QUEUES},
+        queue_urls={spec: spec.logical_name for spec in schema.all_queues(2)},
         topic_arns={spec: spec.logical_name for spec in schema.ALL_TOPICS},
         retry_state_machine_arn="arn",
         api_url="https://api.example",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from hookrelay.domain import classification
+from hookrelay.domain.queues import DeliveryLane, check_shards
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,9 @@ class QueueSpec:
     # FIFO high throughput: limits per message group instead of per queue (300 calls/s per action otherwise);
     # deduplication is then per group too, which holds since every id we deduplicate on stays in one group.
     high_throughput: bool = False
+    # Set on the delivery queues only: which shard and lane the queue is (`delivery_queues`).
+    shard: int | None = None
+    lane: DeliveryLane | None = None
 
 
 # --- The delivery function's timeout, its claims' and its queue's visibility timeout: one derivation ---
@@ -219,9 +225,13 @@ DELIVERY_VISIBILITY_TIMEOUT_SECONDS = DELIVERY_FUNCTION_TIMEOUT_SECONDS + DELIVE
 # Messages that fail delivery processing this many times (a bug, not a consumer outage: consumer
 # failures are recorded attempts, not processing errors) move to the poison-message queue.
 POISON_QUEUE = QueueSpec("PoisonQueue", "POISON_QUEUE_URL", fifo=True)
+# The delivery queues: a FAST and a SLOW lane per shard (domain/queues.py), every one made from this spec, which is
+# shard 0's fast lane itself: it keeps the one delivery queue's logical id of before shards, so an upgrade keeps the
+# live queue and what it holds. `env_var` names the one variable that holds every delivery queue's URL
+# (`encode_delivery_queues`); a function that sends to one delivery queue may send to all (`Access.sends_to`).
 DELIVERY_QUEUE = QueueSpec(
     "DeliveryQueue",
-    "DELIVERY_QUEUE_URL",
+    "DELIVERY_QUEUES",
     fifo=True,
     visibility_timeout_seconds=DELIVERY_VISIBILITY_TIMEOUT_SECONDS,  # derived above
     # SQS's maximum: a first attempt queued behind a hanging endpoint's backlog waits until the endpoint is
@@ -230,7 +240,41 @@ DELIVERY_QUEUE = QueueSpec(
     dead_letter=POISON_QUEUE.logical_name,
     max_receive_count=5,
     high_throughput=True,
+    shard=0,
+    lane=DeliveryLane.FAST,
 )
+
+
+def delivery_queue(shard: int, lane: DeliveryLane) -> QueueSpec:
+    """The delivery queue of `shard`'s `lane`: DELIVERY_QUEUE's settings (and poison queue) under its own name."""
+    if shard == 0 and lane is DeliveryLane.FAST:
+        return DELIVERY_QUEUE
+    suffix = "Slow" if lane is DeliveryLane.SLOW else ""
+    return replace(DELIVERY_QUEUE, logical_name=f"DeliveryQueueShard{shard}{suffix}", shard=shard, lane=lane)
+
+
+def delivery_queues(shards: int) -> tuple[QueueSpec, ...]:
+    """Every delivery queue of a deployment with `shards` shards, shard by shard, fast lane first."""
+    check_shards(shards)
+    return tuple(delivery_queue(shard, lane) for shard in range(shards) for lane in DeliveryLane)
+
+
+def is_delivery_queue(spec: QueueSpec) -> bool:
+    return spec.shard is not None
+
+
+def encode_delivery_queues(urls: Mapping[QueueSpec, str]) -> str:
+    """The value of DELIVERY_QUEUE.env_var: a JSON list, one object per shard, of its lanes' URLs, from every
+    delivery queue's URL in `urls` (other queues' are ignored). `adapters.sqs.DeliveryQueueUrls` reads it."""
+    lanes: dict[int, dict[str, str]] = {}
+    for spec, url in urls.items():
+        if spec.shard is not None and spec.lane is not None:
+            lanes.setdefault(spec.shard, {})[spec.lane.value] = url
+    if sorted(lanes) != list(range(len(lanes))) or any(len(each) != len(DeliveryLane) for each in lanes.values()):
+        raise ValueError(f"the delivery queues are not every lane of shards 0..n-1: {sorted(lanes)}")
+    return json.dumps([lanes[shard] for shard in range(len(lanes))], separators=(",", ":"))
+
+
 # One message per dead delivery: what operators watch and alarm on.
 DEAD_LETTER_QUEUE = QueueSpec("DeadLetterQueue", "DEAD_LETTER_QUEUE_URL", fifo=False)
 
@@ -249,10 +293,42 @@ REDRIVE_JOBS_QUEUE = QueueSpec(
     max_receive_count=5,
 )
 
-ALL_QUEUES: tuple[QueueSpec, ...] = (
+
+@dataclass(frozen=True)
+class DeliveryQueueUrls:
+    """Every delivery queue's URL, by shard and lane: what DELIVERY_QUEUE.env_var holds (`encode_delivery_queues`)."""
+
+    lanes: tuple[Mapping[DeliveryLane, str], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> DeliveryQueueUrls:
+        shards = json.loads(text)
+        return cls(tuple({lane: str(shard[lane.value]) for lane in DeliveryLane} for shard in shards))
+
+    @property
+    def shards(self) -> int:
+        return len(self.lanes)
+
+    def url(self, shard: int, lane: DeliveryLane = DeliveryLane.FAST) -> str:
+        if not 0 <= shard < self.shards:
+            # A stored shard beyond the deployment's: N was lowered, which the stack refuses (domain/queues.py).
+            raise LookupError(f"no delivery queue for shard {shard}: this deployment has {self.shards} shards")
+        return self.lanes[shard][lane]
+
+    def all(self) -> list[str]:
+        """Every delivery queue's URL, shard by shard, fast lane first."""
+        return [lanes[lane] for lanes in self.lanes for lane in DeliveryLane]
+
+
+# The queues other than the delivery queues, in the order they are made (a dead-letter queue before its source).
+OTHER_QUEUES: tuple[QueueSpec, ...] = (
     POISON_QUEUE,
-    DELIVERY_QUEUE,
     DEAD_LETTER_QUEUE,
     REDRIVE_JOBS_DEAD_LETTER_QUEUE,
     REDRIVE_JOBS_QUEUE,
 )
+
+
+def all_queues(shards: int) -> tuple[QueueSpec, ...]:
+    """Every queue of a deployment with `shards` delivery shards, each after its dead-letter queue."""
+    return (*OTHER_QUEUES, *delivery_queues(shards))

@@ -1,4 +1,4 @@
-"""SQS: the FIFO delivery queue."""
+"""SQS: the FIFO delivery queues (a fast and a slow lane per shard: domain/queues.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from hookrelay.adapters.records import UnreadableRecord, from_data, to_data
 from hookrelay.adapters.schema import SQS_MAX_BATCH as SQS_BATCH
+from hookrelay.adapters.schema import DeliveryQueueUrls
 from hookrelay.adapters.stepfunctions import parse_command
 from hookrelay.domain.circuit import Via
 from hookrelay.domain.models import Event
@@ -84,16 +85,28 @@ def parse_queue_message(body: str, group_id: str, deduplication_id: str) -> Deli
 
 
 class SqsDeliveryQueue:
-    def __init__(self, sqs: Any, queue_url: str) -> None:
+    """Sends each message to its shard's lane (`DeliveryMessage.shard`, `.lane`), in batches per queue."""
+
+    def __init__(self, sqs: Any, queues: DeliveryQueueUrls | str) -> None:
+        """`queues`: the URLs, or DELIVERY_QUEUE.env_var's value (their JSON)."""
         self.sqs = sqs
-        self.queue_url = queue_url
+        self.queues = queues if isinstance(queues, DeliveryQueueUrls) else DeliveryQueueUrls.parse(queues)
 
     def enqueue(self, messages: Sequence[DeliveryMessage]) -> None:
         carried = carried_events(messages)
+        # Each queue's messages keep their order among themselves, so each message group's order holds on its queue;
+        # every URL is looked up before the first send, so a message for a shard that does not exist sends nothing.
+        by_queue: dict[str, list[DeliveryMessage]] = {}
+        for message in messages:
+            by_queue.setdefault(self.queues.url(message.shard, message.lane), []).append(message)
+        for url, queued in by_queue.items():
+            self._send(url, queued, carried)
+
+    def _send(self, url: str, messages: Sequence[DeliveryMessage], carried: Mapping[str, str | None]) -> None:
         for start in range(0, len(messages), SQS_BATCH):
             chunk = messages[start : start + SQS_BATCH]
             result = self.sqs.send_message_batch(
-                QueueUrl=self.queue_url,
+                QueueUrl=url,
                 Entries=[
                     {
                         "Id": str(index),

@@ -7,7 +7,9 @@ import json
 import re
 from typing import Any
 
+from hookrelay.adapters.schema import DeliveryQueueUrls
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import CircuitCommand, CircuitCommandKind, RetryTicket
 
@@ -15,8 +17,10 @@ DELIVERY_MISSING = "hookrelay.DeliveryMissing"  # the ASL routes this task failu
 PARKED = "parked"  # the answer that ends a retry execution: its delivery is parked behind the circuit
 
 
-def ticket_document(ticket: RetryTicket) -> dict[str, Any]:
-    """What the workflow reads: the ASL's `$.ticket` (and an execution's input)."""
+def ticket_document(ticket: RetryTicket, queues: DeliveryQueueUrls) -> dict[str, Any]:
+    """What the workflow reads: the ASL's `$.ticket` (and an execution's input). `queue_url`: where the workflow sends
+    the attempt, the fast lane of the delivery's shard (an execution started before shards has none: the ASL sends
+    its attempts to shard 0's fast lane, the one delivery queue of then)."""
     return {
         "delivery_id": ticket.delivery_id,
         "tenant_id": ticket.tenant_id,
@@ -24,6 +28,8 @@ def ticket_document(ticket: RetryTicket) -> dict[str, Any]:
         "attempt": ticket.attempt,
         "next_attempt_at": to_rfc3339(ticket.next_attempt_at),
         "endpoint_id": ticket.endpoint_id,
+        "shard": ticket.shard,
+        "queue_url": queues.url(ticket.shard, DeliveryLane.FAST),
     }
 
 
@@ -44,8 +50,9 @@ def probe_execution_name(endpoint_id: str, step: int) -> str:
     return "circuit-" + _NOT_IN_NAMES.sub("_", endpoint_id)[: EXECUTION_NAME_MAX - len(suffix) - 8] + suffix
 
 
-def command_document(command: CircuitCommand) -> dict[str, Any]:
-    """What the probe workflow carries under `$.circuit`: the ASL waits until `due_at`, sends it, routes on `kind`."""
+def command_document(command: CircuitCommand, queues: DeliveryQueueUrls) -> dict[str, Any]:
+    """What the probe workflow carries under `$.circuit`: the ASL waits until `due_at`, sends it to `queue_url` (the
+    slow lane of the endpoint's shard: probes and drains are the slow lane's), routes on `kind`."""
     return {
         "tenant_id": command.tenant_id,
         "endpoint_id": command.endpoint_id,
@@ -54,6 +61,8 @@ def command_document(command: CircuitCommand) -> dict[str, Any]:
         "due_at": to_rfc3339(command.due_at),
         "released": list(command.released),
         "commands": command.commands,
+        "shard": command.shard,
+        "queue_url": queues.url(command.shard, DeliveryLane.SLOW),
     }
 
 
@@ -67,13 +76,15 @@ def parse_command(document: dict[str, Any], reply_to: str | None) -> CircuitComm
         released=tuple(str(i) for i in document.get("released", [])),
         commands=int(document.get("commands", 0)),
         reply_to=reply_to,
+        shard=int(document.get("shard", 0)),  # none in a command of a workflow started before shards
     )
 
 
 class StepFunctionsRetryWorkflow:
-    def __init__(self, sfn: Any, state_machine_arn: str) -> None:
+    def __init__(self, sfn: Any, state_machine_arn: str, queues: DeliveryQueueUrls) -> None:
         self.sfn = sfn
         self.state_machine_arn = state_machine_arn
+        self.queues = queues  # where the executions send their attempts and commands
 
     def start(self, ticket: RetryTicket) -> None:
         self._start(execution_name(ticket.delivery_id), ticket)
@@ -82,7 +93,7 @@ class StepFunctionsRetryWorkflow:
         self._start(execution_name(ticket.delivery_id, ticket.attempt), ticket)
 
     def _start(self, name: str, ticket: RetryTicket) -> None:
-        document = ticket_document(ticket) | {"status": DeliveryStatus.RETRYING.value, "workflow": "retry"}
+        document = ticket_document(ticket, self.queues) | {"status": DeliveryStatus.RETRYING.value, "workflow": "retry"}
         try:
             # Named after the delivery (and the attempt, for a fresh one): a duplicate start is refused, not doubled.
             self.sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(document))
@@ -90,7 +101,7 @@ class StepFunctionsRetryWorkflow:
             pass
 
     def report(self, reply_to: str, status: DeliveryStatus, ticket: RetryTicket | None) -> bool:
-        document: dict[str, Any] = ticket_document(ticket) if ticket else {}
+        document: dict[str, Any] = ticket_document(ticket, self.queues) if ticket else {}
         document["status"] = status.value
         return self._answer(self.sfn.send_task_success, taskToken=reply_to, output=json.dumps(document))
 
@@ -116,7 +127,7 @@ class StepFunctionsRetryWorkflow:
             self.sfn.start_execution(
                 stateMachineArn=self.state_machine_arn,
                 name=name,
-                input=json.dumps({"workflow": "circuit", "circuit": command_document(command)}),
+                input=json.dumps({"workflow": "circuit", "circuit": command_document(command, self.queues)}),
             )
         except self.sfn.exceptions.ExecutionAlreadyExists:
             pass
@@ -132,7 +143,7 @@ class StepFunctionsRetryWorkflow:
 
     def answer(self, reply_to: str, command: CircuitCommand) -> bool:
         return self._answer(
-            self.sfn.send_task_success, taskToken=reply_to, output=json.dumps(command_document(command))
+            self.sfn.send_task_success, taskToken=reply_to, output=json.dumps(command_document(command, self.queues))
         )
 
     def _answer(self, call: Any, **kwargs: Any) -> bool:

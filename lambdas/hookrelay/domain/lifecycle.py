@@ -89,6 +89,7 @@ def queued_delivery(
         updated_at=now,
         replay_of=replay_of,
         event_order=park_order(event.timestamp, event.id),
+        queue_shard=endpoint.queue_shard,
     )
 
 

@@ -126,6 +126,9 @@ class Endpoint:
     circuit_closing: bool = False
     drain_paused_until: datetime | None = None  # a Retry-After answered during the drain
     drained_count: int = 0  # deliveries released by the current drain
+    # Its delivery queues' shard (domain/queues.py), chosen once when it is created and never changed, so its
+    # messages stay on one queue whatever the deployment's shards become; 0 for endpoints stored before shards.
+    queue_shard: int = 0
 
     def active_secrets(self, now: datetime) -> list[str]:
         return [s.secret for s in self.secrets if s.active(now)]
@@ -209,3 +212,6 @@ class Delivery:
     # (domain.redrive.recovers, services/redrive.py).
     recovered_by: str | None = None
     recovered_at: datetime | None = None
+    # Its endpoint's queue shard, copied when the delivery is made (an endpoint's never changes): what its messages
+    # are routed by wherever only the delivery is at hand (the reconciler, retry tickets). 0 before shards.
+    queue_shard: int = 0

@@ -21,6 +21,7 @@ from hookrelay.domain.clock import from_rfc3339, utcnow
 from hookrelay.domain.lifecycle import retention_expiry
 from hookrelay.domain.models import Endpoint, EndpointState
 from hookrelay.domain.platform_events import PlatformNotice
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
@@ -209,6 +210,9 @@ class CircuitService:
                     deduplication_id=f"{p.id}-{p.attempt_count + 1}-drain-{following.step}-{following.commands}",
                     endpoint_id=endpoint.id,
                     via=Via.DRAIN,
+                    # The slow lane of the endpoint's shard: a draining endpoint may still be slow to answer.
+                    shard=endpoint.queue_shard,
+                    lane=DeliveryLane.SLOW,
                 )
                 for p in released
             ]
@@ -249,7 +253,10 @@ class CircuitService:
         if not self.circuits.take_over(endpoint, endpoint.circuit_step, now):
             return False
         kind = CircuitCommandKind.PROBE if endpoint.circuit is CircuitState.OPEN else CircuitCommandKind.DRAIN
-        self.workflow.start_probe(CircuitCommand(endpoint.tenant_id, endpoint.id, endpoint.circuit_step + 1, kind, due))
+        step = endpoint.circuit_step + 1
+        self.workflow.start_probe(
+            CircuitCommand(endpoint.tenant_id, endpoint.id, step, kind, due, shard=endpoint.queue_shard)
+        )
         return True
 
     def _announce(self, notice: PlatformNotice) -> None:

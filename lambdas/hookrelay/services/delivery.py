@@ -357,7 +357,8 @@ class DeliveryService:
         if self.circuits.open(counted, now, due, circuit.OPEN_AFTER_FAILURES):
             # A crash before the start leaves the circuit open with no workflow: the sweeper restarts it.
             step = counted.circuit_step + 1
-            command = CircuitCommand(counted.tenant_id, counted.id, step, CircuitCommandKind.PROBE, due)
+            kind = CircuitCommandKind.PROBE
+            command = CircuitCommand(counted.tenant_id, counted.id, step, kind, due, shard=counted.queue_shard)
             self.workflow.start_probe(command)
             self.telemetry.count(CIRCUIT_OPENED)
             self._park_earlier_failures(counted, message.delivery_id, now)
@@ -443,6 +444,7 @@ class DeliveryService:
                 message.attempt + 1,
                 next_attempt_at,
                 delivery.endpoint_id,
+                shard=delivery.queue_shard,
             )
             if next_attempt_at is not None
             else None
@@ -503,6 +505,7 @@ class DeliveryService:
                 current.attempt_count + 1,
                 current.next_attempt_at,
                 current.endpoint_id,
+                shard=current.queue_shard,
             )
         latest = current.attempt_count == message.attempt  # a message for the attempt made last
         if status is DeliveryStatus.DEAD and latest and current.dead_lettered_at is None:

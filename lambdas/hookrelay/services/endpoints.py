@@ -18,6 +18,7 @@ from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.matching import validate_filters
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.domain.paging import FOREIGN_CURSOR, decode_cursor, encode_cursor
+from hookrelay.domain.queues import shard_for
 from hookrelay.domain.signing import KeyType, generate_key
 from hookrelay.services.event_types import EventTypeCatalogue
 from hookrelay.services.parking import Parking
@@ -106,6 +107,8 @@ class EndpointService:
     # Where each tenant's live endpoints are counted, written with them (adapters/dynamodb.py `CountedEndpoints`).
     # None (in-memory fakes): counted by listing them, which is not safe against concurrent creations.
     counter: EndpointCount | None = None
+    # The deployment's delivery queue shards when an endpoint is created: its shard is chosen among them, once.
+    queue_shards: int = 1
 
     def create(
         self,
@@ -118,8 +121,9 @@ class EndpointService:
         key_type: KeyType = KeyType.HMAC,
     ) -> Endpoint:
         now = utcnow()
+        endpoint_id = ids.endpoint_id()
         endpoint = Endpoint(
-            id=ids.endpoint_id(),
+            id=endpoint_id,
             tenant_id=tenant_id,
             url=self._checked_url(url),
             event_types=self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint)),
@@ -128,6 +132,9 @@ class EndpointService:
             max_in_flight=max_in_flight or self.default_max_in_flight,
             created_at=now,
             updated_at=now,
+            # Chosen here, once, and stored: routing reads the stored shard, so a later change to the deployment's
+            # shards never moves this endpoint's messages to another queue (domain/queues.py).
+            queue_shard=shard_for(endpoint_id, self.queue_shards),
         )
         self._add(endpoint)
         return endpoint

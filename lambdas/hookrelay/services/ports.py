@@ -23,6 +23,7 @@ from hookrelay.domain.models import (
 )
 from hookrelay.domain.paging import Position
 from hookrelay.domain.platform_events import PlatformNotice
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 
@@ -352,6 +353,10 @@ class DeliveryMessage:
     via: Via = Via.QUEUE
     # The event itself, when the message carries it (`first_attempt_message`): the attempt then reads no event.
     event: Event | None = None
+    # Which delivery queue it goes to (domain/queues.py): its endpoint's shard (`Endpoint.queue_shard`, copied onto
+    # each delivery), and the lane. Where it is sent only: a message read from a queue does not say its shard.
+    shard: int = 0
+    lane: DeliveryLane = DeliveryLane.FAST
 
 
 @dataclass(frozen=True)
@@ -408,6 +413,7 @@ class RetryTicket:
     attempt: int  # the number of the next attempt
     next_attempt_at: datetime
     endpoint_id: str | None = None
+    shard: int = 0  # the delivery's queue shard: the workflow sends each attempt to that shard's fast lane
 
 
 class CircuitCommandKind(StrEnum):
@@ -428,6 +434,7 @@ class CircuitCommand:
     released: tuple[str, ...] = ()  # deliveries the drain released that had not ended at the last look
     commands: int = 0  # commands this workflow has run (it hands over to a fresh one past a limit)
     reply_to: str | None = None
+    shard: int = 0  # the endpoint's queue shard: the workflow sends each command to that shard's slow lane
 
 
 class RetryWorkflow(Protocol):
@@ -601,6 +608,7 @@ def first_attempt_message(delivery: Delivery, event: Event | None = None) -> Del
         deduplication_id=delivery.id,
         endpoint_id=delivery.endpoint_id,  # the circuit is read before any claim, without reading the delivery
         event=event if inline else None,
+        shard=delivery.queue_shard,
     )
 
 
