@@ -3,6 +3,7 @@ and the groups at once when the handler is given workers."""
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 import pytest
 
 from hookrelay.handlers.sqs_batch import EntireBatchFailed, SqsMessage, process_batch
+
+INVOCATION: contextvars.ContextVar[str] = contextvars.ContextVar("invocation", default="none")
 
 
 class Logs:
@@ -120,3 +123,17 @@ def test_a_message_not_started_in_time_comes_back_with_the_rest_of_its_group_unp
     )
     assert handled == ["a1", "a2"]
     assert failed(response) == ["a3", "a4"]
+
+
+def test_each_group_runs_in_the_invocation_s_context(workers: ThreadPoolExecutor) -> None:
+    # What is scoped to an invocation (the local stack's per-function environment, its IAM check) holds on the
+    # workers' threads too.
+    seen: list[str] = []
+    token = INVOCATION.set("delivery")
+    try:
+        process_batch(
+            batch(("a", "a1"), ("b", "b1")), lambda _: seen.append(INVOCATION.get()), Logs(), fifo=True, workers=workers
+        )
+    finally:
+        INVOCATION.reset(token)
+    assert seen == ["delivery", "delivery"]

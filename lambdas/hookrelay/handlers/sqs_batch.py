@@ -12,6 +12,7 @@ groups go on. Given `workers`, the groups run concurrently, each on one thread: 
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -80,11 +81,13 @@ def process_batch(
     if workers is None or len(groups) < 2:
         failed_ids = {m for group in groups for m in _process_group(group, handle, logger, may_start)}
     else:
-        failed_ids = {
-            m
-            for failures in workers.map(lambda g: _process_group(g, handle, logger, may_start), groups)
-            for m in failures
-        }
+        # Each group in a copy of the invocation's context: what is scoped to the invocation stays so on the
+        # workers' threads (the local stack's per-function environment and IAM check, for one).
+        runs = [
+            workers.submit(contextvars.copy_context().run, _process_group, group, handle, logger, may_start)
+            for group in groups
+        ]
+        failed_ids = {m for run in runs for m in run.result()}
     if messages and len(failed_ids) == len(messages):
         raise EntireBatchFailed(f"all {len(messages)} records failed processing")
     # In the batch's order, as the event source handed them over.
