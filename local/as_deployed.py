@@ -25,6 +25,7 @@ from hookrelay import functions
 from hookrelay.adapters import aws, schema
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.domain.lanes import DEFAULT_SLOW_LANE_AFTER_MS
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.domain.schedule import schedule_from_config
@@ -55,6 +56,7 @@ def local_settings(
     enforce_event_catalogue: bool = False,
     endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS,
     limits: TenantLimits = DEFAULT_LIMITS,
+    slow_lane_after_ms: int = DEFAULT_SLOW_LANE_AFTER_MS,
 ) -> Settings:
     """The local settings, as a stage's. The per-key rate limit is off unless asked for (the integration tier sends
     from one key as fast as the machine goes); the local stack asks for the deployed default (`--api-key-rate`)."""
@@ -67,6 +69,7 @@ def local_settings(
         endpoint_ports=endpoint_ports,
         max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
         max_filters_per_endpoint=limits.max_filters_per_endpoint,
+        slow_lane_after_ms=slow_lane_after_ms,
     )
 
 

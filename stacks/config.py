@@ -11,6 +11,7 @@ from typing import Any
 from constructs import Node
 
 from hookrelay.domain.addresses import EndpointPorts, endpoint_ports_from_config
+from hookrelay.domain.lanes import DEFAULT_SLOW_LANE_AFTER_MS, check_slow_lane_after_ms
 from hookrelay.domain.limits import (
     DEFAULT_MAX_ENDPOINTS_PER_TENANT,
     DEFAULT_MAX_FILTERS_PER_ENDPOINT,
@@ -124,6 +125,21 @@ DEFAULT_RESERVED_CONCURRENCY: dict[str, int] = {}
 class Concurrency:
     delivery_max_concurrency: int
     reserved: Mapping[str, int]  # function name -> reserved concurrent executions
+
+
+SLOW_LANE_AFTER_MS_CONTEXT = "slow_lane_after_ms"
+
+
+def slow_lane_after_ms(node: Node) -> int:
+    """`slow_lane_after_ms` (>= MIN_SLOW_LANE_AFTER_MS, default DEFAULT_SLOW_LANE_AFTER_MS): an attempt in a fast
+    lane slower than this moves its endpoint to the slow lane; one in the slow lane within half of it moves it back
+    (domain/lanes.py)."""
+    raw: Any = node.try_get_context(SLOW_LANE_AFTER_MS_CONTEXT)
+    value = DEFAULT_SLOW_LANE_AFTER_MS if raw is None else raw
+    try:
+        return check_slow_lane_after_ms(int(value) if isinstance(value, str) and value.isdigit() else value)
+    except ValueError as error:
+        raise InvalidConfiguration(f"CDK context {SLOW_LANE_AFTER_MS_CONTEXT}={raw!r} is not valid: {error}") from error
 
 
 DELIVERY_SHARDS_CONTEXT = "delivery_shards"

@@ -68,6 +68,7 @@ class HookrelayStack(Stack):
         telemetry = config.telemetry(self.node)
         runtime = config.lambda_runtime(self.node)
         shards = config.delivery_shards(self.node)
+        slow_lane_after_ms = config.slow_lane_after_ms(self.node)
 
         # What the functions' environments carry of the settings (hookrelay/function_environment.py); the local
         # stack and its tests build the same environments from the same settings.
@@ -81,6 +82,7 @@ class HookrelayStack(Stack):
             endpoint_ports=endpoint_ports,
             max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
             max_filters_per_endpoint=limits.max_filters_per_endpoint,
+            slow_lane_after_ms=slow_lane_after_ms,
         )
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues", specs=schema.all_queues(shards))

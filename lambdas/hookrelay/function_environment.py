@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
+from hookrelay.domain.lanes import DEFAULT_SLOW_LANE_AFTER_MS
 from hookrelay.domain.limits import DEFAULT_MAX_ENDPOINTS_PER_TENANT, DEFAULT_MAX_FILTERS_PER_ENDPOINT
 from hookrelay.functions import API, DELIVERY, INTERPRETER_ENVIRONMENT, ROUTES, Function
 
@@ -58,6 +59,7 @@ class Settings:
     endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS
     max_endpoints_per_tenant: int = DEFAULT_MAX_ENDPOINTS_PER_TENANT  # per-tenant limits (domain/limits.py)
     max_filters_per_endpoint: int = DEFAULT_MAX_FILTERS_PER_ENDPOINT
+    slow_lane_after_ms: int = DEFAULT_SLOW_LANE_AFTER_MS  # the delivery lanes' threshold (domain/lanes.py)
 
 
 def environment(function: Function, resources: Resources, settings: Settings) -> dict[str, str]:
@@ -118,4 +120,6 @@ def _settings(function: Function, settings: Settings) -> dict[str, str]:
         env[schema.MAX_FILTERS_PER_ENDPOINT] = str(settings.max_filters_per_endpoint)
     if function.name in CHECKING_ENDPOINT_URLS:
         env[schema.ENDPOINT_PORTS] = settings.endpoint_ports.value
+    if function.name == DELIVERY.name:  # the only one that makes attempts, and so moves endpoints between lanes
+        env[schema.SLOW_LANE_AFTER_MS] = str(settings.slow_lane_after_ms)
     return env

@@ -348,8 +348,10 @@ def delivery_service() -> DeliveryService:
     from hookrelay.adapters.circuit import DynamoCircuits
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.adapters.http_sender import RequestsSender
+    from hookrelay.adapters.sqs import SqsDeliveryQueue
     from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
-    from hookrelay.services.delivery import DeliveryService
+    from hookrelay.domain.lanes import DEFAULT_SLOW_LANE_AFTER_MS
+    from hookrelay.services.delivery import DeliveryService, Lanes
 
     return DeliveryService(
         deliveries=delivery_table(),
@@ -368,6 +370,10 @@ def delivery_service() -> DeliveryService:
         parking=_parking(),
         claim_timeout=timedelta(seconds=schema.DELIVERY_CLAIM_TIMEOUT_SECONDS),
         platform_events=_EmitterOnFirstUse(),
+        lanes=Lanes(
+            queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
+            slow_after_ms=int(os.environ.get(schema.SLOW_LANE_AFTER_MS, DEFAULT_SLOW_LANE_AFTER_MS)),
+        ),
     )
 
 

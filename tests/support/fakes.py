@@ -11,7 +11,8 @@ from typing import Any
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.event_types import EventType
-from hookrelay.domain.models import CIRCUIT_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice, Tenant
+from hookrelay.domain.queues import DeliveryLane
+from hookrelay.domain.models import DELIVERY_PATH_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice, Tenant
 from hookrelay.domain.paging import Position
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
@@ -200,7 +201,7 @@ class FakeEndpoints:
             or not self.same_spell(current, read or endpoint)
         ):
             return False
-        self.put(replace(endpoint, **{name: getattr(current, name) for name in CIRCUIT_FIELDS}))
+        self.put(replace(endpoint, **{name: getattr(current, name) for name in DELIVERY_PATH_FIELDS}))
         return True
 
     def _update(self, endpoint: Endpoint, **changes: object) -> None:
@@ -218,6 +219,24 @@ class FakeEndpoints:
         if current is None or current.failing_since is None:
             return False
         self._update(current, failing_since=None, failure_notice=None)
+        return True
+
+    def switch_lane(self, tenant_id: str, endpoint_id: str, to: DeliveryLane) -> bool:
+        current = self.items.get((tenant_id, endpoint_id))
+        if current is None or current.lane is to:
+            return False
+        self._update(current, lane=to)
+        return True
+
+    def set_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> None:
+        current = self.items[(tenant_id, endpoint_id)]
+        self._update(current, slow_tails={**current.slow_tails, group: key})
+
+    def clear_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> bool:
+        current = self.items.get((tenant_id, endpoint_id))
+        if current is None or current.slow_tails.get(group) != key:
+            return False
+        self._update(current, slow_tails={g: k for g, k in current.slow_tails.items() if g != group})
         return True
 
     def failing(self, since_before: datetime) -> Iterator[Endpoint]:

@@ -21,7 +21,7 @@ from hookrelay.adapters.schema import IndexSpec
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds
 from hookrelay.domain.lifecycle import is_fan_out
 from hookrelay.domain.models import (
-    CIRCUIT_FIELDS,
+    DELIVERY_PATH_FIELDS,
     ApiKey,
     Delivery,
     Endpoint,
@@ -32,6 +32,7 @@ from hookrelay.domain.models import (
     Tenant,
 )
 from hookrelay.domain.paging import Position
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.redrive import Redrive, RedriveState
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
 from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, UnknownPosition
@@ -159,7 +160,7 @@ def replace_request(endpoint: Endpoint, expected_updated_at: datetime, read: End
         _as_read("failure_notice", read.failure_notice and read.failure_notice.value, values),
     ]
     item = _endpoint_item(endpoint)
-    owned = (set(field_names(Endpoint)) | {_FAILING.partition_key}) - CIRCUIT_FIELDS - {"tenant_id", "id"}
+    owned = (set(field_names(Endpoint)) | {_FAILING.partition_key}) - DELIVERY_PATH_FIELDS - {"tenant_id", "id"}
     names = {f"#a{i}": name for i, name in enumerate(sorted(owned))}
     sets = [f"{alias} = :a{alias[2:]}" for alias, name in names.items() if name in item]
     removes = [alias for alias, name in names.items() if name not in item]
@@ -186,8 +187,8 @@ class EndpointTable:
         return from_item(Endpoint, item)
 
     def replace(self, endpoint: Endpoint, *, expected_updated_at: datetime, read: Endpoint | None = None) -> bool:
-        """An update of every attribute the endpoint service owns: the circuit's (CIRCUIT_FIELDS) are left as
-        they are, since the delivery path changes them between this read and this write."""
+        """An update of every attribute the endpoint service owns: the circuit's and the lane's (DELIVERY_PATH_FIELDS)
+        are left as they are, since the delivery path changes them between this read and this write."""
         return applied(self.table.update_item, **replace_request(endpoint, expected_updated_at, read))
 
     def list_for_tenant(self, tenant_id: str) -> list[Endpoint]:
@@ -244,6 +245,61 @@ class EndpointTable:
             UpdateExpression="REMOVE failing_since, #failing, failure_notice",
             ConditionExpression="attribute_exists(failing_since)",
             ExpressionAttributeNames={"#failing": _FAILING.partition_key},
+        )
+
+    # --- The delivery lane (domain/lanes.py): written on a lane's switch and around each forwarded message ---
+
+    def switch_lane(self, tenant_id: str, endpoint_id: str, to: DeliveryLane) -> bool:
+        """Move the endpoint to lane `to`, if it is in the other one (the first of racing workers wins)."""
+        values: dict[str, Any] = {":to": to.value}
+        condition = "attribute_exists(id) AND lane <> :to"
+        if to is DeliveryLane.SLOW:  # stored only while slow: an endpoint without one is in the fast lane
+            return applied(
+                self.table.update_item,
+                Key={"tenant_id": tenant_id, "id": endpoint_id},
+                UpdateExpression="SET lane = :to",
+                ConditionExpression="attribute_exists(id) AND (attribute_not_exists(lane) OR lane <> :to)",
+                ExpressionAttributeValues=values,
+            )
+        return applied(
+            self.table.update_item,
+            Key={"tenant_id": tenant_id, "id": endpoint_id},
+            UpdateExpression="REMOVE lane",
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+        )
+
+    def set_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> None:
+        """Name `key` the last message of `group` forwarded to the slow lane (before it is sent)."""
+        request = {
+            "Key": {"tenant_id": tenant_id, "id": endpoint_id},
+            "ExpressionAttributeNames": {"#g": group},
+            "ExpressionAttributeValues": {":key": key},
+        }
+        # The map is there on endpoints stored since lanes; an older one gets it on its first forward.
+        if applied(
+            self.table.update_item,
+            UpdateExpression="SET slow_tails.#g = :key",
+            ConditionExpression="attribute_exists(slow_tails)",
+            **request,
+        ):
+            return
+        self.table.update_item(
+            Key=request["Key"],
+            UpdateExpression="SET slow_tails = if_not_exists(slow_tails, :tails)",
+            ExpressionAttributeValues={":tails": {group: key}},
+        )
+        self.table.update_item(UpdateExpression="SET slow_tails.#g = :key", **request)
+
+    def clear_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> bool:
+        """`group` has no message waiting in the slow lane, if `key` is still its last forwarded one."""
+        return applied(
+            self.table.update_item,
+            Key={"tenant_id": tenant_id, "id": endpoint_id},
+            UpdateExpression="REMOVE slow_tails.#g",
+            ConditionExpression="slow_tails.#g = :key",
+            ExpressionAttributeNames={"#g": group},
+            ExpressionAttributeValues={":key": key},
         )
 
     def failing(self, since_before: datetime) -> Iterator[Endpoint]:

@@ -3,7 +3,7 @@
 Conversion follows each field's type, read once per record class:
 - a time is RFC 3339 UTC at fixed millisecond width, so stored strings sort as the times do (the indexes sort on
   them) and compare with the values conditions are written with;
-- an enum is its value, a nested record a map, a list element by element;
+- an enum is its value, a nested record a map, a list element by element, a dict entry by entry;
 - an absent optional field is left out (DynamoDB has no null worth storing), and attributes a record does not
   know (the tables' own keys, an index's key) are ignored when reading.
 Numbers come back from DynamoDB as `Decimal`: a field's type says whether it is an int or a float.
@@ -63,6 +63,8 @@ def _plain(value: Any, decimals: bool) -> Any:
         return to_rfc3339(value)
     if isinstance(value, list):
         return [_plain(item, decimals) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item, decimals) for key, item in value.items()}
     if isinstance(value, float):
         return Decimal(repr(value)) if decimals else value
     if dataclasses.is_dataclass(value):
@@ -97,6 +99,10 @@ def _reader(hint: Any) -> Converter:
         (inner,) = [arm for arm in typing.get_args(hint) if arm is not type(None)]
         read = _reader(inner)
         return lambda value: None if value is None else read(value)
+    if typing.get_origin(hint) is dict:  # a map of strings (DynamoDB's M, JSON's object)
+        key_type, value_type = typing.get_args(hint)
+        read_key, read_value = _reader(key_type), _reader(value_type)
+        return lambda value: {read_key(k): read_value(v) for k, v in _map(value).items()}
     if typing.get_origin(hint) is list:
         (element,) = typing.get_args(hint)
         read_element = _reader(element)
@@ -113,6 +119,12 @@ def _enum_reader(hint: Any) -> Converter:
     if isinstance(hint, type) and issubclass(hint, Enum):
         return hint
     raise TypeError(f"a record field of type {hint!r} has no reader")  # a new field type: add its reader here
+
+
+def _map(value: Any) -> dict[Any, Any]:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a map, got {type(value).__name__}")
+    return value
 
 
 def _list(value: Any) -> list[Any]:

@@ -138,6 +138,7 @@ API_URL = "API_URL"
 RETRY_SCHEDULE = "RETRY_SCHEDULE"
 ALLOW_PRIVATE_DESTINATIONS = "ALLOW_PRIVATE_DESTINATIONS"
 ATTEMPT_TIMEOUT_SECONDS = "ATTEMPT_TIMEOUT_SECONDS"
+SLOW_LANE_AFTER_MS = "SLOW_LANE_AFTER_MS"  # the delivery lanes' threshold (domain/lanes.py); the delivery function's
 AUTO_DISABLE_AFTER_DAYS = "AUTO_DISABLE_AFTER_DAYS"
 API_KEY_RATE_PER_SECOND = "API_KEY_RATE_PER_SECOND"  # the authorizer's per-key limit; unset: none
 # The length of the endpoint-health policy's "day" in seconds: 86400 except in the local stack's --fast mode.

@@ -12,6 +12,7 @@ from hookrelay.adapters.schema import DeliveryQueueUrls
 from hookrelay.adapters.stepfunctions import parse_command
 from hookrelay.domain.circuit import Via
 from hookrelay.domain.models import Event
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.services.ports import CircuitCommand, DeliveryMessage
 
 # The most a carried event may add to a message, as encoded (JSON, non-ASCII escaped: SQS refuses some characters
@@ -34,6 +35,8 @@ def message_body(message: DeliveryMessage, carried: Mapping[str, str | None] | N
         body["via"] = message.via.value
     if message.reply_to:
         body["task_token"] = message.reply_to  # the name the ASL gives it (retry workflow's SendAttempt)
+    if message.lane is DeliveryLane.SLOW:  # forwarded (domain/lanes.py): its receiver settles the group's tail
+        body["lane"] = message.lane.value
     text = json.dumps(body, separators=(",", ":"))
     event = message.event
     encoded = None if event is None else carried[event.id] if carried and event.id in carried else _carried(event)
@@ -64,6 +67,7 @@ def parse_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMe
         endpoint_id=data.get("endpoint_id"),
         via=Via(data.get("via", Via.QUEUE.value)),
         event=_event(data.get("event")),
+        lane=DeliveryLane(data.get("lane", DeliveryLane.FAST.value)),
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import FailureKind, Outcome
 from hookrelay.domain.portal import DEFAULT_CAPABILITIES, Capability
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 
@@ -111,7 +112,7 @@ class Endpoint:
     failure_notice: FailureNotice | None = None  # the latest notice sent about this failing spell
     disabled_reason: str | None = None  # set when the platform disabled it, not the tenant
     # The circuit (domain/circuit.py), written only by the delivery path and the sweeper, each change a
-    # conditional update; the endpoint service's writes never touch these (CIRCUIT_FIELDS).
+    # conditional update; the endpoint service's writes never touch these (DELIVERY_PATH_FIELDS).
     circuit: CircuitState = CircuitState.CLOSED
     circuit_failures: int = 0  # retriable failures in a row while closed
     # The deliveries those failures were of: when the circuit opens they are parked too (each waits in its own
@@ -129,13 +130,18 @@ class Endpoint:
     # Its delivery queues' shard (domain/queues.py), chosen once when it is created and never changed, so its
     # messages stay on one queue whatever the deployment's shards become; 0 for endpoints stored before shards.
     queue_shard: int = 0
+    # Its delivery lane (domain/lanes.py), and per message group the last message forwarded to the slow lane and
+    # not yet settled there: written by the delivery path only, on a lane's switch and around each forward.
+    lane: DeliveryLane = DeliveryLane.FAST
+    slow_tails: dict[str, str] = field(default_factory=dict)
 
     def active_secrets(self, now: datetime) -> list[str]:
         return [s.secret for s in self.secrets if s.active(now)]
 
 
-# The endpoint's attributes that the delivery path owns; the endpoint service's read-change-write leaves them be.
-CIRCUIT_FIELDS = frozenset(
+# The endpoint's attributes that the delivery path owns (its circuit and its lane); the endpoint service's
+# read-change-write leaves them be.
+DELIVERY_PATH_FIELDS = frozenset(
     {
         "circuit",
         "circuit_failures",
@@ -147,6 +153,8 @@ CIRCUIT_FIELDS = frozenset(
         "circuit_closing",
         "drain_paused_until",
         "drained_count",
+        "lane",
+        "slow_tails",
     }
 )
 

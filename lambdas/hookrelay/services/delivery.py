@@ -7,13 +7,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from hookrelay.domain import circuit, platform_events
+from hookrelay.domain import circuit, lanes, platform_events
 from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.lifecycle import retention_expiry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.redrive import recovers
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
@@ -28,6 +29,7 @@ from hookrelay.services.ports import (
     CircuitRepository,
     DeadLetters,
     DeliveryMessage,
+    DeliveryQueue,
     DeliveryRepository,
     DeliveryTelemetry,
     EndpointRepository,
@@ -44,10 +46,21 @@ from hookrelay.services.ports import (
 # waits out that remainder itself so that no retry is ever made before its `next_attempt_at`.
 EARLY_WAKE_TOLERANCE = timedelta(seconds=3)
 FAILING_SPELL_ERRORS = "FailingSpellErrors"  # metric: the endpoint's failing-spell bookkeeping failed
+LANE_ERRORS = "LaneErrors"  # metric: switching the endpoint's delivery lane failed
+# Metrics of the lanes: messages forwarded to a slow lane, endpoints moved to it and back.
+DELIVERIES_FORWARDED = "DeliveriesForwarded"
+LANE_SLOWED = "EndpointsSlowed"
+LANE_QUICKENED = "EndpointsQuickened"
 # Metrics of the circuit (Powertools EMF, namespace and service as the function's).
 CIRCUIT_OPENED = "CircuitOpened"
 CIRCUIT_REOPENED = "CircuitReopened"
 DRAIN_PAUSED = "DrainPaused"
+
+
+@dataclass(frozen=True)
+class Lanes:
+    queue: DeliveryQueue  # the delivery queues: a forwarded message goes to its endpoint's shard's slow lane
+    slow_after_ms: int = lanes.DEFAULT_SLOW_LANE_AFTER_MS
 
 
 @dataclass(frozen=True)
@@ -77,11 +90,22 @@ class DeliveryService:
     sleep: Callable[[float], None] = field(default=time.sleep)
     # `hookrelay.endpoint.recovered` to the tenant's subscribed endpoints; None: none.
     platform_events: PlatformEvents | None = None
+    # Where a slow endpoint's messages go, and when an endpoint is slow (domain/lanes.py); None: one lane.
+    lanes: Lanes | None = None
 
     def attempt(self, message: DeliveryMessage) -> AttemptReport:
-        """Make the attempt the message asks for, or park it behind the endpoint's open circuit."""
+        """Make the attempt the message asks for, or park it behind the endpoint's open circuit, or forward it to the
+        endpoint's slow lane (domain/lanes.py)."""
         now = self.clock()
         endpoint = self._endpoint_of(message)
+        if endpoint is not None and self._forwards(message, endpoint):
+            return self._forward(message, endpoint)
+        report = self._attempt(message, endpoint, now)
+        if endpoint is not None and message.lane is DeliveryLane.SLOW:
+            self._settle_forwarded(message, endpoint)
+        return report
+
+    def _attempt(self, message: DeliveryMessage, endpoint: Endpoint | None, now: datetime) -> AttemptReport:
         if endpoint is not None and endpoint.state is EndpointState.ENABLED:
             paused = endpoint.drain_paused_until is not None and endpoint.drain_paused_until > now
             if circuit.gate(endpoint.circuit, message.via, drain_paused=paused) is Gate.PARK:
@@ -112,7 +136,61 @@ class DeliveryService:
                 self._track_failing_spell(endpoint, delivered=delivered, at=started)
             except Exception as error:  # the attempt is recorded and handed over: the message is done
                 self.telemetry.bookkeeping_failed(FAILING_SPELL_ERRORS, delivery.id, error)
+            try:
+                self._follow_lane(endpoint, message, result)
+            except Exception as error:  # likewise: the next attempt's result switches it
+                self.telemetry.bookkeeping_failed(LANE_ERRORS, delivery.id, error)
         return report
+
+    # --- Delivery lanes (domain/lanes.py) ---
+
+    def _forwards(self, message: DeliveryMessage, endpoint: Endpoint) -> bool:
+        """A fast lane's message for an endpoint that is slow, or whose message group has a message waiting in the
+        slow lane. (An open circuit parks it where it is instead: no send at all.)"""
+        return (
+            self.lanes is not None
+            and message.lane is DeliveryLane.FAST
+            and message.via is Via.QUEUE
+            and endpoint.state is EndpointState.ENABLED
+            and endpoint.circuit is CircuitState.CLOSED
+            and (endpoint.lane is DeliveryLane.SLOW or message.group_id in endpoint.slow_tails)
+        )
+
+    def _forward(self, message: DeliveryMessage, endpoint: Endpoint) -> AttemptReport:
+        """The group's tail first, then the send: a crash between leaves the message in the fast lane, to come back
+        first in its group and be forwarded again (same tail, same deduplication id)."""
+        assert self.lanes is not None  # _forwards said so
+        key = lanes.message_key(message.delivery_id, message.attempt)
+        self.endpoints.set_slow_tail(endpoint.tenant_id, endpoint.id, message.group_id, key)
+        self.lanes.queue.enqueue([replace(message, lane=DeliveryLane.SLOW, shard=endpoint.queue_shard)])
+        self.telemetry.count(DELIVERIES_FORWARDED)
+        return AttemptReport(message.delivery_id, None, message.attempt, sent=False, forwarded=True)
+
+    def _settle_forwarded(self, message: DeliveryMessage, endpoint: Endpoint) -> None:
+        """The message is settled in the slow lane: its group has nothing waiting there any more, unless a later
+        message was forwarded since (the tail then names that one, and stays). Only after the settling, so a crash
+        first brings the message back (it sends nothing again) and clears the tail then."""
+        key = lanes.message_key(message.delivery_id, message.attempt)
+        if endpoint.slow_tails.get(message.group_id) == key:
+            self.endpoints.clear_slow_tail(endpoint.tenant_id, endpoint.id, message.group_id, key)
+
+    def _follow_lane(self, endpoint: Endpoint, message: DeliveryMessage, result: SendResult) -> None:
+        """Move the endpoint to the slow lane after a slow attempt in the fast lane; back after a quick one in the
+        slow lane (a probe's and a drain's are there too)."""
+        if self.lanes is None:
+            return
+        threshold = self.lanes.slow_after_ms
+        in_slow_lane = message.lane is DeliveryLane.SLOW or message.via is not Via.QUEUE
+        if endpoint.lane is DeliveryLane.FAST and not in_slow_lane:
+            to, metric = DeliveryLane.SLOW, LANE_SLOWED
+            switches = lanes.slows(result.latency_ms, result.error, threshold)
+        elif endpoint.lane is DeliveryLane.SLOW and in_slow_lane:
+            to, metric = DeliveryLane.FAST, LANE_QUICKENED
+            switches = lanes.quickens(result.latency_ms, result.error, threshold)
+        else:
+            return
+        if switches and self.endpoints.switch_lane(endpoint.tenant_id, endpoint.id, to):
+            self.telemetry.count(metric)
 
     def _event_of(self, message: DeliveryMessage, delivery: Delivery) -> Event:
         """The event the message carries (ingest sends small ones along with the first attempt), or the stored one.

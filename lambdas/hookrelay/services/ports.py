@@ -74,6 +74,15 @@ class EndpointRepository(Protocol):
     def mark_recovered(self, tenant_id: str, endpoint_id: str) -> bool:
         """End the failing spell (a success came through), if there is one."""
 
+    def switch_lane(self, tenant_id: str, endpoint_id: str, to: DeliveryLane) -> bool:
+        """Move the endpoint to delivery lane `to` (domain/lanes.py), if it is in the other one."""
+
+    def set_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> None:
+        """Name `key` the last message of message group `group` forwarded to the slow lane."""
+
+    def clear_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> bool:
+        """Forget `group`'s tail if it is still `key` (settled in the slow lane); False if another came since."""
+
     def page_for_tenant(
         self, tenant_id: str, limit: int, start: Position | None
     ) -> tuple[list[Endpoint], Position | None]:
@@ -371,6 +380,7 @@ class AttemptReport:
     parked: bool = False  # the delivery waits behind its endpoint's circuit (after this attempt, if one was made)
     outcome: Outcome | None = None  # how the endpoint answered, when an attempt was made
     retry_after: float | None = None  # seconds, from the answer's Retry-After (429 and 503 only)
+    forwarded: bool = False  # sent on to its endpoint's slow lane, unattempted (domain/lanes.py)
 
 
 class Attempts(Protocol):

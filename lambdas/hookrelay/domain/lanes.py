@@ -1,0 +1,51 @@
+"""Delivery lanes: when an endpoint's messages move to its shard's slow lane and when they come back (pure rules).
+
+A fast lane's batches are attempted at once, but the event source deletes a batch only when the whole invocation
+returns: one slow endpoint would hold the batch's other message groups for its latency. So an endpoint whose
+attempt in the fast lane took longer than `slow_after_ms` (a timeout included) is moved to the slow lane, whose
+event source hands over one message per invocation; one whose attempt in the slow lane answered within half that
+(the margin keeps an endpoint near the line from flapping) is moved back. Probes and drains are always in the slow
+lane (their circuit is open: its endpoint failing).
+
+The switch keeps each message group's order, with no message lost or sent twice:
+- Every message enters its shard's fast lane (ingest, replays, redrives, the retry workflow). The fast lane sends a
+  message on to the slow lane ("forwards" it) while its endpoint is slow, or while its group still has a forwarded
+  message there: the endpoint's `slow_tails` names, per message group, the last message forwarded and not yet
+  settled in the slow lane. A group's messages reach the fast lane one at a time, in order, so they are forwarded
+  in order, and no later one is attempted in the fast lane while an earlier one waits in the slow lane.
+- Forwarding writes the tail first, then sends. A crash between the two leaves the message in the fast lane (not
+  deleted): it comes back first in its group and is forwarded again (the same tail, the same deduplication id).
+- The slow lane, once a message is settled (attempted and recorded, parked, or found made already), clears its
+  group's tail if it is still that message (a later one forwarded since keeps it). A crash before the clear brings
+  the message back: nothing is sent again (its attempt is recorded) and the tail is cleared then.
+"""
+
+from __future__ import annotations
+
+from hookrelay.domain.classification import FailureKind
+
+# The deployment's threshold unless CDK context `slow_lane_after_ms` says otherwise (stacks/config.py): well above
+# a healthy endpoint's answer (the contract allows 8 s), well below the attempt timeout.
+DEFAULT_SLOW_LANE_AFTER_MS = 2000
+MIN_SLOW_LANE_AFTER_MS = 100
+
+
+def check_slow_lane_after_ms(value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_SLOW_LANE_AFTER_MS:
+        raise ValueError(f"the slow lane's threshold is a whole number of ms, at least {MIN_SLOW_LANE_AFTER_MS}")
+    return value
+
+
+def slows(latency_ms: int, error: FailureKind | None, slow_after_ms: int) -> bool:
+    """An attempt in the fast lane that moves its endpoint to the slow lane."""
+    return error is FailureKind.TIMEOUT or latency_ms > slow_after_ms
+
+
+def quickens(latency_ms: int, error: FailureKind | None, slow_after_ms: int) -> bool:
+    """An attempt in the slow lane that moves its endpoint back: answered (whatever the status), and quickly."""
+    return error is None and latency_ms <= slow_after_ms // 2
+
+
+def message_key(delivery_id: str, attempt: int) -> str:
+    """A forwarded message's name in its group's tail: one attempt of one delivery (a re-sent copy shares it)."""
+    return f"{delivery_id}#{attempt}"

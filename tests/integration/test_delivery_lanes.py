@@ -1,0 +1,183 @@
+"""Batched delivery and its lanes on moto, with the real handlers and queues and consumers on 127.0.0.1: a batch's
+healthy endpoints are not held by a hanging one, which moves to its slow lane; and an endpoint's move to the slow lane
+and back loses, duplicates and reorders nothing (domain/lanes.py)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import boto3
+import pytest
+
+from hookrelay import wiring
+from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
+from hookrelay.domain.models import Endpoint
+from hookrelay.domain.queues import DeliveryLane
+from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.delivery import Lanes
+from local.provision import delivery_queue_urls
+from local.sqs_source import poll_once
+from scripts.create_admin_key import create_admin_key
+from tests.support.aws import as_function, moto_stack
+from tests.support.consumer import Reply, ScriptedConsumer
+from tests.support.platform import Platform
+from tests.support.pump import QueuePump, wait_until
+
+HEALTHY = 9
+
+
+class HangingConsumer:
+    """Takes each request and holds it, unanswered, until released (or 30 s)."""
+
+    def __init__(self) -> None:
+        self.holding = threading.Event()
+        self.release = threading.Event()
+        self.requests = 0
+        consumer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", "0")))
+                consumer.requests += 1
+                consumer.holding.set()
+                consumer.release.wait(30)
+                try:
+                    self.send_response(200)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                except OSError:
+                    pass  # the sender gave up at its deadline
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def platform() -> Iterator[Platform]:
+    with moto_stack() as env:
+        yield Platform(env=env, admin_token=create_admin_key(env["API_KEYS_TABLE"]).token)
+
+
+@pytest.fixture
+def consumer() -> Iterator[ScriptedConsumer]:
+    server = ScriptedConsumer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def hanging() -> Iterator[HangingConsumer]:
+    server = HangingConsumer()
+    yield server
+    server.close()
+
+
+def endpoint_of(tenant_id: str, endpoint_id: str) -> Endpoint:
+    found = EndpointTable(boto3.resource("dynamodb").Table(os.environ["ENDPOINTS_TABLE"])).get(tenant_id, endpoint_id)
+    assert found is not None
+    return found
+
+
+def deliveries() -> DeliveryTable:
+    return DeliveryTable(boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]))
+
+
+def publish(platform: Platform, producer: str, tenant_id: str, n: int = 0) -> dict[str, Any]:
+    accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a.b", "data": {"n": n}})
+    assert accepted.status == 202, accepted.body
+    return accepted.json()
+
+
+def message_count(platform: Platform, url: str) -> int:
+    attributes = platform.sqs.get_queue_attributes(
+        QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+    )["Attributes"]
+    return int(attributes["ApproximateNumberOfMessages"]) + int(attributes["ApproximateNumberOfMessagesNotVisible"])
+
+
+def test_a_batch_s_healthy_endpoints_settle_while_a_hanging_one_holds_its_request_which_then_moves_it_to_the_slow_lane(
+    platform: Platform, consumer: ScriptedConsumer, hanging: HangingConsumer
+) -> None:
+    tenant_id, token = platform.new_tenant()
+    healthy = [platform.new_endpoint(token, consumer.url)["id"] for _ in range(HEALTHY)]
+    hung = platform.new_endpoint(token, hanging.url)
+    producer = platform.new_key("producer")
+    event = publish(platform, producer, tenant_id)
+    ids = {d.endpoint_id: d.id for d in map(deliveries().get, event["delivery_ids"]) if d is not None}
+    assert sorted(ids) == sorted([*healthy, hung["id"]])  # one delivery to each
+    urls = delivery_queue_urls(platform.env)
+    fast = [urls.url(shard) for shard in range(urls.shards)]
+
+    # Each fast lane's batch (every message of the event, spread over the shards), polled at once.
+    polls = [threading.Thread(target=poll_once, args=(platform.sqs, url)) for url in fast]
+    for poll in polls:
+        poll.start()
+    assert hanging.holding.wait(30), "the hanging endpoint's request never came"
+
+    def healthy_delivered() -> bool:
+        found = [deliveries().get(ids[endpoint_id]) for endpoint_id in healthy]
+        return all(d is not None and d.status is DeliveryStatus.DELIVERED for d in found)
+
+    # Recorded while the hanging request is still held: none of the nine waited for it.
+    wait_until(healthy_delivered, "the nine healthy deliveries to be recorded delivered")
+    assert not hanging.release.is_set() and hanging.requests == 1
+    for poll in polls:
+        poll.join(timeout=60)
+
+    held = deliveries().get(ids[hung["id"]])
+    assert held is not None and held.status is DeliveryStatus.RETRYING and held.attempts[0].error == "timeout"
+    assert endpoint_of(tenant_id, hung["id"]).lane is DeliveryLane.SLOW
+    assert all(endpoint_of(tenant_id, endpoint_id).lane is DeliveryLane.FAST for endpoint_id in healthy)
+
+    # Its next message is forwarded out of the fast lane, unattempted there, into its shard's slow lane.
+    hanging.release.set()
+    publish(platform, producer, tenant_id, 1)
+    for url in fast:
+        poll_once(platform.sqs, url)
+    slow = urls.url(endpoint_of(tenant_id, hung["id"]).queue_shard, DeliveryLane.SLOW)
+    assert hanging.requests == 1 and message_count(platform, slow) == 1
+    assert poll_once(platform.sqs, slow) == 1
+    assert hanging.requests == 2
+
+
+def test_an_endpoint_s_move_to_the_slow_lane_and_back_loses_duplicates_and_reorders_nothing(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url, max_in_flight=1)["id"]  # one group: one order
+    producer = platform.new_key("producer")
+    with as_function("delivery"):  # a threshold the tests' 2 s attempt timeout leaves room above
+        service = wiring.delivery_service()
+        assert service.lanes is not None
+        service.lanes = Lanes(queue=service.lanes.queue, slow_after_ms=300)
+    # Quick, then slow (to the slow lane), slow again there, then quick (back to the fast lane).
+    consumer.queue([Reply(200)] * 3 + [Reply(200, delay=0.5)] * 2)
+    consumer.default = Reply(200)
+    events = [publish(platform, producer, tenant_id, n)["event_id"] for n in range(8)]
+
+    with QueuePump.delivery(platform.env):
+        wait_until(lambda: endpoint_of(tenant_id, endpoint_id).lane is DeliveryLane.SLOW, "the move to the slow lane")
+        events += [publish(platform, producer, tenant_id, n)["event_id"] for n in range(8, 14)]
+        wait_until(lambda: len(consumer.received) >= len(events), "every event to be delivered")
+        wait_until(lambda: endpoint_of(tenant_id, endpoint_id).slow_tails == {}, "the slow lane to be settled")
+
+    received = [request.headers["webhook-id"] for request in consumer.received]
+    assert received == events  # each once, in the order they were published
+    assert endpoint_of(tenant_id, endpoint_id).lane is DeliveryLane.FAST

@@ -1,0 +1,173 @@
+"""Delivery lanes (domain/lanes.py) in the delivery service, on the fakes: when an endpoint moves to its slow lane
+and back, what is forwarded there, and that each message group's order holds across the switch, crashes included."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from hookrelay.domain.circuit import CircuitState
+from hookrelay.domain.classification import FailureKind
+from hookrelay.domain.lanes import message_key, quickens, slows
+from hookrelay.domain.queues import DeliveryLane
+from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.delivery import DELIVERIES_FORWARDED, LANE_QUICKENED, LANE_SLOWED, Lanes
+from hookrelay.services.ports import DeliveryMessage, SendResult
+from tests.support.delivery_world import OK, TIMEOUT, World, make_world
+
+THRESHOLD_MS = 1000
+SLOW = SendResult(200, 1500)
+
+
+@dataclass
+class RecordingQueue:
+    sent: list[DeliveryMessage] = field(default_factory=list)
+    fail_next: bool = False
+
+    def enqueue(self, messages: Sequence[DeliveryMessage]) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            raise ConnectionError("the process died between the tail and the send")
+        self.sent.extend(messages)
+
+
+@pytest.fixture
+def world() -> World:
+    world = make_world()
+    world.service.lanes = Lanes(queue=RecordingQueue(), slow_after_ms=THRESHOLD_MS)
+    return world
+
+
+def queue(world: World) -> RecordingQueue:
+    assert world.service.lanes is not None
+    recording = world.service.lanes.queue
+    assert isinstance(recording, RecordingQueue)
+    return recording
+
+
+def endpoint(world: World):  # type: ignore[no-untyped-def]
+    return world.endpoints.items[("tn_1", "ep_1")]
+
+
+def slow_lane(message: DeliveryMessage) -> DeliveryMessage:
+    return replace(message, lane=DeliveryLane.SLOW)
+
+
+def test_the_rule_slow_over_the_threshold_or_timed_out_quick_again_within_half() -> None:
+    assert slows(1001, None, 1000) and slows(10, FailureKind.TIMEOUT, 1000) and not slows(1000, None, 1000)
+    assert quickens(500, None, 1000) and not quickens(501, None, 1000)
+    assert not quickens(10, FailureKind.CONNECTION, 1000)  # no answer is no sign of health
+
+
+@pytest.mark.parametrize("result", [SLOW, TIMEOUT])
+def test_a_slow_attempt_in_the_fast_lane_moves_the_endpoint_to_the_slow_lane(world: World, result: SendResult) -> None:
+    world.script(result)
+    world.service.attempt(world.message(1))
+    assert endpoint(world).lane is DeliveryLane.SLOW
+    assert world.telemetry.counts.get(LANE_SLOWED) == 1
+
+
+def test_a_quick_attempt_leaves_the_endpoint_in_the_fast_lane(world: World) -> None:
+    world.script(OK)
+    world.service.attempt(world.message(1))
+    assert endpoint(world).lane is DeliveryLane.FAST and queue(world).sent == []
+
+
+def test_a_slow_endpoint_s_message_is_forwarded_unattempted_its_group_s_tail_first(world: World) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    message = world.message(1)
+
+    report = world.service.attempt(message)
+
+    assert report.forwarded and not report.sent and world.sender.sent == []
+    [forwarded] = queue(world).sent
+    assert forwarded == replace(message, lane=DeliveryLane.SLOW, shard=endpoint(world).queue_shard)
+    assert endpoint(world).slow_tails == {message.group_id: message_key(message.delivery_id, 1)}
+    assert world.current().status is DeliveryStatus.QUEUED
+    assert world.telemetry.counts.get(DELIVERIES_FORWARDED) == 1
+
+
+def test_in_the_slow_lane_the_message_is_attempted_its_tail_cleared_and_a_quick_answer_brings_the_endpoint_back(
+    world: World,
+) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    world.service.attempt(world.message(1))
+    [forwarded] = queue(world).sent
+    world.script(OK)
+
+    report = world.service.attempt(forwarded)
+
+    assert report.sent and report.status is DeliveryStatus.DELIVERED
+    assert endpoint(world).slow_tails == {} and endpoint(world).lane is DeliveryLane.FAST
+    assert world.telemetry.counts.get(LANE_QUICKENED) == 1
+
+
+def test_back_in_the_fast_lane_a_group_with_a_message_still_in_the_slow_lane_is_forwarded_behind_it(
+    world: World,
+) -> None:
+    world.endpoints.set_slow_tail("tn_1", "ep_1", "grp", "dlv_0#1")  # an earlier message of the group waits there
+    report = world.service.attempt(world.message(1))
+    assert report.forwarded and world.sender.sent == []
+    assert endpoint(world).slow_tails == {"grp": "dlv_1#1"}
+
+
+def test_a_settled_message_leaves_the_tail_of_a_later_one_forwarded_since(world: World) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    world.service.attempt(world.message(1))
+    [forwarded] = queue(world).sent
+    world.endpoints.set_slow_tail("tn_1", "ep_1", "grp", "dlv_2#1")  # the group's next message, forwarded since
+    world.script(OK)
+    world.service.attempt(forwarded)
+    assert endpoint(world).slow_tails == {"grp": "dlv_2#1"}
+
+
+def test_a_crash_between_the_tail_and_the_send_forwards_it_when_the_message_comes_back(world: World) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    queue(world).fail_next = True
+    with pytest.raises(ConnectionError):  # the invocation fails: the message is not deleted
+        world.service.attempt(world.message(1))
+    assert endpoint(world).slow_tails == {"grp": "dlv_1#1"} and queue(world).sent == []
+
+    world.service.attempt(world.message(1))  # back after its visibility timeout, first in its group
+
+    assert len(queue(world).sent) == 1 and endpoint(world).slow_tails == {"grp": "dlv_1#1"}
+    assert world.sender.sent == []
+
+
+def test_a_crash_before_the_tail_is_cleared_sends_nothing_again_and_clears_it_when_the_message_comes_back(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    world.service.attempt(world.message(1))
+    [forwarded] = queue(world).sent
+    world.script(SLOW)  # answered, slowly: the endpoint stays slow
+    clear = world.endpoints.clear_slow_tail
+
+    def dies(*args: object) -> bool:
+        raise ConnectionError("the process died after settling the attempt")
+
+    monkeypatch.setattr(world.endpoints, "clear_slow_tail", dies)
+    with pytest.raises(ConnectionError):
+        world.service.attempt(forwarded)
+    assert world.current().status is DeliveryStatus.DELIVERED and endpoint(world).slow_tails == {"grp": "dlv_1#1"}
+    monkeypatch.setattr(world.endpoints, "clear_slow_tail", clear)
+
+    report = world.service.attempt(forwarded)  # back: its attempt is recorded, so nothing is sent
+
+    assert not report.sent and len(world.sender.sent) == 1
+    assert endpoint(world).slow_tails == {}
+
+
+def test_an_open_circuit_parks_the_message_where_it_is_instead_of_forwarding_it(world: World) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    world.endpoints.put(replace(endpoint(world), circuit=CircuitState.OPEN))
+    report = world.service.attempt(world.message(1))
+    assert report.parked and queue(world).sent == []
+
+
+def test_a_slow_lane_message_that_is_no_forward_clears_nothing(world: World) -> None:
+    world.script(OK)
+    world.service.attempt(slow_lane(world.message(1)))  # e.g. a drain's release, sent to the slow lane directly
+    assert endpoint(world).slow_tails == {}
