@@ -4,6 +4,7 @@ and back loses, duplicates and reorders nothing (domain/lanes.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Iterator
@@ -18,9 +19,9 @@ from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
 from hookrelay.domain.models import Endpoint
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.delivery import Lanes
+from hookrelay.services.delivery import DeliveryService, Lanes
 from local.provision import delivery_queue_urls
-from local.sqs_source import poll_once
+from local.sqs_source import invoke_batch_failures, poll_once, queue_arn_of, receive
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import as_function, moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
@@ -144,6 +145,8 @@ def test_a_batch_s_healthy_endpoints_settle_while_a_hanging_one_holds_its_reques
     held = deliveries().get(ids[hung["id"]])
     assert held is not None and held.status is DeliveryStatus.RETRYING and held.attempts[0].error == "timeout"
     assert endpoint_of(tenant_id, hung["id"]).lane is DeliveryLane.SLOW
+    health = platform.call("GET", f"/v1/endpoints/{hung['id']}/health", token).json()
+    assert health["lane"] == "slow"  # what the tenant sees of it
     assert all(endpoint_of(tenant_id, endpoint_id).lane is DeliveryLane.FAST for endpoint_id in healthy)
 
     # Its next message is forwarded out of the fast lane, unattempted there, into its shard's slow lane.
@@ -181,3 +184,54 @@ def test_an_endpoint_s_move_to_the_slow_lane_and_back_loses_duplicates_and_reord
     received = [request.headers["webhook-id"] for request in consumer.received]
     assert received == events  # each once, in the order they were published
     assert endpoint_of(tenant_id, endpoint_id).lane is DeliveryLane.FAST
+
+
+def test_a_failed_message_comes_back_with_the_rest_of_its_group_in_order_while_the_batch_s_other_groups_settle(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant_id, token = platform.new_tenant()
+    ordered = platform.new_endpoint(token, consumer.url, ["a.*"], max_in_flight=1)  # one group
+    other = platform.new_endpoint(token, consumer.url, ["b.*"], max_in_flight=1)
+    producer = platform.new_key("producer")
+
+    def send(event_type: str) -> str:
+        body = {"tenant_id": tenant_id, "type": event_type, "data": {}}
+        accepted = platform.call("POST", "/v1/events", producer, body)
+        assert accepted.status == 202, accepted.body
+        [delivery_id] = accepted.json()["delivery_ids"]
+        return str(delivery_id)
+
+    a1, b1, a2, b2, a3 = (send(t) for t in ("a.1", "b.1", "a.2", "b.2", "a.3"))
+    broken = {a2}
+    attempt = DeliveryService.attempt
+
+    def fails_once(self: DeliveryService, message: Any) -> Any:
+        if message.delivery_id in broken:
+            broken.discard(message.delivery_id)
+            raise ConnectionError("a processing error, not the consumer's answer")
+        return attempt(self, message)
+
+    monkeypatch.setattr(DeliveryService, "attempt", fails_once)
+    urls = delivery_queue_urls(platform.env)
+    shards = {endpoint_of(tenant_id, e["id"]).queue_shard for e in (ordered, other)}
+    received: list[dict[str, Any]] = []
+    failed: set[str] = set()
+    for url in sorted({urls.url(shard) for shard in shards}):  # each shard's fast lane: one batch each
+        batch = [{**m, "_url": url} for m in receive(platform.sqs, url, batch_size=10, wait_seconds=0)]
+        received += batch
+        failed |= invoke_batch_failures(platform.sqs, url, queue_arn_of(platform.sqs, url), batch, "delivery")
+
+    failed_deliveries = {json.loads(m["Body"])["delivery_id"] for m in received if m["MessageId"] in failed}
+    assert failed_deliveries == {a2, a3}  # a3 unprocessed behind a2: its group's order
+    assert [d.status for d in map(deliveries().get, (a1, b1, b2))] == [DeliveryStatus.DELIVERED] * 3
+    assert deliveries().get(a3).status is DeliveryStatus.QUEUED  # type: ignore[union-attr]
+
+    for message in received:  # their visibility timeout passes: SQS hands them out again, in order
+        if message["MessageId"] in failed:
+            platform.sqs.change_message_visibility(
+                QueueUrl=message["_url"], ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+            )
+    platform.pump()
+    ids_in_order = [deliveries().get(d).event_id for d in (a1, a2, a3)]  # type: ignore[union-attr]
+    sent = [r.headers["webhook-id"] for r in consumer.received]
+    assert [e for e in sent if e in ids_in_order] == ids_in_order

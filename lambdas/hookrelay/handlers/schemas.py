@@ -180,6 +180,7 @@ def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth, parked: int
         "oldest_retrying": _retrying_view(health.oldest_retrying),
         "failing_since": _time(health.failing_since),
         "circuit": circuit_view(endpoint, parked),
+        "lane": endpoint.lane.value,
     }
 
 
