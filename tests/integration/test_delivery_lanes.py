@@ -16,6 +16,7 @@ import pytest
 
 from hookrelay import wiring
 from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
+from hookrelay.adapters.schema import SQS_MAX_BATCH
 from hookrelay.domain.models import Endpoint
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeliveryStatus
@@ -217,7 +218,7 @@ def test_a_failed_message_comes_back_with_the_rest_of_its_group_in_order_while_t
     received: list[dict[str, Any]] = []
     failed: set[str] = set()
     for url in sorted({urls.url(shard) for shard in shards}):  # each shard's fast lane: one batch each
-        batch = [{**m, "_url": url} for m in receive(platform.sqs, url, batch_size=10, wait_seconds=0)]
+        batch = [{**m, "_url": url} for m in receive(platform.sqs, url, batch_size=SQS_MAX_BATCH, wait_seconds=0)]
         received += batch
         failed |= invoke_batch_failures(platform.sqs, url, queue_arn_of(platform.sqs, url), batch, "delivery")
 

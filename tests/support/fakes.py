@@ -12,7 +12,15 @@ from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.event_types import EventType
 from hookrelay.domain.queues import DeliveryLane
-from hookrelay.domain.models import DELIVERY_PATH_FIELDS, Delivery, Endpoint, EndpointState, Event, FailureNotice, Tenant
+from hookrelay.domain.models import (
+    DELIVERY_PATH_FIELDS,
+    Delivery,
+    Endpoint,
+    EndpointState,
+    Event,
+    FailureNotice,
+    Tenant,
+)
 from hookrelay.domain.paging import Position
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking

@@ -171,3 +171,16 @@ def test_a_slow_lane_message_that_is_no_forward_clears_nothing(world: World) -> 
     world.script(OK)
     world.service.attempt(slow_lane(world.message(1)))  # e.g. a drain's release, sent to the slow lane directly
     assert endpoint(world).slow_tails == {}
+
+
+def test_a_message_its_batch_has_no_time_left_to_attempt_is_forwarded_instead(world: World) -> None:
+    report = world.service.attempt(world.message(1), late=True)
+    assert report.forwarded and world.sender.sent == []
+    assert endpoint(world).lane is DeliveryLane.FAST  # the endpoint stays where it is: only this message moved
+    assert endpoint(world).slow_tails == {"grp": "dlv_1#1"}  # and its group's next ones follow it there, in order
+
+
+def test_a_late_message_behind_an_open_circuit_is_parked_not_forwarded(world: World) -> None:
+    world.endpoints.put(replace(endpoint(world), circuit=CircuitState.OPEN))
+    report = world.service.attempt(world.message(1), late=True)
+    assert report.parked and queue(world).sent == []

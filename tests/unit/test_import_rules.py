@@ -50,6 +50,12 @@ HANDLER_EXCEPTIONS: dict[tuple[str, str, str | None], str] = {
     ("hookrelay.handlers.reconciler", "hookrelay.adapters.telemetry", "METRICS_NAMESPACE"): "Powertools' namespace",
     ("hookrelay.handlers.idempotency", "hookrelay.adapters.aws", None): "Powertools idempotency's table client",
     ("hookrelay.handlers.idempotency", "hookrelay.adapters.schema", None): "Powertools idempotency's table name",
+    ("hookrelay.handlers.delivery", "hookrelay.adapters.schema", "SQS_MAX_BATCH"): "its batch's workers",
+    (
+        "hookrelay.handlers.delivery",
+        "hookrelay.adapters.schema",
+        "DELIVERY_MESSAGE_SECONDS",
+    ): "a message's longest path",
 }
 
 PORTS = "hookrelay.services.ports"

@@ -114,6 +114,22 @@ def test_when_every_record_fails_the_batch_fails_as_a_whole(workers: ThreadPoolE
     assert sorted(logs.failures) == ["a1", "b1"]
 
 
+def test_once_time_runs_short_the_rest_of_the_group_goes_to_the_late_handling_in_order() -> None:
+    handled: list[str] = []
+    starts_left = iter([True, False])
+    event = batch(("a", "a1"), ("a", "a2"), ("a", "a3"), ("a", "a4"))
+    response = process_batch(
+        event,
+        lambda m: handled.append(m.body),
+        Logs(),
+        fifo=True,
+        may_start=lambda: next(starts_left),
+        late=lambda m: handled.append(f"late {m.body}"),
+    )
+    assert handled == ["a1", "a2", "late a3", "late a4"]
+    assert failed(response) == []
+
+
 def test_a_message_not_started_in_time_comes_back_with_the_rest_of_its_group_unprocessed() -> None:
     handled: list[str] = []
     starts_left = iter([True, False])  # the invocation's time runs out after a group's second message

@@ -192,15 +192,15 @@ class QueueSpec:
 # message group (the endpoint's slot), until the queue's visibility timeout has passed; then the message comes back
 # and takes the dead invocation's claim over. So these are as short as correctness allows, from the attempt timeout:
 #
-# - One message's longest path: it reads the endpoint, claims the delivery, makes the attempt
-#   (ATTEMPT_TIMEOUT_SECONDS at most, the whole request), records it and hands it over: about a dozen AWS calls on the
-#   longest path (a failed attempt that opens the circuit and parks), half a second allowed for each.
-# - The function's timeout: a batch of up to SQS_MAX_BATCH messages, each message group's in order, the groups at
-#   once (handlers/delivery.py), so at worst all of one group's, one after another: that many message paths. A
-#   throttled call retries (adapters/aws.py) and backs off up to AWS_CALL_BACKOFF_SECONDS before it raises; allowed:
-#   two such calls (a throttle is a table's or the account's, so the next call may meet it too). The handler starts
-#   a message only while one more path fits in the time left (`DELIVERY_MESSAGE_SECONDS`), so a batch never runs
-#   the function out of time; what it does not start comes back, behind its group's last, in order.
+# - The function's timeout: one message's longest path, as if it had a batch to itself. It reads the endpoint, claims
+#   the delivery, makes the attempt (ATTEMPT_TIMEOUT_SECONDS at most, the whole request), records it and hands it
+#   over: about a dozen AWS calls on the longest path (a failed attempt that opens the circuit and parks), a few ms
+#   each. A throttled call retries (adapters/aws.py) and backs off up to AWS_CALL_BACKOFF_SECONDS before it raises;
+#   allowed: two such calls (a throttle is a table's or the account's, so the next call may meet it too) and half a
+#   second for each of the others. A fast lane's batch attempts its message groups at once, and one group's messages
+#   one after another (handlers/delivery.py), each attempted only while a whole message path still fits
+#   (DELIVERY_MESSAGE_SECONDS): one that does not is forwarded to its slow lane instead (two quick calls,
+#   domain/lanes.py), never handed back to count toward the queue's maxReceiveCount.
 # - A claim older than the function's timeout is abandoned: Lambda has ended the invocation that made it by then.
 # - The visibility timeout: at least the function's timeout (Lambda refuses an SQS event source whose queue's is
 #   shorter: CreateEventSourceMapping, at deploy time; CDK does not check it at synth, so `functions` does), and long
@@ -208,18 +208,21 @@ class QueueSpec:
 #   invocation, so within one function timeout of the receive, and abandoned one more later. Twice the timeout.
 #   AWS's advice is six times, to leave room for retries when the function is throttled: every receive counts toward
 #   the queue's maxReceiveCount (5) even when Lambda could not invoke, so a message throttled five times in a row
-#   (some 28 minutes here, against 85 at six times) goes to the poison queue, where the reconciler surfaces its delivery
-#   as dead (poison), redrivable, never silently lost. The trade: a crash holds its groups for 6 minutes, not 17.
+#   (some 7 minutes here, against 36 at six times) goes to the poison queue, where the reconciler surfaces its delivery
+#   as dead (poison), redrivable, never silently lost. The trade: a crash holds its groups for 1.5 minutes, not 6.
 # The attempt timeout can be lowered by deployment (ATTEMPT_TIMEOUT_SECONDS); these are sized for the contract's.
 AWS_CALL_TRIES = 5  # every AWS call's tries in all, the first included (adapters/aws.py configures botocore so)
 # botocore's standard retries back off up to 1, 2, 4, 8 … s (doubling, capped at 20) before each retry.
 AWS_CALL_BACKOFF_SECONDS = sum(min(2**retry, 20) for retry in range(AWS_CALL_TRIES - 1))
 DELIVERY_AWS_CALLS = 12  # on an invocation's longest path
 DELIVERY_THROTTLED_CALLS = 2
-DELIVERY_MESSAGE_SECONDS = classification.ATTEMPT_TIMEOUT_SECONDS + DELIVERY_AWS_CALLS * 0.5
 DELIVERY_FUNCTION_TIMEOUT_SECONDS = math.ceil(
-    SQS_MAX_BATCH * DELIVERY_MESSAGE_SECONDS + DELIVERY_THROTTLED_CALLS * AWS_CALL_BACKOFF_SECONDS
+    classification.ATTEMPT_TIMEOUT_SECONDS
+    + DELIVERY_THROTTLED_CALLS * AWS_CALL_BACKOFF_SECONDS
+    + (DELIVERY_AWS_CALLS - DELIVERY_THROTTLED_CALLS) * 0.5
 )
+# One message's longest path unthrottled: a batch's next message of a group starts only while this much is left.
+DELIVERY_MESSAGE_SECONDS = classification.ATTEMPT_TIMEOUT_SECONDS + DELIVERY_AWS_CALLS * 0.5
 DELIVERY_CLAIM_TIMEOUT_SECONDS = DELIVERY_FUNCTION_TIMEOUT_SECONDS
 DELIVERY_VISIBILITY_TIMEOUT_SECONDS = DELIVERY_FUNCTION_TIMEOUT_SECONDS + DELIVERY_CLAIM_TIMEOUT_SECONDS
 

@@ -15,6 +15,9 @@ The switch keeps each message group's order, with no message lost or sent twice:
   in order, and no later one is attempted in the fast lane while an earlier one waits in the slow lane.
 - Forwarding writes the tail first, then sends. A crash between the two leaves the message in the fast lane (not
   deleted): it comes back first in its group and is forwarded again (the same tail, the same deduplication id).
+- A fast lane's batch attempts one group's messages one after another; one it has no time left to attempt (the
+  function's timeout is one message's longest path: adapters/schema.py) is forwarded instead, never handed back
+  to count toward the queue's maxReceiveCount.
 - The slow lane, once a message is settled (attempted and recorded, parked, or found made already), clears its
   group's tail if it is still that message (a later one forwarded since keeps it). A crash before the clear brings
   the message back: nothing is sent again (its attempt is recorded) and the tail is cleared then.
@@ -22,17 +25,20 @@ The switch keeps each message group's order, with no message lost or sent twice:
 
 from __future__ import annotations
 
-from hookrelay.domain.classification import FailureKind
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS, FailureKind
 
 # The deployment's threshold unless CDK context `slow_lane_after_ms` says otherwise (stacks/config.py): well above
-# a healthy endpoint's answer (the contract allows 8 s), well below the attempt timeout.
+# a healthy endpoint's answer, well below the attempt timeout (at most that: past it, only timeouts would count).
 DEFAULT_SLOW_LANE_AFTER_MS = 2000
+MAX_SLOW_LANE_AFTER_MS = ATTEMPT_TIMEOUT_SECONDS * 1000
 MIN_SLOW_LANE_AFTER_MS = 100
 
 
 def check_slow_lane_after_ms(value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_SLOW_LANE_AFTER_MS:
-        raise ValueError(f"the slow lane's threshold is a whole number of ms, at least {MIN_SLOW_LANE_AFTER_MS}")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("the slow lane's threshold is a whole number of ms")
+    if not MIN_SLOW_LANE_AFTER_MS <= value <= MAX_SLOW_LANE_AFTER_MS:
+        raise ValueError(f"the slow lane's threshold is {MIN_SLOW_LANE_AFTER_MS}..{MAX_SLOW_LANE_AFTER_MS} ms")
     return value
 
 

@@ -36,7 +36,7 @@ _metrics_lock = threading.Lock()
 _delivered: list[dict[str, Any]] = []
 
 
-def deliver(record: SqsMessage) -> None:
+def deliver(record: SqsMessage, *, late: bool = False) -> None:
     message = parse_queue_message(record.body, record.message_group_id, record.message_deduplication_id)
     if isinstance(message, CircuitCommand):
         following = wiring.circuit_service().handle(message)
@@ -45,7 +45,7 @@ def deliver(record: SqsMessage) -> None:
             extra={"endpoint_id": message.endpoint_id, "command": message.kind, "next": following.kind},
         )
         return
-    report = wiring.delivery_service().attempt(message)
+    report = wiring.delivery_service().attempt(message, late=late)
     fields = {
         "delivery_id": report.delivery_id,
         "attempt": report.attempt,
@@ -64,17 +64,22 @@ def deliver(record: SqsMessage) -> None:
     logger.info("attempt", extra=fields)
 
 
+def deliver_late(record: SqsMessage) -> None:
+    """A message the invocation has no time left to attempt: forwarded to its slow lane instead (domain/lanes.py)."""
+    deliver(record, late=True)
+
+
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchResponse:
     _delivered.clear()
     try:
-        # A message is started only while its longest path still fits in the invocation's time (schema.py).
+        # A message is attempted only while its longest path still fits in the invocation's time (schema.py).
         def may_start() -> bool:
             return context.get_remaining_time_in_millis() >= DELIVERY_MESSAGE_SECONDS * 1000
 
-        return process_batch(event, deliver, logger, fifo=True, workers=workers, may_start=may_start)
+        return process_batch(event, deliver, logger, fifo=True, workers=workers, may_start=may_start, late=deliver_late)
     finally:
         if _delivered:
             metrics.add_metadata(key="delivered", value=list(_delivered))

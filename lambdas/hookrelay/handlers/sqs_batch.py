@@ -69,9 +69,11 @@ def process_batch(
     fifo: bool,
     workers: ThreadPoolExecutor | None = None,
     may_start: Callable[[], bool] = _always,
+    late: Handle | None = None,
 ) -> PartialBatchResponse:
-    """`may_start`: asked before each of a group's messages after its first; False leaves that message and the rest
-    of its group unprocessed, reported failed (the invocation's time is running out: they come back, in order)."""
+    """`may_start`: asked before each of a group's messages after its first; False means the invocation's time is
+    running out: that message and the rest of its group go to `late` (a quicker handling), in order, or without one
+    are left unprocessed, reported failed (they come back, in order)."""
     messages = [
         SqsMessage(record["messageId"], record["body"], record.get("attributes", {}))
         for record in event.get("Records", [])
@@ -79,12 +81,12 @@ def process_batch(
     # A standard queue keeps no order: each message is its own group.
     groups = _groups(messages) if fifo else [[message] for message in messages]
     if workers is None or len(groups) < 2:
-        failed_ids = {m for group in groups for m in _process_group(group, handle, logger, may_start)}
+        failed_ids = {m for group in groups for m in _process_group(group, handle, logger, may_start, late)}
     else:
         # Each group in a copy of the invocation's context: what is scoped to the invocation stays so on the
         # workers' threads (the local stack's per-function environment and IAM check, for one).
         runs = [
-            workers.submit(contextvars.copy_context().run, _process_group, group, handle, logger, may_start)
+            workers.submit(contextvars.copy_context().run, _process_group, group, handle, logger, may_start, late)
             for group in groups
         ]
         failed_ids = {m for run in runs for m in run.result()}
@@ -103,12 +105,14 @@ def _groups(messages: Sequence[SqsMessage]) -> list[list[SqsMessage]]:
 
 
 def _process_group(
-    group: Sequence[SqsMessage], handle: Handle, logger: Logs, may_start: Callable[[], bool]
+    group: Sequence[SqsMessage], handle: Handle, logger: Logs, may_start: Callable[[], bool], late: Handle | None
 ) -> list[str]:
     """Handle one group's messages in order; the ids of the failed (or not started) one and of every one after it."""
     for index, message in enumerate(group):
-        if index and not may_start():
-            return [later.message_id for later in group[index:]]
+        if index and handle is not late and not may_start():
+            if late is None:
+                return [later.message_id for later in group[index:]]
+            handle = late  # the rest of the group, too
         try:
             handle(message)
         except Exception:

@@ -93,12 +93,13 @@ class DeliveryService:
     # Where a slow endpoint's messages go, and when an endpoint is slow (domain/lanes.py); None: one lane.
     lanes: Lanes | None = None
 
-    def attempt(self, message: DeliveryMessage) -> AttemptReport:
+    def attempt(self, message: DeliveryMessage, *, late: bool = False) -> AttemptReport:
         """Make the attempt the message asks for, or park it behind the endpoint's open circuit, or forward it to the
-        endpoint's slow lane (domain/lanes.py)."""
+        endpoint's slow lane (domain/lanes.py). `late`: its batch has no time left for an attempt: forward it if it
+        would be sent (a message that is parked, cancelled or found made sends nothing, and is handled here)."""
         now = self.clock()
         endpoint = self._endpoint_of(message)
-        if endpoint is not None and self._forwards(message, endpoint):
+        if endpoint is not None and self._forwards(message, endpoint, late=late):
             return self._forward(message, endpoint)
         report = self._attempt(message, endpoint, now)
         if endpoint is not None and message.lane is DeliveryLane.SLOW:
@@ -144,16 +145,17 @@ class DeliveryService:
 
     # --- Delivery lanes (domain/lanes.py) ---
 
-    def _forwards(self, message: DeliveryMessage, endpoint: Endpoint) -> bool:
+    def _forwards(self, message: DeliveryMessage, endpoint: Endpoint, *, late: bool) -> bool:
         """A fast lane's message for an endpoint that is slow, or whose message group has a message waiting in the
-        slow lane. (An open circuit parks it where it is instead: no send at all.)"""
+        slow lane, or that its batch has no time left to attempt. (An open circuit parks it where it is instead: no
+        send at all.)"""
         return (
             self.lanes is not None
             and message.lane is DeliveryLane.FAST
             and message.via is Via.QUEUE
             and endpoint.state is EndpointState.ENABLED
             and endpoint.circuit is CircuitState.CLOSED
-            and (endpoint.lane is DeliveryLane.SLOW or message.group_id in endpoint.slow_tails)
+            and (late or endpoint.lane is DeliveryLane.SLOW or message.group_id in endpoint.slow_tails)
         )
 
     def _forward(self, message: DeliveryMessage, endpoint: Endpoint) -> AttemptReport:

@@ -384,7 +384,7 @@ class AttemptReport:
 
 
 class Attempts(Protocol):
-    def attempt(self, message: DeliveryMessage) -> AttemptReport:
+    def attempt(self, message: DeliveryMessage, *, late: bool = False) -> AttemptReport:
         """Make the attempt the message asks for, or park it behind the endpoint's open circuit."""
 
 
