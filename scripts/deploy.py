@@ -3,7 +3,8 @@
     python -m scripts.deploy --stage dev [-c name=value ...]
 
 1. Reads the stage's settings (deploy/<stage>.json, then any `-c` one-offs), checked as synth checks them.
-2. Checks the account's Lambda concurrency (GetAccountSettings) against the stage's reservations and the delivery
+2. Refuses fewer delivery shards than the deployed stack has (its DeliveryShards output): they can only grow.
+   Then checks the account's Lambda concurrency (GetAccountSettings) against the stage's reservations and the delivery
    event source's maximum concurrency, and stops, saying which settings fit, before CloudFormation would fail.
 3. Bootstraps the account and region (`npx cdk bootstrap`) when the CDK's bootstrap version parameter is missing
    or older than the synthesized template requires.
@@ -143,6 +144,27 @@ def bootstrap_version(ssm: Any) -> int | None:
         raise
 
 
+def deployed_shards(cloudformation: Any, stack_name: str) -> int | None:
+    """The delivery shards of the deployed stack; None when there is no stack yet, or it predates shards (its one
+    delivery queue is shard 0's fast lane, which every number of shards keeps)."""
+    try:
+        value = stack_outputs(cloudformation, stack_name).get(config.DELIVERY_SHARDS_OUTPUT)
+    except ClientError:  # no such stack yet
+        return None
+    return int(value) if value else None
+
+
+def check_shards_grow(deployed: int | None, wanted: int, stage_name: str) -> None:
+    """Each endpoint keeps the delivery shard it was given when it was created (domain/queues.py): a deploy with
+    fewer shards would delete the queues the endpoints of the shards taken away are routed to (and what they hold)."""
+    if deployed is not None and wanted < deployed:
+        raise DeployError(
+            f"delivery_shards {wanted} is fewer than the deployed stack's {deployed}: shards can only grow (every "
+            f"endpoint keeps the shard it was created on, and shards {wanted}..{deployed - 1} would lose their queues)."
+            f" Set delivery_shards to {deployed} or more in deploy/{stage_name}.json"
+        )
+
+
 def stack_outputs(cloudformation: Any, stack_name: str) -> dict[str, str]:
     [described] = cloudformation.describe_stacks(StackName=stack_name)["Stacks"]
     return {output["OutputKey"]: output["OutputValue"] for output in described.get("Outputs", [])}
@@ -185,6 +207,8 @@ def deploy(
     concurrency = stage_concurrency(settings)
     cloudformation = session.client("cloudformation")
     out(f"stage {stage_name}: stack {stack_name} in {session.region_name}")
+    shards = config.delivery_shards(node)  # type: ignore[arg-type]
+    check_shards_grow(deployed_shards(cloudformation, stack_name), shards, stage_name)
 
     account = account_concurrency(session.client("lambda"), cloudformation, stack_name)
     fit = check_concurrency(account, concurrency)

@@ -127,6 +127,8 @@ class Concurrency:
 
 
 DELIVERY_SHARDS_CONTEXT = "delivery_shards"
+# The stack's output naming its delivery shards: scripts/deploy.py reads it back before the next deploy.
+DELIVERY_SHARDS_OUTPUT = "DeliveryShards"
 
 
 def delivery_shards(node: Node) -> int:

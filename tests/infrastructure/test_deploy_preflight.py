@@ -183,3 +183,30 @@ def test_the_bootstrap_version_required_is_the_templates(synthesized: Any) -> No
     rule = synthesized.template["Rules"]["CheckBootstrapVersion"]["Assertions"][0]["Assert"]
     refused = rule["Fn::Not"][0]["Fn::Contains"][0]
     assert max(int(v) for v in refused) + 1 == deploy.MIN_BOOTSTRAP_VERSION
+
+
+def _deployed_with_shards(shards: int) -> None:
+    """A stack as a deploy with `shards` delivery shards left it (its DeliveryShards output)."""
+    template = json.loads(json.dumps(TEMPLATE))
+    template["Outputs"][config.DELIVERY_SHARDS_OUTPUT] = {"Value": str(shards)}
+    boto3.client("cloudformation").create_stack(StackName=config.DEFAULT_STACK_NAME, TemplateBody=json.dumps(template))
+    boto3.client("ssm").put_parameter(Name=deploy.BOOTSTRAP_VERSION_PARAMETER, Value="21", Type="String")
+
+
+def test_fewer_delivery_shards_than_deployed_are_refused_before_cloudformation(account: None) -> None:
+    _deployed_with_shards(3)  # the dev stage file says 2
+    cdk = FakeCdk()
+    with pytest.raises(deploy.DeployError) as stopped:
+        deploy.deploy("dev", {}, session=AccountSession(quota=10, unreserved=10), runner=cdk)
+    assert cdk.commands == []
+    assert "delivery_shards 2 is fewer than the deployed stack's 3" in str(stopped.value)
+    assert "Set delivery_shards to 3 or more in deploy/dev.json" in str(stopped.value)
+
+
+@pytest.mark.parametrize("shards", ["3", "4"])
+def test_as_many_delivery_shards_as_deployed_or_more_deploy(account: None, shards: str) -> None:
+    _deployed_with_shards(3)
+    cdk = FakeCdk()
+    deploy.deploy("dev", {"delivery_shards": shards}, session=AccountSession(quota=10, unreserved=10), runner=cdk)
+    assert [c[2] for c in cdk.commands] == ["deploy"]
+    assert f"delivery_shards={shards}" in cdk.commands[0]

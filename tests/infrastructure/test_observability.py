@@ -7,7 +7,7 @@ from typing import Any
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE, dead_metric
 from hookrelay.domain.status import DeadReason
-from tests.support.synth import Synthesized, function_logical_ids, logical_id_of
+from tests.support.synth import DELIVERY_SHARDS, Synthesized, function_logical_ids, logical_id_of
 
 
 def _alarms(synthesized: Synthesized) -> list[dict[str, Any]]:
@@ -43,8 +43,9 @@ def test_the_deaths_the_platform_causes_are_alarmed_and_a_tenants_are_not(synthe
 
 
 def test_the_delivery_backlog_and_failed_redrive_jobs_are_alarmed(synthesized: Synthesized) -> None:
-    delivery = _queue_name(synthesized, schema.DELIVERY_QUEUE)
-    assert len(_alarms_on(synthesized, "ApproximateAgeOfOldestMessage", delivery)) == 1
+    for spec in schema.delivery_queues(int(DELIVERY_SHARDS)):  # each shard's lanes: an age is its own queue's
+        delivery = _queue_name(synthesized, spec)
+        assert len(_alarms_on(synthesized, "ApproximateAgeOfOldestMessage", delivery)) == 1, spec.logical_name
     redrive_jobs = _queue_name(synthesized, schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE)
     assert len(_alarms_on(synthesized, "ApproximateNumberOfMessagesVisible", redrive_jobs)) == 1
 
@@ -79,7 +80,8 @@ def test_the_outputs_name_the_api_the_key_table_and_the_queues(synthesized: Synt
     assert "ApiUrl" in outputs
     api_keys = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ApiKeys")
     assert outputs["ApiKeysTableName"]["Value"] == {"Ref": api_keys}
-    for spec in schema.ALL_QUEUES:
+    assert outputs["DeliveryShards"]["Value"] == DELIVERY_SHARDS  # what scripts/deploy.py holds the next deploy to
+    for spec in schema.all_queues(int(DELIVERY_SHARDS)):
         queue = logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}")
         assert outputs[f"{spec.logical_name}Url"]["Value"] == {"Ref": queue}
 
