@@ -34,6 +34,7 @@ from hookrelay.adapters.dynamodb import EndpointTable
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from local import lambda_runtime
+from local.provision import delivery_queue_urls
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
 from tests.conftest import Platform
@@ -49,9 +50,12 @@ class Pump:
     """The delivery queue's event source on one thread: in one process, concurrent invocations would share the
     handlers' Powertools state (metrics), which Lambda never does (one invocation per environment at a time)."""
 
-    def __init__(self, url: str, threads: int = 1) -> None:
+    def __init__(self, urls: list[str], threads: int = 1) -> None:
+        """`urls`: every delivery queue's, each fed by `threads` threads of its own."""
         self.stop = threading.Event()
-        self.threads = [threading.Thread(target=self._run, args=(url,), daemon=True) for _ in range(threads)]
+        self.threads = [
+            threading.Thread(target=self._run, args=(url,), daemon=True) for url in urls for _ in range(threads)
+        ]
 
     def _run(self, url: str) -> None:
         sqs = boto3.client("sqs")
@@ -126,7 +130,7 @@ def night(events: int, outage: float) -> dict[str, object]:
         def executions() -> int:
             return len(sfn.list_executions(stateMachineArn=env[schema.RETRY_STATE_MACHINE_ARN])["executions"])
 
-        with Pump(env[schema.DELIVERY_QUEUE.env_var]):
+        with Pump(delivery_queue_urls(env).all()):
             baseline = {}
             for n in range(min(BASELINE_EVENTS, events)):  # the control: both endpoints up, the same fan-out
                 event_id, at = publish(platform, producer, tenant_id, n)

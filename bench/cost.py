@@ -55,8 +55,9 @@ from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, RetrySchedule
-from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, RECONCILER, queue_trigger
+from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, RECONCILER
 from local import gateway
+from local.provision import delivery_sources
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
 from stacks import config as stack_config
@@ -284,6 +285,16 @@ class Driver:
             run.response_bytes += len(response.body) + RESPONSE_HEADER_BYTES
         return response.json()
 
+    def endpoint_queue(self, tenant_id: str) -> str:
+        """The fast lane of the delivery queues' shard of the tenant's (first) endpoint: where its messages go."""
+        from hookrelay.adapters.dynamodb import EndpointTable
+        from local.provision import delivery_queue_urls
+
+        with self.meter.origin(BENCH):
+            table = boto3.resource("dynamodb").Table(self.env[schema.ENDPOINTS.env_var])
+            endpoint = EndpointTable(table).list_for_tenant(tenant_id)[0]
+        return delivery_queue_urls(self.env).url(endpoint.queue_shard)
+
     def tenant_with_endpoints(self, urls: list[str]) -> str:
         with self.meter.origin(BENCH):
             tenant = self.call("POST", "/v1/tenants", self.admin, {"name": "bench"})
@@ -315,10 +326,10 @@ class Driver:
     def drain(self) -> None:
         """Feed the delivery function until the queue is empty and no retry workflow is running."""
         deadline = time.monotonic() + DRAIN_LIMIT_SECONDS
-        url = self.env[schema.DELIVERY_QUEUE.env_var]
+        sources = delivery_sources(self.env)
         while time.monotonic() < deadline:
             with self.meter.origin(EVENT_SOURCE):
-                handled = poll_once(self.sqs, url, batch_size=queue_trigger(DELIVERY).batch_size)
+                handled = sum(poll_once(self.sqs, url, batch_size=batch) for url, batch in sources)
             if handled:
                 continue
             with self.meter.origin(BENCH):
@@ -331,10 +342,10 @@ class Driver:
         raise TimeoutError(f"deliveries still running after {DRAIN_LIMIT_SECONDS} s")
 
     def deliver_queued(self) -> None:
-        """Feed the delivery function until its queue is empty for now, leaving retry workflows waiting."""
-        url = self.env[schema.DELIVERY_QUEUE.env_var]
+        """Feed the delivery function until its queues are empty for now, leaving retry workflows waiting."""
+        sources = delivery_sources(self.env)
         with self.meter.origin(EVENT_SOURCE):
-            while poll_once(self.sqs, url, batch_size=queue_trigger(DELIVERY).batch_size):
+            while sum(poll_once(self.sqs, url, batch_size=batch) for url, batch in sources):
                 pass
 
     def reconcile(self) -> None:

@@ -43,11 +43,11 @@ import requests
 from bench.common import heading, machine, median, percentile, table
 from bench.cost import Driver, order
 from bench.metering import EVENT_SOURCE, Meter
-from hookrelay.adapters import schema
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.signing import signed_headers
-from hookrelay.functions import DELIVERY, queue_trigger
+from hookrelay.functions import DELIVERY
 from local.lambda_runtime import invoke
+from local.provision import delivery_sources
 from local.sqs_source import poll_once, to_record
 from tests.support.aws import moto_stack
 from tests.support.consumer import ScriptedConsumer
@@ -59,11 +59,11 @@ SIGNING_SECRET = "whsec_" + "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 def deliver_all(driver: Driver, count: int) -> int:
     """Run the event source until `count` messages were handled; returns how many were."""
     handled = 0
-    url = driver.env[schema.DELIVERY_QUEUE.env_var]
+    sources = delivery_sources(driver.env)
     idle_polls = 0
     while handled < count and idle_polls < 50:
         with driver.meter.origin(EVENT_SOURCE):
-            got = poll_once(driver.sqs, url, batch_size=queue_trigger(DELIVERY).batch_size)
+            got = sum(poll_once(driver.sqs, url, batch_size=batch) for url, batch in sources)
         handled += got
         idle_polls = 0 if got else idle_polls + 1
     return handled
@@ -129,7 +129,7 @@ class Round:
 def paired_rounds(driver: Driver, consumer: ScriptedConsumer, rounds: int) -> list[Round]:
     moto = MotoClock()
     tenant_id = driver.tenant_with_endpoints([consumer.url])
-    url = driver.env[schema.DELIVERY_QUEUE.env_var]
+    url = driver.endpoint_queue(tenant_id)
     arn = driver.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     driver.publish(None, tenant_id, [order(1024, 0)])
     assert deliver_all(driver, 1) == 1

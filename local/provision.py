@@ -22,6 +22,15 @@ def delivery_queue_urls(env: Mapping[str, str]) -> schema.DeliveryQueueUrls:
     return schema.DeliveryQueueUrls.parse(env[schema.DELIVERY_QUEUE.env_var])
 
 
+def delivery_sources(env: Mapping[str, str]) -> list[tuple[str, int]]:
+    """Every delivery queue's URL with its event source's batch size (a fast lane's 10, a slow lane's 1)."""
+    from hookrelay.functions import DELIVERY, event_sources
+
+    urls = queue_urls(env)
+    shards = delivery_queue_urls(env).shards
+    return [(urls[s.queue], s.batch_size) for s in event_sources(shards) if s.function is DELIVERY]
+
+
 def queue_urls(env: Mapping[str, str]) -> dict[schema.QueueSpec, str]:
     """Every queue's URL by its spec, from an environment `provision` returned."""
     delivery = delivery_queue_urls(env)

@@ -104,7 +104,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--concurrency",
         type=int,
         default=DEFAULT_DELIVERY_CONCURRENCY,
-        help=f"delivery function invocations at once (default {DEFAULT_DELIVERY_CONCURRENCY})",
+        help="delivery function invocations at once, per delivery queue (each its own event source, as deployed;"
+        f" default {DEFAULT_DELIVERY_CONCURRENCY})",
     )
     parser.add_argument(
         "--authorizer-cache-seconds",

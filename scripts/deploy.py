@@ -3,7 +3,8 @@
     python -m scripts.deploy --stage dev [-c name=value ...]
 
 1. Reads the stage's settings (deploy/<stage>.json, then any `-c` one-offs), checked as synth checks them.
-2. Checks the account's Lambda concurrency (GetAccountSettings) against the stage's reservations and the delivery
+2. Refuses fewer delivery shards than the deployed stack has (its DeliveryShards output): they can only grow.
+   Then checks the account's Lambda concurrency (GetAccountSettings) against the stage's reservations and the delivery
    event source's maximum concurrency, and stops, saying which settings fit, before CloudFormation would fail.
 3. Bootstraps the account and region (`npx cdk bootstrap`) when the CDK's bootstrap version parameter is missing
    or older than the synthesized template requires.
@@ -79,8 +80,10 @@ def _json(reserved: Mapping[str, int]) -> str:
     return "{" + ", ".join(f'"{name}": {n}' for name, n in reserved.items()) + "}"
 
 
-def check_concurrency(account: Account, concurrency: config.Concurrency) -> Fit:
-    """Whether the stage's reservations and the delivery event source's maximum fit the account's quota."""
+def check_concurrency(account: Account, concurrency: config.Concurrency, event_sources: int = 1) -> Fit:
+    """Whether the stage's reservations and the delivery event sources' maximum fit the account's quota.
+    `delivery_max_concurrency` is each event source's: the delivery function has `event_sources` of them (a fast and
+    a slow lane per delivery shard), so it may run that many times as many at once."""
     quota = account.concurrent_executions
     reservable = quota - LAMBDA_MINIMUM_UNRESERVED - account.reserved_by_others
     wanted = sum(concurrency.reserved.values())
@@ -96,14 +99,18 @@ def check_concurrency(account: Account, concurrency: config.Concurrency) -> Fit:
         reserved = {}
     pool = quota - account.reserved_by_others - sum(reserved.values())
     delivery_limit = int(pool * DELIVERY_SHARE_OF_UNRESERVED)
-    if concurrency.delivery_max_concurrency > delivery_limit:
+    if concurrency.delivery_max_concurrency * event_sources > delivery_limit:
         problems.append(
-            f"delivery_max_concurrency {concurrency.delivery_max_concurrency} is over half the {pool} unreserved "
-            f"concurrency: throttled receives count toward maxReceiveCount and push deliveries to the poison queue"
+            f"delivery_max_concurrency {concurrency.delivery_max_concurrency} on each of the {event_sources} delivery"
+            f" event sources is over half the {pool} unreserved concurrency: throttled receives count toward"
+            " maxReceiveCount and push deliveries to the poison queue"
         )
-    fitting_max = min(concurrency.delivery_max_concurrency, delivery_limit)
+    fitting_max = min(concurrency.delivery_max_concurrency, delivery_limit // event_sources)
     if fitting_max < EVENT_SOURCE_MINIMUM:
-        return Fit([*problems, f"a quota of {quota} leaves no room for the delivery event source"], "none")
+        return Fit(
+            [*problems, f"a quota of {quota} leaves no room for {event_sources} delivery event sources"],
+            "none (fewer delivery_shards, on a stack not yet deployed, or a higher quota)",
+        )
     suggestion = (
         f"reserved_concurrency {_json(reserved)} and delivery_max_concurrency {fitting_max} fit a quota of {quota}"
     )
@@ -141,6 +148,27 @@ def bootstrap_version(ssm: Any) -> int | None:
         if error.response["Error"]["Code"] == "ParameterNotFound":
             return None
         raise
+
+
+def deployed_shards(cloudformation: Any, stack_name: str) -> int | None:
+    """The delivery shards of the deployed stack; None when there is no stack yet, or it predates shards (its one
+    delivery queue is shard 0's fast lane, which every number of shards keeps)."""
+    try:
+        value = stack_outputs(cloudformation, stack_name).get(config.DELIVERY_SHARDS_OUTPUT)
+    except ClientError:  # no such stack yet
+        return None
+    return int(value) if value else None
+
+
+def check_shards_grow(deployed: int | None, wanted: int, stage_name: str) -> None:
+    """Each endpoint keeps the delivery shard it was given when it was created (domain/queues.py): a deploy with
+    fewer shards would delete the queues the endpoints of the shards taken away are routed to (and what they hold)."""
+    if deployed is not None and wanted < deployed:
+        raise DeployError(
+            f"delivery_shards {wanted} is fewer than the deployed stack's {deployed}: shards can only grow (every "
+            f"endpoint keeps the shard it was created on, and shards {wanted}..{deployed - 1} would lose their queues)."
+            f" Set delivery_shards to {deployed} or more in deploy/{stage_name}.json"
+        )
 
 
 def stack_outputs(cloudformation: Any, stack_name: str) -> dict[str, str]:
@@ -185,14 +213,17 @@ def deploy(
     concurrency = stage_concurrency(settings)
     cloudformation = session.client("cloudformation")
     out(f"stage {stage_name}: stack {stack_name} in {session.region_name}")
+    shards = config.delivery_shards(node)  # type: ignore[arg-type]
+    check_shards_grow(deployed_shards(cloudformation, stack_name), shards, stage_name)
 
     account = account_concurrency(session.client("lambda"), cloudformation, stack_name)
-    fit = check_concurrency(account, concurrency)
+    fit = check_concurrency(account, concurrency, event_sources=2 * shards)  # each shard's fast and slow lane
     out(
         f"Lambda concurrency: quota {account.concurrent_executions}, "
         f"unreserved {account.unreserved_concurrent_executions} (this stack reserves {account.reserved_by_this_stack} "
         "now); the stage reserves "
-        f"{sum(concurrency.reserved.values())}, delivery_max_concurrency {concurrency.delivery_max_concurrency}"
+        f"{sum(concurrency.reserved.values())}, delivery_max_concurrency {concurrency.delivery_max_concurrency} on each"
+        f" of {2 * shards} delivery event sources"
     )
     if not fit.ok:
         raise DeployError(

@@ -11,7 +11,8 @@ unanswered attempt) and, with `--apply`, replays each (a new delivery of the sam
 to its endpoint if that endpoint is enabled. A tenant's own dead deliveries (its endpoint failed) are never touched:
 they are the tenant's to redrive once its endpoint works. Safe to re-run: each delivery is replayed once. The tables
 come from the environment the functions use (`TENANTS_TABLE`, `DELIVERIES_TABLE`, `EVENTS_TABLE`,
-`ENDPOINTS_TABLE`, `DELIVERY_QUEUE_URL`, and `RETRY_SCHEDULE`).
+`ENDPOINTS_TABLE`, `DELIVERY_QUEUES` (every delivery queue's URL, as JSON: a function's environment holds it, e.g.
+`aws lambda get-function-configuration` of the API function), and `RETRY_SCHEDULE`).
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hookrelay.adapters import schema
+
 ROOT = Path(__file__).resolve().parents[1]
 ASL_VALIDATOR = ROOT / "node_modules" / ".bin" / "asl-validator"
 
@@ -53,6 +55,12 @@ TASK_RESOURCE_PARAMETER = {
 }
 
 
+# Resources a task chooses at run time (its parameter given by a path, `QueueUrl.$`) among a known set: the logical id
+# prefix of that set in the template. The retry workflow sends each attempt and probe command to the delivery queue
+# its input names (statemachine/retry.asl.json): any delivery queue, every shard's lanes.
+RUN_TIME_CHOICES = {("sqs", "QueueUrl"): ("AWS::SQS::Queue", "Queues" + schema.DELIVERY_QUEUE.logical_name)}
+
+
 class Unresolvable(ValueError):
     pass
 
@@ -63,6 +71,14 @@ class Placeholders:
     def __init__(self, template: dict[str, Any]) -> None:
         self.resources: dict[str, dict[str, Any]] = template.get("Resources", {})
         self.owner: dict[str, str] = {}  # placeholder value -> logical id
+
+    def of_type(self, resource_type: str, prefix: str) -> list[str]:
+        """The resources of the type whose logical ids start with `prefix` (CDK's: the construct path, a hash)."""
+        return sorted(
+            logical_id
+            for logical_id, resource in self.resources.items()
+            if resource["Type"] == resource_type and logical_id.startswith(prefix)
+        )
 
     def _account(self) -> tuple[str, str, str]:
         return PSEUDO["AWS::Partition"], PSEUDO["AWS::Region"], PSEUDO["AWS::AccountId"]
@@ -194,6 +210,12 @@ def task_permissions(definition: dict[str, Any], placeholders: Placeholders) -> 
         parameter = TASK_RESOURCE_PARAMETER.get(service)
         if parameter is None:
             raise Unresolvable(f"state {name}: no rule for the {service} integration's resource (add one)")
+        if f"{parameter}.$" in parameters and (service, parameter) in RUN_TIME_CHOICES:
+            # Chosen at run time among known resources: the role must allow every one of them.
+            resource_type, prefix = RUN_TIME_CHOICES[(service, parameter)]
+            choices = placeholders.of_type(resource_type, prefix)
+            needed += [(name, action, placeholders.arn(choice)) for choice in choices]
+            continue
         if parameter == "*" or f"{parameter}.$" in parameters:
             needed.append((name, action, "*"))  # chosen at run time: only a wildcard statement allows it
             continue

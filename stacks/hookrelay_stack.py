@@ -26,9 +26,6 @@ from stacks.constructs.queues import Queues
 from stacks.constructs.retry_workflow import RetryWorkflow
 from stacks.constructs.storage import Storage
 
-# The stack's output naming its delivery shards, read back by scripts/deploy.py before the next deploy.
-DELIVERY_SHARDS_OUTPUT = "DeliveryShards"
-
 
 def lambda_asset(runtime: config.LambdaRuntime) -> Path:
     """The one asset directory of every function, built (or reused) for the functions' runtime and architecture."""
@@ -135,7 +132,7 @@ class HookrelayStack(Stack):
         CfnOutput(self, "RetryStateMachineArn", value=retry.state_machine.state_machine_arn)
         CfnOutput(
             self,
-            DELIVERY_SHARDS_OUTPUT,
+            config.DELIVERY_SHARDS_OUTPUT,
             value=str(shards),
             description="The delivery queues' shards: scripts/deploy.py refuses a lower delivery_shards than this",
         )

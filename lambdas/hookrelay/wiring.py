@@ -498,6 +498,7 @@ def auto_disable_sweeper() -> AutoDisableSweeper:
 
 
 _FACTORIES = (
+    delivery_queue_urls,
     retry_schedule,
     delivery_table,
     key_service,

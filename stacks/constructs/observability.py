@@ -35,20 +35,38 @@ class Observability(Construct):
     DELIVERY_QUEUE_MAX_AGE = Duration.hours(1)
 
     def _backlog_alarms(self, queues: Mapping[str, sqs.IQueue]) -> list[cloudwatch.Alarm]:
-        """One per delivery queue (each shard's lanes), as a message's age is its own queue's: an alarm on a metric
-        math MAX over all of them would stop at CloudWatch's 10 metrics per alarm. Shard 0's fast lane keeps the
-        alarm's name of before shards."""
+        """The oldest message's age across each lane's queues (every shard's): one alarm for the fast lanes, which
+        keeps the one delivery queue's alarm of before shards, and one for the slow lanes. One alarm per lane, not
+        per queue: a deployment's number of queues is a setting, its alarms (and runbook sections) are not."""
+        lanes = {
+            "DeliveryBacklogAging": (DeliveryLane.FAST, "an endpoint's backlog is building"),
+            "SlowLaneBacklogAging": (DeliveryLane.SLOW, "a probing, draining or slow endpoint's backlog is building"),
+        }
         return [
             self._alarm(
-                "DeliveryBacklogAging" + ("" if spec is schema.DELIVERY_QUEUE else spec.logical_name),
-                queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum"),
+                name,
+                self._oldest_of(
+                    [queues[spec.logical_name] for spec in self._delivery_queues(queues) if spec.lane is lane]
+                ),
                 threshold=self.DELIVERY_QUEUE_MAX_AGE.to_seconds(),
-                description=f"A message of {spec.logical_name} has waited over an hour: an endpoint's backlog is "
-                "building.",
+                description=f"A {lane.value}-lane delivery message has waited over an hour: {why}.",
             )
-            for spec in self._delivery_queues(queues)
-            for queue in (queues[spec.logical_name],)
+            for name, (lane, why) in lanes.items()
         ]
+
+    @staticmethod
+    def _oldest_of(queues: list[sqs.IQueue]) -> cloudwatch.IMetric:
+        """The largest age of oldest message among `queues` (metric math: CloudWatch allows 10 metrics an alarm,
+        and MAX_DELIVERY_SHARDS keeps each lane's queues within them)."""
+        metrics = {
+            f"q{index}": queue.metric_approximate_age_of_oldest_message(period=PERIOD, statistic="Maximum")
+            for index, queue in enumerate(queues)
+        }
+        if len(metrics) == 1:
+            return next(iter(metrics.values()))
+        return cloudwatch.MathExpression(
+            expression=f"MAX([{', '.join(metrics)}])", using_metrics=metrics, period=PERIOD, label="oldest message"
+        )
 
     @staticmethod
     def _delivery_queues(queues: Mapping[str, sqs.IQueue]) -> list[schema.QueueSpec]:

@@ -4,7 +4,8 @@ The app gets cdk.json's context and reads the default stage's file (deploy/dev.j
 a custom retry schedule given the way the CLI passes one (`-c retry_schedule='[...]'`: a JSON string, overriding the
 stage file's), so the schedule's path to the functions is tested on the same synth; an `alarm_email`, which the
 stage file leaves empty; the event catalogue enforced (off in the stage file), as
-`-c enforce_event_catalogue=true` passes it; and the narrow port policy for endpoint URLs (wide in the stage file).
+`-c enforce_event_catalogue=true` passes it; the narrow port policy for endpoint URLs (wide in the stage file); and
+3 delivery shards (2 in the stage file).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from tests.support.synth import (
     ALARM_EMAIL,
     CUSTOM_RETRY_SCHEDULE,
+    DELIVERY_SHARDS,
     ENFORCED_EVENT_CATALOGUE,
     NARROW_ENDPOINT_PORTS,
     Synthesized,
@@ -36,6 +38,7 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Synthesize
             "alarm_email": ALARM_EMAIL,
             "enforce_event_catalogue": ENFORCED_EVENT_CATALOGUE,
             "endpoint_ports": NARROW_ENDPOINT_PORTS,
+            "delivery_shards": DELIVERY_SHARDS,
         },
         outdir=str(outdir),
     )

@@ -18,7 +18,8 @@ import pytest
 from hookrelay import functions
 from hookrelay.adapters import schema
 from local.as_deployed import LOCAL_ONLY, LocalDeployment, arns, local_deployment, placeholder_environment
-from tests.support.synth import Synthesized
+from local.provision import queue_urls
+from tests.support.synth import DELIVERY_SHARDS, Synthesized
 
 REGION, ACCOUNT = "us-east-1", "123456789012"
 
@@ -34,9 +35,9 @@ class Resolver:
         for spec in schema.ALL_TABLES:
             lid = _one(ids, f"Storage{spec.logical_name}")
             self.refs[lid], self.arns[lid] = env[spec.env_var], local.tables[spec]
-        for queue in schema.ALL_QUEUES:
+        for queue, url in queue_urls(env).items():
             lid = _one(ids, f"Queues{queue.logical_name}")
-            self.refs[lid], self.arns[lid] = env[queue.env_var], local.queues[queue]
+            self.refs[lid], self.arns[lid] = url, local.queues[queue]
         for topic in schema.ALL_TOPICS:
             self.refs[_one(ids, f"Notices{topic.logical_name}")] = local.topics[topic]
         self.refs[_one(ids, "RetryWorkflowStateMachine")] = local.retry_state_machine
@@ -75,7 +76,7 @@ def _one(logical_ids: list[str], construct_path: str) -> str:
 
 @pytest.fixture(scope="module")
 def local(synthesized: Synthesized) -> tuple[LocalDeployment, Resolver]:
-    env = placeholder_environment()
+    env = placeholder_environment(int(DELIVERY_SHARDS))
     return local_deployment(env, synthesized.function_settings), Resolver(synthesized.template, env)
 
 

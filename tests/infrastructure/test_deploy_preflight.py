@@ -110,7 +110,9 @@ def test_a_first_deploy_on_a_new_account_bootstraps_deploys_prints_outputs_and_m
     [admin] = _admin_keys(outputs)
     printed = capsys.readouterr().out
     print(printed)  # shown with -s: what an operator sees
-    assert "reserved_concurrency {} and delivery_max_concurrency 5 fit a quota of 10" in printed
+    # dev: one delivery shard, so two event sources at 2 each, within half a new account's quota of 10.
+    assert "reserved_concurrency {} and delivery_max_concurrency 2 fit a quota of 10" in printed
+    assert "delivery_max_concurrency 2 on each of 2 delivery event sources" in printed
     assert f"first admin key: {admin['key_id']}" in printed and "token: hrk_" in printed
     assert outputs[deploy.API_KEYS_TABLE_OUTPUT] in printed
 
@@ -133,16 +135,17 @@ def test_settings_that_do_not_fit_stop_before_cloudformation_and_say_what_fits(a
         deploy.deploy("production", {}, session=AccountSession(quota=10, unreserved=10), runner=cdk)
     assert cdk.commands == []
     message = str(stopped.value)
-    assert "reserved_concurrency" in message and "delivery_max_concurrency 100" in message
-    assert "reserved_concurrency {} and delivery_max_concurrency 5 fit a quota of 10" in message
+    assert "reserved_concurrency" in message and "delivery_max_concurrency 100 on each of the 4" in message
+    # Production's two shards are four event sources: at SQS's least maximum (2) each, more than half of 10.
+    assert "a quota of 10 leaves no room for 4 delivery event sources" in message
 
 
 def test_a_one_off_override_is_checked_and_passed_to_cdk(account: None) -> None:
     cdk = FakeCdk()
-    deploy.deploy("dev", {"delivery_max_concurrency": "4"}, session=AccountSession(10, 10), runner=cdk)
+    deploy.deploy("dev", {"delivery_max_concurrency": "4"}, session=AccountSession(20, 20), runner=cdk)
     assert cdk.commands[-1][-2:] == ["-c", "delivery_max_concurrency=4"]
-    with pytest.raises(deploy.DeployError, match="delivery_max_concurrency 6 is over half"):
-        deploy.deploy("dev", {"delivery_max_concurrency": "6"}, session=AccountSession(10, 10), runner=FakeCdk())
+    with pytest.raises(deploy.DeployError, match="delivery_max_concurrency 6 on each of the 2 delivery event sources"):
+        deploy.deploy("dev", {"delivery_max_concurrency": "6"}, session=AccountSession(20, 20), runner=FakeCdk())
 
 
 PRODUCTION = config.Concurrency(delivery_max_concurrency=100, reserved={"authorizer": 30, "ingest": 30})
@@ -166,6 +169,20 @@ def test_what_fits_the_quota(account: deploy.Account, fits: bool, suggestion: st
     assert suggestion in fit.suggestion
 
 
+@pytest.mark.parametrize(
+    ("event_sources", "fits", "suggestion"),
+    [
+        (4, True, "delivery_max_concurrency 100 fit"),  # 400 of 940 unreserved: within half
+        (6, False, "delivery_max_concurrency 78 fit"),  # 600 > 470: 470 // 6 each
+        (16, False, "delivery_max_concurrency 29 fit"),
+    ],
+)
+def test_the_delivery_maximum_counts_once_per_event_source(event_sources: int, fits: bool, suggestion: str) -> None:
+    fit = deploy.check_concurrency(deploy.Account(1000, 1000), PRODUCTION, event_sources=event_sources)
+    assert fit.ok is fits, fit.problems
+    assert suggestion in fit.suggestion
+
+
 def test_the_stage_files_concurrency_is_read_with_synths_checks() -> None:
     assert deploy.stage_concurrency(stage.load("production")) == PRODUCTION
     with pytest.raises(config.InvalidConfiguration, match="reserved_concurrency"):
@@ -183,3 +200,30 @@ def test_the_bootstrap_version_required_is_the_templates(synthesized: Any) -> No
     rule = synthesized.template["Rules"]["CheckBootstrapVersion"]["Assertions"][0]["Assert"]
     refused = rule["Fn::Not"][0]["Fn::Contains"][0]
     assert max(int(v) for v in refused) + 1 == deploy.MIN_BOOTSTRAP_VERSION
+
+
+def _deployed_with_shards(shards: int) -> None:
+    """A stack as a deploy with `shards` delivery shards left it (its DeliveryShards output)."""
+    template = json.loads(json.dumps(TEMPLATE))
+    template["Outputs"][config.DELIVERY_SHARDS_OUTPUT] = {"Value": str(shards)}
+    boto3.client("cloudformation").create_stack(StackName=config.DEFAULT_STACK_NAME, TemplateBody=json.dumps(template))
+    boto3.client("ssm").put_parameter(Name=deploy.BOOTSTRAP_VERSION_PARAMETER, Value="21", Type="String")
+
+
+def test_fewer_delivery_shards_than_deployed_are_refused_before_cloudformation(account: None) -> None:
+    _deployed_with_shards(3)  # the dev stage file says 1
+    cdk = FakeCdk()
+    with pytest.raises(deploy.DeployError) as stopped:
+        deploy.deploy("dev", {"delivery_shards": "2"}, session=AccountSession(quota=100, unreserved=100), runner=cdk)
+    assert cdk.commands == []
+    assert "delivery_shards 2 is fewer than the deployed stack's 3" in str(stopped.value)
+    assert "Set delivery_shards to 3 or more in deploy/dev.json" in str(stopped.value)
+
+
+@pytest.mark.parametrize("shards", ["3", "4"])
+def test_as_many_delivery_shards_as_deployed_or_more_deploy(account: None, shards: str) -> None:
+    _deployed_with_shards(3)
+    cdk = FakeCdk()
+    deploy.deploy("dev", {"delivery_shards": shards}, session=AccountSession(quota=100, unreserved=100), runner=cdk)
+    assert [c[2] for c in cdk.commands] == ["deploy"]
+    assert f"delivery_shards={shards}" in cdk.commands[0]

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from hookrelay.adapters import aws, schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, schedule_from_config
 from hookrelay.functions import (
     DELIVERY,
     FUNCTIONS,
     INTERPRETER_ENVIRONMENT,
     ApiRoutes,
+    event_sources,
     queue_trigger,
-    queue_triggered,
 )
 from tests.support.synth import (
     CUSTOM_RETRY_SCHEDULE,
+    DELIVERY_SHARDS,
     Synthesized,
     function_logical_ids,
     logical_id_of,
@@ -66,7 +69,11 @@ def test_all_functions_share_one_code_asset(synthesized: Synthesized) -> None:
     assert len(keys) == 1
 
 
-def test_the_delivery_function_consumes_its_fifo_queue_with_partial_batch_responses(synthesized: Synthesized) -> None:
+def test_the_delivery_function_consumes_every_delivery_queue_with_partial_batch_responses(
+    synthesized: Synthesized,
+) -> None:
+    """N shards: 2N FIFO delivery queues, each an event source of the delivery function: a fast lane's batches of
+    10, a slow lane's of 1."""
     delivery_id = function_logical_ids(synthesized)["delivery"]
     assert _function(synthesized, "delivery")["Timeout"] == schema.DELIVERY_FUNCTION_TIMEOUT_SECONDS
     mappings = [
@@ -74,20 +81,41 @@ def test_the_delivery_function_consumes_its_fifo_queue_with_partial_batch_respon
         for m in synthesized.properties("AWS::Lambda::EventSourceMapping")
         if m["FunctionName"] == {"Ref": delivery_id}
     ]
-    assert len(mappings) == 1
-    assert mappings[0]["BatchSize"] == queue_trigger(DELIVERY).batch_size == 1
-    assert mappings[0]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    # Lambda refuses (at deploy) an event source whose queue is visible again before its function has timed out.
-    queue_id = mappings[0]["EventSourceArn"]["Fn::GetAtt"][0]
-    visibility = synthesized.template["Resources"][queue_id]["Properties"]["VisibilityTimeout"]
-    assert visibility >= _function(synthesized, "delivery")["Timeout"]
+    shards = int(DELIVERY_SHARDS)
+    queue_ids = {
+        logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}"): spec
+        for spec in schema.delivery_queues(shards)
+    }
+    assert len(queue_ids) == len(mappings) == 2 * shards
+    by_queue = {m["EventSourceArn"]["Fn::GetAtt"][0]: m for m in mappings}
+    lanes = {(queue_ids[queue_id].shard, queue_ids[queue_id].lane) for queue_id in by_queue}
+    assert lanes == {(shard, lane) for shard in range(shards) for lane in DeliveryLane}
+    for queue_id, mapping in by_queue.items():
+        fast = queue_ids[queue_id].lane is DeliveryLane.FAST
+        assert mapping["BatchSize"] == (queue_trigger(DELIVERY).batch_size if fast else 1) == (10 if fast else 1)
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        # Lambda refuses (at deploy) an event source whose queue is visible again before its function has timed out.
+        queue = synthesized.template["Resources"][queue_id]["Properties"]
+        assert queue["VisibilityTimeout"] >= _function(synthesized, "delivery")["Timeout"]
+        assert queue["FifoQueue"] is True
+
+
+def test_shard_0s_fast_lane_keeps_the_one_delivery_queues_logical_id_and_its_event_sources(
+    synthesized: Synthesized,
+) -> None:
+    """An upgrade updates the live queue and its event source in place instead of replacing them."""
+    queue = logical_id_of(synthesized, "AWS::SQS::Queue", "Queues/DeliveryQueue")
+    assert re.fullmatch(r"QueuesDeliveryQueue[0-9A-F]{8}", queue)  # the construct path of before shards
+    source = logical_id_of(synthesized, "AWS::Lambda::EventSourceMapping", "Functions/DeliveryEventSource")
+    mapping = synthesized.template["Resources"][source]["Properties"]
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue, "Arn"]}
 
 
 def test_each_queue_trigger_of_the_table_is_an_event_source_mapping(synthesized: Synthesized) -> None:
     """The SQS event sources are exactly the table's queue triggers, which the local stack also runs."""
     queue_names = {
         logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}"): spec.logical_name
-        for spec in schema.ALL_QUEUES
+        for spec in schema.all_queues(int(DELIVERY_SHARDS))
     }
     names = {logical_id: name for name, logical_id in function_logical_ids(synthesized).items()}
     deployed = {
@@ -104,15 +132,16 @@ def test_each_queue_trigger_of_the_table_is_an_event_source_mapping(synthesized:
     configured = {"delivery": stage_settings()["delivery_max_concurrency"]}
     expected = {
         (
-            function.name,
-            trigger.queue.logical_name,
-            trigger.batch_size,
-            trigger.max_concurrency or configured.get(function.name),
+            source.function.name,
+            source.queue.logical_name,
+            source.batch_size,
+            source.max_concurrency or configured.get(source.function.name),
         )
-        for function, trigger in queue_triggered()
+        for source in event_sources(int(DELIVERY_SHARDS))
     }
     assert deployed == expected
-    assert len(synthesized.properties("AWS::Lambda::EventSourceMapping")) == len(expected) == 2
+    # The delivery queues' 2 x 3 and the redrive jobs queue's.
+    assert len(synthesized.properties("AWS::Lambda::EventSourceMapping")) == len(expected) == 7
 
 
 def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthesized: Synthesized) -> None:
@@ -143,7 +172,8 @@ def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthes
 
 
 def test_every_resource_has_its_own_environment_variable() -> None:
-    specs = (*schema.ALL_TABLES, *schema.ALL_QUEUES, *schema.ALL_TOPICS)
+    # Every delivery queue's URL is in the delivery queue's one variable.
+    specs = (*schema.ALL_TABLES, *schema.OTHER_QUEUES, schema.DELIVERY_QUEUE, *schema.ALL_TOPICS)
     assert len({spec.env_var for spec in specs}) == len(specs)
 
 

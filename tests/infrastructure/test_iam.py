@@ -7,8 +7,10 @@ import json
 
 import pytest
 
+from hookrelay.adapters import schema
 from hookrelay.functions import FUNCTIONS, TableAccess
 from tests.support.synth import (
+    DELIVERY_SHARDS,
     Synthesized,
     actions_on,
     as_list,
@@ -128,21 +130,19 @@ def test_the_delivery_function_may_update_endpoints_but_never_put_or_delete_them
     assert "dynamodb:GetItem" in on_endpoints
 
 
-def test_the_workflow_role_only_sends_to_the_queues_the_asl_names(synthesized: Synthesized) -> None:
-    import statemachine
-
+def test_the_workflow_role_only_sends_to_the_delivery_queues_and_the_dead_letter_queue(
+    synthesized: Synthesized,
+) -> None:
+    """Its attempts and commands go to the delivery queue its input names (each shard's lanes); a lost attempt is
+    reported on the dead-letter queue."""
     (role_arn,) = [p["RoleArn"] for p in synthesized.properties("AWS::StepFunctions::StateMachine")]
     statements = role_statements(synthesized, role_arn["Fn::GetAtt"][0])
     sqs = [s for s in statements if any(a.startswith("sqs:") for a in as_list(s["Action"]))]
     assert actions_on(sqs, "sqs:") == {"sqs:SendMessage"}
     sent_to = {resource["Fn::GetAtt"][0] for s in sqs for resource in as_list(s["Resource"])}
-    named = {"DeliveryQueueUrl": "Queues/DeliveryQueue", "DeadLetterQueueUrl": "Queues/DeadLetterQueue"}
-    expected = {
-        logical_id_of(synthesized, "AWS::SQS::Queue", path)
-        for substitution, path in named.items()
-        if substitution in statemachine.SUBSTITUTIONS
-    }
-    assert sent_to == expected
+    specs = (*schema.delivery_queues(int(DELIVERY_SHARDS)), schema.DEAD_LETTER_QUEUE)
+    expected = {logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}") for spec in specs}
+    assert sent_to == expected and len(expected) == 2 * int(DELIVERY_SHARDS) + 1
     other = {a.split(":")[0] for s in statements for a in as_list(s["Action"])} - {"sqs"}
     assert other <= {"logs", "xray"}  # execution logging and tracing, which CDK adds
 

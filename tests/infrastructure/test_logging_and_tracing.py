@@ -102,12 +102,15 @@ def test_the_production_stage_reserves_concurrency_for_the_authorizer_and_ingest
         for logical_id, r in all_on["Resources"].items()
         if r["Type"] == "AWS::Lambda::Function" and r["Properties"]["Handler"] == DELIVERY.handler
     ]
-    [mapping] = [
+    mappings = [
         r["Properties"]
         for r in all_on["Resources"].values()
         if r["Type"] == "AWS::Lambda::EventSourceMapping" and r["Properties"]["FunctionName"] == {"Ref": delivery}
     ]
-    assert mapping["ScalingConfig"]["MaximumConcurrency"] == stage_settings("production")["delivery_max_concurrency"]
+    assert len(mappings) == 2 * stage_settings("production")["delivery_shards"]  # each delivery queue's
+    for mapping in mappings:
+        maximum = mapping["ScalingConfig"]["MaximumConcurrency"]
+        assert maximum == stage_settings("production")["delivery_max_concurrency"]
 
 
 @pytest.mark.parametrize(

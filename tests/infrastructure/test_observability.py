@@ -6,8 +6,9 @@ from typing import Any
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE, dead_metric
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeadReason
-from tests.support.synth import Synthesized, function_logical_ids, logical_id_of
+from tests.support.synth import DELIVERY_SHARDS, Synthesized, function_logical_ids, logical_id_of
 
 
 def _alarms(synthesized: Synthesized) -> list[dict[str, Any]]:
@@ -18,7 +19,7 @@ def _alarms_on(synthesized: Synthesized, metric: str, dimension: dict[str, Any])
     return [
         alarm
         for alarm in _alarms(synthesized)
-        if alarm["MetricName"] == metric and dimension in [d["Value"] for d in alarm.get("Dimensions", [])]
+        if alarm.get("MetricName") == metric and dimension in [d["Value"] for d in alarm.get("Dimensions", [])]
     ]
 
 
@@ -42,9 +43,22 @@ def test_the_deaths_the_platform_causes_are_alarmed_and_a_tenants_are_not(synthe
     assert dead_metric(DeadReason.EXHAUSTED) not in alarmed and dead_metric(DeadReason.HORIZON) not in alarmed
 
 
+def _oldest_message_of(alarm: dict[str, Any]) -> list[dict[str, Any]]:
+    """The queues a metric math alarm takes the oldest message's age of (MAX over them), by their QueueName."""
+    stats = [m["MetricStat"] for m in alarm.get("Metrics", []) if "MetricStat" in m]
+    assert all(s["Metric"]["MetricName"] == "ApproximateAgeOfOldestMessage" for s in stats)
+    return [d["Value"] for s in stats for d in s["Metric"]["Dimensions"]]
+
+
 def test_the_delivery_backlog_and_failed_redrive_jobs_are_alarmed(synthesized: Synthesized) -> None:
-    delivery = _queue_name(synthesized, schema.DELIVERY_QUEUE)
-    assert len(_alarms_on(synthesized, "ApproximateAgeOfOldestMessage", delivery)) == 1
+    # One alarm per lane over every shard's queue of that lane (as many alarms, and runbook sections, for any N).
+    for lane, name in ((DeliveryLane.FAST, "DeliveryBacklogAging"), (DeliveryLane.SLOW, "SlowLaneBacklogAging")):
+        alarm_id = logical_id_of(synthesized, "AWS::CloudWatch::Alarm", f"Observability/{name}")
+        alarm = synthesized.template["Resources"][alarm_id]["Properties"]
+        specs = [spec for spec in schema.delivery_queues(int(DELIVERY_SHARDS)) if spec.lane is lane]
+        assert sorted(map(str, _oldest_message_of(alarm))) == sorted(str(_queue_name(synthesized, s)) for s in specs)
+        [expression] = [m["Expression"] for m in alarm["Metrics"] if "Expression" in m]
+        assert expression.startswith("MAX([") and alarm["Threshold"] == 3600
     redrive_jobs = _queue_name(synthesized, schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE)
     assert len(_alarms_on(synthesized, "ApproximateNumberOfMessagesVisible", redrive_jobs)) == 1
 
@@ -79,13 +93,14 @@ def test_the_outputs_name_the_api_the_key_table_and_the_queues(synthesized: Synt
     assert "ApiUrl" in outputs
     api_keys = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ApiKeys")
     assert outputs["ApiKeysTableName"]["Value"] == {"Ref": api_keys}
-    for spec in schema.ALL_QUEUES:
+    assert outputs["DeliveryShards"]["Value"] == DELIVERY_SHARDS  # what scripts/deploy.py holds the next deploy to
+    for spec in schema.all_queues(int(DELIVERY_SHARDS)):
         queue = logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{spec.logical_name}")
         assert outputs[f"{spec.logical_name}Url"]["Value"] == {"Ref": queue}
 
 
 def test_failing_spell_bookkeeping_errors_are_alarmed(synthesized: Synthesized) -> None:
-    alarms = [a for a in _alarms(synthesized) if a["MetricName"] == "FailingSpellErrors"]
+    alarms = [a for a in _alarms(synthesized) if a.get("MetricName") == "FailingSpellErrors"]
     assert [(a["Namespace"], a["Dimensions"]) for a in alarms] == [
         (METRICS_NAMESPACE, [{"Name": "service", "Value": "delivery"}])
     ]

@@ -12,7 +12,14 @@ from hookrelay.adapters import schema
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.functions import ROUTES
 from stacks import config
-from tests.support.synth import ALARM_EMAIL, Synthesized, function_logical_ids, logical_id_of, stage_settings
+from tests.support.synth import (
+    ALARM_EMAIL,
+    DELIVERY_SHARDS,
+    Synthesized,
+    function_logical_ids,
+    logical_id_of,
+    stage_settings,
+)
 
 # The tables' logical ids as deployed. A table whose logical id changes is a new table to CloudFormation: the old
 # one is orphaned (retained) and the new one starts empty. So they are pinned: a change here must be deliberate,
@@ -46,11 +53,14 @@ def test_every_table_is_deletion_protected(synthesized: Synthesized) -> None:
 
 
 def test_the_delivery_event_source_has_the_configured_maximum_concurrency(synthesized: Synthesized) -> None:
+    """Each delivery queue's event source: the setting is per event source, as SQS event sources' maximum is."""
     delivery = function_logical_ids(synthesized)["delivery"]
-    [mapping] = [
+    mappings = [
         m for m in synthesized.properties("AWS::Lambda::EventSourceMapping") if m["FunctionName"] == {"Ref": delivery}
     ]
-    assert mapping["ScalingConfig"] == {"MaximumConcurrency": stage_settings()["delivery_max_concurrency"]}
+    assert len(mappings) == 2 * int(DELIVERY_SHARDS)
+    for mapping in mappings:
+        assert mapping["ScalingConfig"] == {"MaximumConcurrency": stage_settings()["delivery_max_concurrency"]}
 
 
 def test_the_default_stage_reserves_no_concurrency(synthesized: Synthesized) -> None:
@@ -79,7 +89,7 @@ def test_every_function_is_alarmed_on_throttles(synthesized: Synthesized) -> Non
     throttled = {
         dimension["Value"]["Ref"]
         for alarm in synthesized.properties("AWS::CloudWatch::Alarm")
-        if alarm["MetricName"] == "Throttles"
+        if alarm.get("MetricName") == "Throttles"
         for dimension in alarm["Dimensions"]
     }
     assert throttled == set(function_logical_ids(synthesized).values())

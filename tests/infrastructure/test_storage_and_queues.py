@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hookrelay.adapters import schema
-from tests.support.synth import Synthesized, logical_id_of
+from hookrelay.domain.queues import DeliveryLane
+from tests.support.synth import DELIVERY_SHARDS, Synthesized, logical_id_of
 
 
 def _table(synthesized: Synthesized, spec: schema.TableSpec) -> dict:
@@ -93,8 +96,12 @@ def _queue(synthesized: Synthesized, spec: schema.QueueSpec) -> dict:
     return synthesized.template["Resources"][logical_id]["Properties"]
 
 
-def test_the_delivery_queue_is_fifo_with_a_fifo_poison_queue(synthesized: Synthesized) -> None:
-    delivery = _queue(synthesized, schema.DELIVERY_QUEUE)
+@pytest.mark.parametrize("shard", range(int(DELIVERY_SHARDS)))
+@pytest.mark.parametrize("lane", list(DeliveryLane))
+def test_every_delivery_queue_is_fifo_with_the_fifo_poison_queue(
+    synthesized: Synthesized, shard: int, lane: DeliveryLane
+) -> None:
+    delivery = _queue(synthesized, schema.delivery_queue(shard, lane))
     poison_id = logical_id_of(synthesized, "AWS::SQS::Queue", f"Queues/{schema.POISON_QUEUE.logical_name}")
     assert delivery["FifoQueue"] is True
     assert _queue(synthesized, schema.POISON_QUEUE)["FifoQueue"] is True
@@ -103,6 +110,7 @@ def test_the_delivery_queue_is_fifo_with_a_fifo_poison_queue(synthesized: Synthe
         "maxReceiveCount": schema.DELIVERY_QUEUE.max_receive_count,
     }
     assert delivery["VisibilityTimeout"] == schema.DELIVERY_QUEUE.visibility_timeout_seconds
+    assert delivery["MessageRetentionPeriod"] == schema.DELIVERY_QUEUE.retention_seconds
     # High-throughput FIFO: limits per message group (per endpoint slot), not 300 calls/s for the queue.
     assert (delivery["FifoThroughputLimit"], delivery["DeduplicationScope"]) == ("perMessageGroupId", "messageGroup")
 
@@ -115,7 +123,7 @@ def test_the_dead_letter_queue_is_a_standard_queue(synthesized: Synthesized) -> 
 
 def test_every_queue_is_encrypted_and_refuses_plain_http(synthesized: Synthesized) -> None:
     queues = synthesized.resources("AWS::SQS::Queue")
-    assert len(queues) == len(schema.ALL_QUEUES)
+    assert len(queues) == len(schema.all_queues(int(DELIVERY_SHARDS)))
     assert all(queue["Properties"]["SqsManagedSseEnabled"] is True for queue in queues.values())
     denied_insecure = set()
     for policy in synthesized.properties("AWS::SQS::QueuePolicy"):

@@ -160,7 +160,7 @@ def test_the_mark_lost_between_the_two_writes_is_made_when_the_message_comes_bac
         raise RuntimeError("the invocation died here")
 
     monkeypatch.setattr(log, "mark_recovered", died)
-    url, [message] = platform.receive_delivery()
+    url, [message] = platform.receive_delivery() or ("", [])
     assert invoke_batch(platform.sqs, url, queue_arn_of(platform.sqs, url), [message], "delivery") == 1  # failed
     assert platform.call("GET", f"/v1/deliveries/{replay_id}", token).json()["status"] == "delivered"
     assert platform.call("GET", f"/v1/deliveries/{dead.id}", token).json()["recovered_by"] is None

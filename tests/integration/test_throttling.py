@@ -71,7 +71,7 @@ def calls_of(hook: CrashInjector, function: str, run: Any) -> list[str]:
 def deliver_one(platform: Platform) -> dict[str, Any]:
     """One invocation of the delivery function with the next message, as its event source makes it; the message is
     deleted only if the invocation succeeded and reported no failed item."""
-    url, [message] = platform.receive_delivery()
+    url, [message] = platform.receive_delivery() or ("", [])
     try:
         answer = invoke("delivery", {"Records": [to_record(message, queue_arn_of(platform.sqs, url))]}) or {}
     except Exception as error:  # the whole batch failed: the message comes back

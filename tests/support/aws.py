@@ -16,11 +16,12 @@ from hookrelay.adapters.schema import RETRY_STATE_MACHINE_ARN
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
+from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.function_environment import SERVING_ROUTES
 from local import function_scope, iam_check, moto_stepfunctions, moto_transactions
-from local.as_deployed import TEST_API_URL, local_deployment, local_settings
+from local.as_deployed import TEST_API_URL, local_deployment, local_settings, queue_arn
 from local.iam_check import IamCheck
-from local.provision import provision
+from local.provision import DEFAULT_PREFIX, create_queue, provision, queue_urls
 
 FAKE_ENV = {
     "AWS_ACCESS_KEY_ID": "testing",
@@ -63,11 +64,13 @@ def moto_stack(
     allow_private_destinations: bool = True,
     revoke: tuple[tuple[str, str], ...] = (),
     limits: TenantLimits = DEFAULT_LIMITS,
+    shards: int = DEFAULT_DELIVERY_SHARDS,
 ) -> Iterator[dict[str, Any]]:
     """The whole system on moto, each function run as deployed: its own environment, its role's statements enforced
     (local/as_deployed.py). Yields every resource's variable, for the tests (which are no function) to read.
     `allow_private_destinations`: local mode (the tests' consumers are on 127.0.0.1); False runs the deployed guard.
-    `revoke`: (function, action) pairs taken out of those functions' statements, as if the template lacked them."""
+    `revoke`: (function, action) pairs taken out of those functions' statements, as if the template lacked them.
+    `shards`: the delivery queues' shards (`grow_shards` redeploys with more)."""
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
     moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
     with patched_env(FAKE_ENV), mock_aws(config={"stepfunctions": {"execute_state_machine": execute_state_machine}}):
@@ -83,7 +86,7 @@ def moto_stack(
             endpoint_ports=endpoint_ports,
             limits=limits,
         )
-        resources = {**provision(retry_schedule=retry_schedule), schema.API_URL: TEST_API_URL}
+        resources = {**provision(retry_schedule=retry_schedule, shards=shards), schema.API_URL: TEST_API_URL}
         deployment = local_deployment(resources, settings)
         for function, action in revoke:
             deployment = deployment.without(function, action)
@@ -101,6 +104,27 @@ def moto_stack(
                 function_scope.use(None)
                 stop_running_executions(env[RETRY_STATE_MACHINE_ARN])
                 wiring.reset()
+
+
+def grow_shards(env: dict[str, Any], shards: int, retry_schedule: str = "default") -> dict[str, Any]:
+    """Inside `moto_stack`: redeploy with `shards` delivery shards, as `cdk deploy` with a larger delivery_shards does.
+    The new shards' queues are made, every existing resource stays as it is (messages in flight included), and every
+    function is deployed again with every delivery queue's URL. Returns the new variables (and sets them)."""
+    urls = queue_urls(env)
+    sqs = boto3.client("sqs")
+    arns = {spec.logical_name: queue_arn(url, FAKE_ENV["AWS_DEFAULT_REGION"]) for spec, url in urls.items()}
+    for spec in schema.delivery_queues(shards):
+        if spec not in urls:
+            urls[spec] = create_queue(sqs, spec, DEFAULT_PREFIX, arns)
+    resources = {**env, schema.DELIVERY_QUEUE.env_var: schema.encode_delivery_queues(urls)}
+    settings = local_settings(retry_schedule, attempt_timeout_seconds=ATTEMPT_TIMEOUT_IN_TESTS)
+    deployment = local_deployment(resources, settings)
+    grown = {**env, **deployment.every_variable()}
+    os.environ.update(grown)
+    function_scope.use(deployment)
+    iam_check.install(IamCheck(deployment.policies, FAKE_ENV["AWS_DEFAULT_REGION"]))
+    wiring.reset()
+    return grown
 
 
 def serving_routes() -> list[str]:

@@ -59,16 +59,16 @@ class Platform:
             for url in self.delivery_urls()
         )
 
-    def receive_delivery(self, max_messages: int = 1) -> tuple[str, list[dict[str, Any]]]:
-        """The next messages of the first delivery queue that has any (with their system attributes), and its URL;
-        ("", []) when every one is empty. The messages are in flight until deleted or made visible again."""
+    def receive_delivery(self, max_messages: int = 1) -> tuple[str, list[dict[str, Any]]] | None:
+        """The URL of the first delivery queue that has messages, and its next messages (with their system
+        attributes); None when every one is empty. The messages are in flight until deleted or made visible again."""
         for url in self.delivery_urls():
             messages = self.sqs.receive_message(
                 QueueUrl=url, MaxNumberOfMessages=max_messages, MessageSystemAttributeNames=["All"]
             ).get("Messages", [])
             if messages:
                 return url, messages
-        return "", []
+        return None
 
     def new_tenant(self, name: str = "acme") -> tuple[str, str]:
         created = self.call("POST", "/v1/tenants", self.admin_token, {"name": name})

@@ -15,6 +15,7 @@ CUSTOM_RETRY_SCHEDULE = "[0, 45, 90, 180]"
 ALARM_EMAIL = "oncall@example.com"
 ENFORCED_EVENT_CATALOGUE = "true"  # as `-c enforce_event_catalogue=true` passes it: a string
 NARROW_ENDPOINT_PORTS = "NARROW"  # as `-c endpoint_ports=NARROW` passes it (the stage file's is "wide")
+DELIVERY_SHARDS = "3"  # as `-c delivery_shards=3` passes it (the stage file's is 2): 6 delivery queues
 
 
 def cdk_json_context() -> dict[str, Any]:

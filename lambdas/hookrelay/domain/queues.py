@@ -17,8 +17,9 @@ from enum import StrEnum
 
 # The deployment's shards unless CDK context `delivery_shards` says otherwise (stacks/config.py).
 DEFAULT_DELIVERY_SHARDS = 2
-# The most shards a deployment may have: two queues and two event sources each, and every function that sends holds
-# every URL in one environment variable (Lambda's environment is 4 KiB in all; a queue URL is about 100 bytes).
+# The most shards a deployment may have: two queues and two event sources each; every function that sends holds
+# every URL in one environment variable (Lambda's environment is 4 KiB in all; a queue URL is about 100 bytes); and
+# each lane's backlog alarm takes all its queues' ages in one metric math expression (CloudWatch: 10 metrics).
 MAX_DELIVERY_SHARDS = 8
 # A slow lane's event source hands the function one message at a time: a slow endpoint holds only its own message.
 SLOW_LANE_BATCH_SIZE = 1
