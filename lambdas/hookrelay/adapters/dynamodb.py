@@ -34,7 +34,14 @@ from hookrelay.domain.models import (
 from hookrelay.domain.paging import Position
 from hookrelay.domain.redrive import Redrive, RedriveState
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
-from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, UnknownPosition
+from hookrelay.services.ports import (
+    AttemptRecord,
+    DeliveryFilter,
+    DeliveryPage,
+    PageDone,
+    Unclaimed,
+    UnknownPosition,
+)
 
 R = TypeVar("R")
 
@@ -520,6 +527,24 @@ def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str
     }
 
 
+def _settle_condition(tenant_id: str, attempt_number: int, unclaimed: Unclaimed | None, values: dict[str, Any]) -> str:
+    """The record's condition (adding the values it needs beyond `:n`): held by this attempt's claim; or, for an
+    attempt made unclaimed, as the claim's own condition would have found it (claimable with the attempts before it
+    made, not parked), or held by its late claim when one was tried."""
+    if unclaimed is None or unclaimed.late_claim_at is not None:
+        values[":attempting"] = DeliveryStatus.ATTEMPTING.value
+    if unclaimed is None:
+        return "#s = :attempting AND attempt_count = :n"
+    claimable, claimable_values = claimable_condition()
+    values |= {**claimable_values, ":tenant": tenant_id, ":made": attempt_number - 1}
+    free = f"(tenant_id = :tenant AND attribute_not_exists({schema.PARKED_MARK})"
+    free += f" AND {claimable} AND attempt_count = :made)"
+    if unclaimed.late_claim_at is None:
+        return free
+    values[":claimed"] = to_rfc3339(unclaimed.late_claim_at)
+    return f"{free} OR (#s = :attempting AND attempt_count = :n AND claimed_at = :claimed)"
+
+
 def delivery_item(delivery: Delivery) -> dict[str, Any]:
     """The stored delivery: in its tenant's and its endpoint's log shards, in the status index while its status is
     indexed, and in the event-extras index unless it is its event's fan-out (which the log derives from the event
@@ -606,12 +631,23 @@ class DeliveryTable:
         )
         return None if result is None else from_data(Delivery, result["Attributes"])
 
-    def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
+    def record_attempt(
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        attempt_number: int,
+        record: AttemptRecord,
+        unclaimed: Unclaimed | None = None,
+    ) -> bool:
         now = to_rfc3339(record.attempt.started_at if record.completed_at is None else record.completed_at)
+        # The attempt count and first attempt are the claim's; set here too for an attempt made unclaimed (a no-op
+        # after a claim, which set them to the same), so that this one write claims and records it at once.
         sets = [
             "#s = :status",
             "attempts = list_append(if_not_exists(attempts, :empty), :attempt)",
             "updated_at = :now",
+            "attempt_count = :n",
+            "first_attempt_at = if_not_exists(first_attempt_at, :started)",
         ]
         removes = ["claimed_at"]
         values: dict[str, Any] = {
@@ -620,8 +656,8 @@ class DeliveryTable:
             ":empty": [],
             ":attempt": [to_item(record.attempt)],
             ":now": now,
-            ":attempting": DeliveryStatus.ATTEMPTING.value,
             ":n": attempt_number,
+            ":started": to_rfc3339(record.attempt.started_at),
         }
         for name, value in (
             ("next_attempt_at", record.next_attempt_at and to_rfc3339(record.next_attempt_at)),
@@ -637,7 +673,7 @@ class DeliveryTable:
             self.table.update_item,
             Key={"id": delivery_id},
             UpdateExpression=update_expression(sets, removes),
-            ConditionExpression="#s = :attempting AND attempt_count = :n",
+            ConditionExpression=_settle_condition(tenant_id, attempt_number, unclaimed, values),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
         )
