@@ -546,13 +546,10 @@ def _settle_condition(tenant_id: str, attempt_number: int, unclaimed: Unclaimed 
 
 
 def delivery_item(delivery: Delivery) -> dict[str, Any]:
-    """The stored delivery: in its tenant's and its endpoint's log shards, in the status index while its status is
-    indexed, and in the event-extras index unless it is its event's fan-out (which the log derives from the event
-    instead: `find_of_event`)."""
-    keys = {
-        _TENANT.partition_key: sharded(delivery.tenant_id, delivery.id),
-        _ENDPOINT.partition_key: sharded(delivery.endpoint_id, delivery.id),
-    }
+    """The stored delivery: in its tenant's log shard (which an endpoint's log reads too), in the status index while
+    its status is indexed, and in the event-extras index unless it is its event's fan-out (which the log derives from
+    the event instead: `find_of_event`)."""
+    keys = {_TENANT.partition_key: sharded(delivery.tenant_id, delivery.id)}
     if (owner := tenant_status(delivery.tenant_id, delivery.status)) is not None:
         keys[_STATUS.partition_key] = sharded(owner, delivery.id)
     if not is_fan_out(delivery):
@@ -756,22 +753,22 @@ class DeliveryTable:
         |-----------------------------------------|------------------|---------------|------------------------|
         | event_id                                | (`find_of_event`: the fan-out by key, the rest by event_extras) |
         | status retrying, dead or cancelled      | by_tenant_status | tenant#status | endpoint               |
-        | endpoint_id                             | by_endpoint      | endpoint id   | status                 |
-        | nothing, or another status              | by_tenant        | tenant id     | status                 |
+        | nothing, an endpoint, or another status | by_tenant        | tenant id     | endpoint, status       |
 
         The owner's entries are spread over LOG_SHARDS partitions (`owner#shard`), which a read merges.
 
         The other statuses are the bulk of a log (delivered) or its newest records (queued, attempting), so
-        reading the log newest first and filtering finds them quickly. Every read also filters on the tenant
-        (so an index keyed by a bare endpoint or event id can never hand out another tenant's record) and on
-        expiry.
+        reading the log newest first and filtering finds them quickly. An endpoint's log is its tenant's, filtered on
+        the entries' projected endpoint before any item is read (`_matched`): one index entry per delivery instead
+        of two. A read stops after MAX_PAGES_PER_READ pages of entries, so an endpoint with a small share of its
+        tenant's traffic gets short pages (or empty ones) with a cursor, never an unbounded read. Every read also
+        filters on the tenant (so an index keyed by a bare event id can never hand out another tenant's record) and
+        on expiry.
         """
         if where.event_id:
             raise ValueError("an event's deliveries are read by find_of_event, with its fan-out")
         if where.status and (owner := tenant_status(where.tenant_id, where.status)):
             return _STATUS, owner
-        if where.endpoint_id:
-            return _ENDPOINT, where.endpoint_id
         return _TENANT, where.tenant_id
 
     def _queries(self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None) -> list[dict[str, Any]]:
@@ -787,7 +784,7 @@ class DeliveryTable:
             return []
         projected = {index.partition_key, index.sort_key, *index.include}
         condition = Attr("tenant_id").eq(where.tenant_id)
-        if where.endpoint_id and index is not _ENDPOINT:
+        if where.endpoint_id and index is _STATUS:  # few entries per owner: filtered as DynamoDB reads them
             condition &= Attr("endpoint_id").eq(where.endpoint_id)
         if "expires_at" in projected:
             condition &= _not_expired(now)
@@ -828,13 +825,22 @@ class DeliveryTable:
         """The deliveries of a page of index entries that match `where`, in the page's order.
 
         The items are read back (eventually consistent, like the index) and every condition is checked on
-        them, including those the index filtered on: a record may have moved since the index saw it."""
+        them, including those the index filtered on: a record may have moved since the index saw it. Entries of
+        another endpoint than `where`'s are dropped before the read (their projected endpoint never changes)."""
+        if where.endpoint_id:
+            entries = [entry for entry in entries if entry.get("endpoint_id") == where.endpoint_id]
         items = deliveries_by_id(self.table, [entry["id"] for entry in entries], consistent=False)
         found = (from_data(Delivery, items[e["id"]]) for e in entries if e["id"] in items)
         return [delivery for delivery in found if _matches(delivery, where, now)]
 
+    def _scope(self, where: DeliveryFilter) -> str:
+        """Whose log a position is in: the index's owner, or the endpoint read from its tenant's log (the owner its
+        positions named when it had its own index, so that those still resume)."""
+        index, owner = self._index(where)
+        return where.endpoint_id if where.endpoint_id and index is _TENANT else owner
+
     def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
-        _, owner = self._index(where)
+        owner = self._scope(where)
         after = self._after(where, start) if start else None
         # Each shard holds about 1/LOG_SHARDS of the newest entries; a page reads a little more than its share.
         entries = self._merged(where, now, after, page=max(_MIN_SHARD_PAGE, 2 * (limit + 1) // schema.LOG_SHARDS))
@@ -911,7 +917,7 @@ class DeliveryTable:
 
         `{"in": owner, "created_at", "id"}`; a position from before the log was sharded names the owner under its
         index's old partition attribute (`tenant_id`, `endpoint_id`, `tenant_status`), and resumes the same way."""
-        _, owner = self._index(where)
+        owner = self._scope(where)
         key = _start_key_of(start)
         others = set(key) - {"id", "created_at"}
         if len(others) != 1 or len(key) != 3 or not all(isinstance(v, str) for v in key.values()):
@@ -1001,7 +1007,7 @@ class RedriveTable:
 # --- The delivery log's helpers ---
 
 _INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
-_TENANT, _STATUS, _ENDPOINT = _INDEXES["by_tenant"], _INDEXES["by_tenant_status"], _INDEXES["by_endpoint"]
+_TENANT, _STATUS = _INDEXES["by_tenant"], _INDEXES["by_tenant_status"]
 _EXTRAS = schema.EVENT_EXTRAS_INDEX
 _MIN_SHARD_PAGE = 10  # entries per shard read, at the least
 # A read stops after this many pages' worth of index entries (`limit` + 1 each, merged across the shards) even if
