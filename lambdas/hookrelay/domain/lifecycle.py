@@ -187,14 +187,12 @@ def is_visible_to(tenant_id: str, record: Delivery | Event | None, now: datetime
 # write records the attempt and settles the delivery: still claimable with no attempt made and not parked, or
 # `attempting` under its own late claim.
 #
-# `attempting` stays a recorded state: an attempt that has not answered within LATE_CLAIM_AFTER is claimed while it
-# waits (the claim's usual write), so any attempt long enough for anyone to read the delivery meanwhile (a log read,
-# the API's `waiting_on.in_flight`) is seen as `attempting`; the settle then accepts that form too. One second: the
-# time a healthy endpoint takes to answer (most answer in tens of milliseconds), so the happy path writes no claim,
-# while a slow or hanging endpoint (up to the 8-second attempt timeout) is shown in flight for all but its first
-# second. Retries, probes and drains claim first, as before: a retry workflow re-sends an unanswered attempt, so two
-# executions may carry one delivery for a while (services/delivery.py, `_answer`), and a drained or probed delivery
-# is taken out of the parking lot by its claim.
+# `attempting` stays a recorded state: an attempt that has not answered within LATE_CLAIM_AFTER (domain/status.py,
+# with its reason) is claimed while it waits (the claim's usual write), so any attempt long enough for anyone to read
+# the delivery meanwhile (a log read, the API's `waiting_on.in_flight`) is seen as `attempting`; the settle then
+# accepts that form too. Retries, probes and drains claim first, as before: a retry workflow re-sends an unanswered
+# attempt, so two executions may carry one delivery for a while (services/delivery.py, `_answer`), and a drained or
+# probed delivery is taken out of the parking lot by its claim.
 #
 # Crash rules (the worker dies ...):
 # - before the send: nothing was written; the message comes back after its visibility timeout and is attempted then.
@@ -203,7 +201,6 @@ def is_visible_to(tenant_id: str, record: Delivery | Event | None, now: datetime
 # - after the late claim, before the settle: the delivery is `attempting` at 1; the message comes back once the claim
 #   is stale (older than the function's timeout) and takes it over, as any abandoned claim is, and attempts again.
 # - after the settle: as after any record (the message comes back; its claim fails; `_not_claimed` hands it over).
-LATE_CLAIM_AFTER = timedelta(seconds=1)
 
 
 def claims_late(via: Via, attempt_number: int, reply_to: str | None) -> bool:

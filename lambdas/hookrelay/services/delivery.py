@@ -15,12 +15,12 @@ from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.envelope import retry_group_id
-from hookrelay.domain.lifecycle import LATE_CLAIM_AFTER, attemptable_unclaimed, claims_late, retention_expiry
+from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.redrive import recovers
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
-from hookrelay.domain.status import DeadReason, DeliveryStatus
+from hookrelay.domain.status import LATE_CLAIM_AFTER, DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DELIVERIES_PARKED,
@@ -84,7 +84,7 @@ class DeliveryService:
     sleep: Callable[[float], None] = field(default=time.sleep)
     # `hookrelay.endpoint.recovered` to the tenant's subscribed endpoints; None: none.
     platform_events: PlatformEvents | None = None
-    # How long an unclaimed attempt may go unanswered before it is claimed (domain.lifecycle.LATE_CLAIM_AFTER).
+    # How long an unclaimed attempt may go unanswered before it is claimed (domain.status.LATE_CLAIM_AFTER).
     claim_after: timedelta = LATE_CLAIM_AFTER
     _senders: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="send"), repr=False
