@@ -8,7 +8,7 @@ from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import Outcome
 from hookrelay.domain.models import Attempt, Delivery
 from hookrelay.domain.status import DeadReason, DeliveryStatus
-from hookrelay.services.ports import AttemptRecord, ParkOutcome
+from hookrelay.services.ports import AttemptRecord, ParkOutcome, Unclaimed
 from tests.support.builders import TENANT, a_delivery, an_endpoint, at
 from tests.support.stores import Stores
 
@@ -156,6 +156,53 @@ def test_an_attempt_without_the_claim_is_not_recorded(stores: Stores, attempt: i
 def test_an_attempt_of_an_unknown_delivery_is_not_recorded(stores: Stores) -> None:
     assert not stores.deliveries.record_attempt("dlv_missing", TENANT, 1, failed_record(1))
     assert stores.deliveries.get("dlv_missing") is None
+
+
+# --- record_attempt of an attempt made unclaimed (a first attempt off the queue: domain.lifecycle.claims_late) ---
+
+
+def delivered_record(number: int = 1, started_s: float = 0) -> AttemptRecord:
+    return AttemptRecord(an_attempt(number, started_s=started_s), DeliveryStatus.DELIVERED, None, at(1), 99)
+
+
+def test_an_unclaimed_attempt_is_claimed_and_recorded_by_the_one_write(stores: Stores) -> None:
+    stores.deliveries.put_many([a_delivery()])
+    assert stores.deliveries.record_attempt("dlv_1", TENANT, 1, delivered_record(started_s=3), Unclaimed())
+    after = stored(stores)
+    assert (after.status, after.attempt_count, after.first_attempt_at) == (DeliveryStatus.DELIVERED, 1, at(3))
+    assert after.attempts == [an_attempt(1, started_s=3)] and after.claimed_at is None
+
+
+def test_an_unclaimed_attempt_is_recorded_under_its_own_late_claim(stores: Stores) -> None:
+    claimed(stores, now_s=1)  # the late claim, at 1 s
+    assert stores.deliveries.record_attempt("dlv_1", TENANT, 1, delivered_record(), Unclaimed(late_claim_at=at(1)))
+    assert stored(stores).status is DeliveryStatus.DELIVERED
+
+
+@pytest.mark.parametrize(
+    ("why", "late_claim_at"),
+    [("claimed by another", None), ("claimed by another", at(2)), ("made already", None), ("parked", None)],
+)
+def test_an_unclaimed_attempt_is_not_recorded_over_what_changed_the_delivery(
+    stores: Stores, why: str, late_claim_at: object
+) -> None:
+    if why == "claimed by another":
+        claimed(stores, now_s=1)
+    elif why == "made already":
+        stores.deliveries.put_many([a_delivery()])
+        assert stores.deliveries.record_attempt("dlv_1", TENANT, 1, failed_record(1), Unclaimed())
+    else:
+        stores.deliveries.put_many([a_delivery(parked_at=at(0))])
+    before = stored(stores)
+    unclaimed = Unclaimed(late_claim_at)  # type: ignore[arg-type]
+    assert not stores.deliveries.record_attempt("dlv_1", TENANT, 1, delivered_record(), unclaimed)
+    assert stored(stores) == before
+
+
+def test_an_unclaimed_attempt_of_another_tenant_is_not_recorded(stores: Stores) -> None:
+    stores.deliveries.put_many([a_delivery()])
+    assert not stores.deliveries.record_attempt("dlv_1", "tn_other", 1, delivered_record(), Unclaimed())
+    assert stored(stores).status is DeliveryStatus.QUEUED
 
 
 # --- set_status ---

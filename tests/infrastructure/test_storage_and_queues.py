@@ -79,7 +79,6 @@ def test_the_delivery_log_indexes_are_sharded_sparse_and_project_only_fixed_attr
     ids = ["endpoint_id", "event_id", "tenant_id"]
     assert indexes == {
         "by_tenant": (["tenant_shard", "created_at"], "INCLUDE", ids),
-        "by_endpoint": (["endpoint_shard", "created_at"], "INCLUDE", ids),
         "by_tenant_status": (["tenant_status", "created_at"], "INCLUDE", sorted([*ids, "completed_at", "expires_at"])),
         "event_extras": (["event_extra", "created_at"], "INCLUDE", ids),
     }

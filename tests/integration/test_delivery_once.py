@@ -1,9 +1,11 @@
-"""A duplicate SQS message neither sends nor records twice; every attempt is recorded in full."""
+"""A duplicate SQS message neither sends nor records twice (as SQS FIFO hands them out); every attempt is recorded in
+full."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 
 import boto3
 import pytest
@@ -11,8 +13,10 @@ from moto.dynamodb.models import DynamoDBBackend
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable
+from hookrelay.domain.status import LATE_CLAIM_AFTER
 from local.lambda_runtime import invoke
 from local.sqs_source import to_record
+from tests.support.aws import ATTEMPT_TIMEOUT_IN_TESTS
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
 
@@ -65,20 +69,34 @@ def atomic_conditional_writes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("atomic_conditional_writes")
-def test_concurrent_duplicates_post_once(platform: Platform, consumer: ScriptedConsumer) -> None:
-    consumer.default = Reply(200, delay=0.5)  # keep the first attempt in flight while the duplicate arrives
+def test_duplicates_arriving_while_a_long_first_attempt_is_in_flight_post_once(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """A first attempt is made unclaimed (SQS FIFO never hands one message to two workers at once: a duplicate comes
+    back only after the invocation holding it ended, and then reads the attempt recorded, as above); one that runs
+    past LATE_CLAIM_AFTER is claimed while it waits, and that claim keeps any duplicate from sending it again."""
+    # In flight past the late claim, answered within the tests' attempt timeout.
+    consumer.default = Reply(200, delay=(LATE_CLAIM_AFTER.total_seconds() + ATTEMPT_TIMEOUT_IN_TESTS) / 2)
     delivery_id = publish_one(platform, consumer)
     [message] = receive_all(platform)
     record = to_record(message, "arn:aws:sqs:us-east-1:123456789012:q")
 
-    workers = [threading.Thread(target=invoke, args=("delivery", {"Records": [record]})) for _ in range(3)]
-    for worker in workers:
+    first = threading.Thread(target=invoke, args=("delivery", {"Records": [record]}))
+    first.start()
+    for _ in range(200):  # until the late claim shows (a wait, not a timing assertion)
+        if deliveries().get(delivery_id).status == "attempting":
+            break
+        time.sleep(0.05)
+    assert deliveries().get(delivery_id).status == "attempting"
+    duplicates = [threading.Thread(target=invoke, args=("delivery", {"Records": [record]})) for _ in range(2)]
+    for worker in duplicates:
         worker.start()
-    for worker in workers:
-        worker.join(timeout=10)
+    for worker in [first, *duplicates]:
+        worker.join(timeout=30)
 
     assert len(consumer.received) == 1
-    assert len(deliveries().get(delivery_id).attempts) == 1
+    delivery = deliveries().get(delivery_id)
+    assert delivery.status == "delivered" and [a.number for a in delivery.attempts] == [1]
 
 
 def test_the_attempt_is_recorded_with_status_latency_and_excerpt(

@@ -85,8 +85,8 @@ def tenant(platform: Platform) -> tuple[str, str, list[str]]:
         ("status=dead", "by_tenant_status"),
         ("status=retrying", "by_tenant_status"),
         ("status=cancelled", "by_tenant_status"),
-        ("endpoint_id={endpoint}", "by_endpoint"),
-        ("endpoint_id={endpoint}&status=delivered", "by_endpoint"),
+        ("endpoint_id={endpoint}", "by_tenant"),  # its tenant's log, filtered on the entries' endpoint
+        ("endpoint_id={endpoint}&status=delivered", "by_tenant"),
         ("endpoint_id={endpoint}&status=dead", "by_tenant_status"),
         ("since=2020-01-01T00:00:00Z&until=2100-01-01T00:00:00Z", "by_tenant"),
     ],
@@ -236,4 +236,62 @@ def test_a_read_that_finds_too_few_in_its_budget_hands_back_a_cursor_that_finds_
         cursor = f"&cursor={document['next_cursor']}"
 
     assert [i for page in pages for i in page] == [queued.delivery.id]
+    assert pages[0] == [] and len(pages) > 1
+
+
+def test_an_endpoint_s_log_is_its_tenant_s_filtered_and_pages_in_order(platform: Platform, calls: list[Call]) -> None:
+    """One log index: an endpoint's deliveries, interleaved with another endpoint's, page newest first with no gap
+    and no repeat, and the other endpoint's items are never read (dropped on their entries' projected endpoint)."""
+    tenant_id, token = platform.new_tenant()
+    mine, other = (platform.new_endpoint(token, "http://127.0.0.1:9/a")["id"] for _ in range(2))
+    start = utcnow() - timedelta(hours=1)
+    made = [
+        make(tenant_id, mine if n % 3 == 0 else other, start + timedelta(seconds=n), DeliveryStatus.DELIVERED)
+        for n in range(15)
+    ]
+    store(made)
+    calls.clear()
+
+    pages, cursor = [], ""
+    for _ in range(20):
+        document = platform.call("GET", f"/v1/deliveries?endpoint_id={mine}&limit=2{cursor}", token).json()
+        pages.append([d["id"] for d in document["data"]])
+        if document["next_cursor"] is None:
+            break
+        cursor = f"&cursor={document['next_cursor']}"
+
+    expected = [m.delivery.id for m in reversed(made) if m.delivery.endpoint_id == mine]
+    assert [i for page in pages for i in page] == expected and len(expected) == 5
+    others = {m.delivery.id for m in made if m.delivery.endpoint_id == other}
+    read = {
+        key["id"]
+        for op, params in reads_of_deliveries(calls)
+        if op == "BatchGetItem"
+        for key in params["RequestItems"][deliveries_table()]["Keys"]
+    }
+    assert read & others == set() and read
+
+
+def test_an_endpoint_with_a_small_share_of_its_tenant_s_log_gets_a_bounded_read_and_a_cursor(
+    platform: Platform,
+) -> None:
+    """60 newer deliveries of another endpoint hide this endpoint's one, further back than one read looks
+    (MAX_PAGES_PER_READ pages of limit + 1 entries): the first read answers empty with a cursor, which walks on."""
+    tenant_id, token = platform.new_tenant()
+    mine, other = (platform.new_endpoint(token, "http://127.0.0.1:9/a")["id"] for _ in range(2))
+    now = utcnow() - timedelta(hours=1)
+    hidden = make(tenant_id, mine, now, DeliveryStatus.DELIVERED)
+    store(
+        [hidden, *(make(tenant_id, other, now + timedelta(seconds=n + 1), DeliveryStatus.DELIVERED) for n in range(60))]
+    )
+
+    pages, cursor = [], ""
+    for _ in range(10):
+        document = platform.call("GET", f"/v1/deliveries?endpoint_id={mine}&limit=1{cursor}", token).json()
+        pages.append([d["id"] for d in document["data"]])
+        if document["next_cursor"] is None:
+            break
+        cursor = f"&cursor={document['next_cursor']}"
+
+    assert [i for page in pages for i in page] == [hidden.delivery.id]
     assert pages[0] == [] and len(pages) > 1

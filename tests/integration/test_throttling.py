@@ -9,6 +9,7 @@ under its key), a scheduled function fails (its next run does the work). Nothing
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -99,7 +100,7 @@ def assert_retried(hook: CrashInjector, tries: int) -> None:
     assert all(0 <= delay <= 20 for delay in hook.backoffs)  # botocore's full jitter, capped
 
 
-# --- DynamoDB: the delivery's claim ---
+# --- DynamoDB: the delivery's first write (a first attempt's: the one that records and settles it, after the send) ---
 
 
 @pytest.mark.parametrize("tries", [WITHIN_BUDGET, FOREVER], ids=["recovers", "handed back"])
@@ -120,11 +121,14 @@ def test_a_throttled_dynamodb_write_in_delivery(
     if tries == WITHIN_BUDGET:
         assert not handed_back(answer) and delivery_status(platform, token, delivery_id) == "delivered"
     else:
-        assert handed_back(answer) and delivery_status(platform, token, delivery_id) == "queued"  # nothing claimed
+        # Sent, its record refused: still `queued`, as when a worker dies between the send and the record.
+        assert handed_back(answer) and delivery_status(platform, token, delivery_id) == "queued"
         assert not handed_back(deliver_one(platform))  # the message came back
         assert delivery_status(platform, token, delivery_id) == "delivered"
-    sent = [r.headers["webhook-id"] for r in consumer.received]
-    assert len(sent) == len(set(sent)) == 2 and delivery_status(platform, token, probe_id) == "delivered"
+    sent = Counter(r.headers["webhook-id"] for r in consumer.received)
+    # At least once: an attempt whose record was refused is made again (the consumer guide's first rule).
+    assert sorted(sent.values()) == ([1, 1] if tries == WITHIN_BUDGET else [1, 2])
+    assert delivery_status(platform, token, probe_id) == "delivered"
 
 
 # --- Step Functions: a first failure hands the delivery over to its retry workflow ---

@@ -34,6 +34,7 @@ from hookrelay.services.ports import (
     ParkOutcome,
     RetryTicket,
     SendResult,
+    Unclaimed,
     UnknownPosition,
 )
 
@@ -97,16 +98,33 @@ class FakeDeliveries:
         self.items[delivery_id] = claimed
         return claimed
 
-    def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
+    def record_attempt(
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        attempt_number: int,
+        record: AttemptRecord,
+        unclaimed: Unclaimed | None = None,
+    ) -> bool:
         current = self.items.get(delivery_id)
-        if (
-            current is None
-            or current.status is not DeliveryStatus.ATTEMPTING
-            or current.attempt_count != attempt_number
-        ):
+        if current is None:
+            return False
+        held = current.status is DeliveryStatus.ATTEMPTING and current.attempt_count == attempt_number
+        if unclaimed is not None:
+            free = (
+                current.tenant_id == tenant_id
+                and current.parked_at is None
+                and current.status in CLAIMABLE_STATUSES
+                and current.attempt_count == attempt_number - 1
+            )
+            late = unclaimed.late_claim_at is not None and current.claimed_at == unclaimed.late_claim_at
+            held = free or (held and late)
+        if not held:
             return False
         self.items[delivery_id] = replace(
             current,
+            attempt_count=attempt_number,
+            first_attempt_at=current.first_attempt_at or record.attempt.started_at,
             status=record.status,
             updated_at=record.completed_at or record.attempt.started_at,
             attempts=[*current.attempts, record.attempt],

@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import re
+import threading
 from dataclasses import replace
 from datetime import timedelta
 
@@ -20,7 +21,7 @@ from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.models import EndpointState
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.auto_disable import DEFAULT_DISABLE_AFTER_DAYS
-from hookrelay.services.delivery import EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS
+from hookrelay.services.delivery import EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS, LATE_CLAIM_ERRORS
 from hookrelay.services.ports import SendResult
 from tests.support.delivery_world import ERROR_500, NOT_FOUND, OK, SCHEDULE, TIMEOUT, World, make_world, retry
 
@@ -406,3 +407,177 @@ def test_fresh_executions_are_named_after_the_delivery_and_attempt_within_step_f
     assert name.endswith("-11") and len(name) <= EXECUTION_NAME_MAX
     assert re.fullmatch(r"[A-Za-z0-9_-]+", name) and execution_name(delivery_id) != name
     assert execution_name(delivery_id, 11) == name  # the same every time: a second start is refused
+
+
+# --- A first attempt off the queue: settled by one write, claimed only when it runs long (domain/lifecycle.py) ---
+
+
+class Died(BaseException):
+    """The process died here (a BaseException, as tests/support/crash.py's: nothing in the service catches it)."""
+
+
+def _claims(world: World) -> list[DeliveryStatus]:
+    """Record each claim call, with the delivery's status as the claim found it."""
+    seen: list[DeliveryStatus] = []
+    claim = world.deliveries.claim
+
+    def recording(*args: object, **kwargs: object) -> object:
+        seen.append(world.current().status)
+        return claim(*args, **kwargs)  # type: ignore[arg-type]
+
+    world.deliveries.claim = recording  # type: ignore[method-assign]
+    return seen
+
+
+def _sender_waiting_for_the_claim(world: World, seen: list[DeliveryStatus], then: SendResult | None) -> None:
+    """A send that answers only once the delivery is claimed (noting its status then): an attempt running long.
+    `then` None: the process dies during the send instead."""
+    claimed = threading.Event()
+    claim = world.deliveries.claim
+
+    def claim_and_signal(*args: object, **kwargs: object) -> object:
+        try:
+            return claim(*args, **kwargs)  # type: ignore[arg-type]
+        finally:
+            claimed.set()
+
+    def send(url: str, headers: dict[str, str], body: bytes) -> SendResult:
+        assert claimed.wait(timeout=30), "the late claim was never made"
+        seen.append(world.current().status)
+        if then is None:
+            raise Died
+        return then
+
+    world.deliveries.claim = claim_and_signal  # type: ignore[method-assign]
+    world.sender.send = send  # type: ignore[method-assign]
+    world.service.claim_after = timedelta(0)
+
+
+def test_a_first_attempt_answered_in_time_is_claimed_and_recorded_by_one_write(world: World) -> None:
+    world.service.claim_after = timedelta(hours=1)  # "in time", however slow the machine running the test
+    claims = _claims(world)
+    world.script(OK)
+
+    report = world.service.attempt(world.message(1))
+
+    assert report.status is DeliveryStatus.DELIVERED and claims == []
+    delivery = world.current()
+    assert (delivery.attempt_count, [a.number for a in delivery.attempts]) == (1, [1])
+    assert delivery.first_attempt_at == delivery.attempts[0].started_at and delivery.claimed_at is None
+
+
+def test_retries_are_claimed_before_they_are_sent(world: World) -> None:
+    world.service.claim_after = timedelta(hours=1)
+    world.script(ERROR_500, OK)
+    world.service.attempt(world.message(1))
+    claims = _claims(world)
+
+    retry(world, 2)
+
+    assert claims == [DeliveryStatus.RETRYING] and world.current().status is DeliveryStatus.DELIVERED
+
+
+def test_a_first_attempt_running_long_is_seen_attempting_then_settled(world: World) -> None:
+    during: list[DeliveryStatus] = []
+    _sender_waiting_for_the_claim(world, during, then=OK)
+
+    report = world.service.attempt(world.message(1))
+
+    assert during == [DeliveryStatus.ATTEMPTING]
+    assert report.status is DeliveryStatus.DELIVERED and world.current().claimed_at is None
+    assert [a.number for a in world.current().attempts] == [1]
+
+
+@pytest.mark.parametrize("applied", [False, True], ids=["not-applied", "applied-then-erred"])
+def test_a_late_claim_that_errs_is_counted_and_the_settle_accepts_either_outcome(world: World, applied: bool) -> None:
+    claim = world.deliveries.claim
+
+    def failing(*args: object, **kwargs: object) -> object:
+        if applied:
+            claim(*args, **kwargs)  # type: ignore[arg-type]
+        raise RuntimeError("throttled")
+
+    world.deliveries.claim = failing  # type: ignore[method-assign]
+    world.service.claim_after = timedelta(0)
+    release = threading.Event()
+    world.sender.send = lambda url, headers, body: (release.wait(30), OK)[1]  # type: ignore[method-assign]
+    world.telemetry.bookkeeping_failed = lambda metric, delivery_id, error: (  # type: ignore[method-assign]
+        world.telemetry.errors.append((metric, delivery_id, error)),
+        release.set(),
+    )
+
+    report = world.service.attempt(world.message(1))
+
+    assert report.status is DeliveryStatus.DELIVERED and report.sent
+    assert [metric for metric, _, _ in world.telemetry.errors] == [LATE_CLAIM_ERRORS]
+    assert world.current().status is DeliveryStatus.DELIVERED and world.current().attempt_count == 1
+
+
+def test_crash_after_the_send_before_the_settle_leaves_it_queued_and_the_message_back_sends_again(
+    world: World,
+) -> None:
+    world.service.claim_after = timedelta(hours=1)
+    world.script(OK, OK)
+    record = world.deliveries.record_attempt
+    world.deliveries.record_attempt = lambda *a, **k: (_ for _ in ()).throw(Died())  # type: ignore[method-assign]
+    with pytest.raises(Died):
+        world.service.attempt(world.message(1))
+    assert (world.current().status, world.current().attempt_count) == (DeliveryStatus.QUEUED, 0)
+    world.deliveries.record_attempt = record  # type: ignore[method-assign]
+
+    world.service.attempt(world.message(1))  # the message, back after its visibility timeout
+
+    assert len(world.sender.sent) == 2 and world.current().status is DeliveryStatus.DELIVERED
+
+
+def test_crash_after_the_late_claim_leaves_it_attempting_until_the_message_back_takes_the_stale_claim_over(
+    world: World,
+) -> None:
+    during: list[DeliveryStatus] = []
+    _sender_waiting_for_the_claim(world, during, then=None)
+    with pytest.raises(Died):
+        world.service.attempt(world.message(1))
+    assert (world.current().status, world.current().attempt_count) == (DeliveryStatus.ATTEMPTING, 1)
+
+    # Back before the claim is stale (it cannot be, as the visibility timeout is sized, but a duplicate could):
+    # nothing is sent.
+    del world.sender.send  # the scripted sender again
+    assert not world.service.attempt(world.message(1)).sent
+    world.clock.advance(schema.DELIVERY_VISIBILITY_TIMEOUT_SECONDS)
+    world.script(OK)
+    world.service.claim_after = timedelta(hours=1)
+
+    report = world.service.attempt(world.message(1))
+
+    assert report.sent and report.status is DeliveryStatus.DELIVERED
+    assert [a.number for a in world.current().attempts] == [1]
+
+
+def test_crash_before_the_late_claim_leaves_it_queued(world: World) -> None:
+    world.service.claim_after = timedelta(0)
+    release = threading.Event()
+    world.sender.send = lambda url, headers, body: (release.wait(30), OK)[1]  # type: ignore[method-assign]
+    world.deliveries.claim = lambda *a, **k: (release.set(), (_ for _ in ()).throw(Died()))  # type: ignore[method-assign]
+    with pytest.raises(Died):
+        world.service.attempt(world.message(1))
+
+    assert (world.current().status, world.current().attempt_count, world.current().attempts) == (
+        DeliveryStatus.QUEUED,
+        0,
+        [],
+    )
+
+
+def test_a_first_attempt_parked_meanwhile_is_not_settled_over_its_park(world: World) -> None:
+    """The settle's condition, not the argument that nothing parks it meanwhile: a park that did come first wins."""
+    world.service.claim_after = timedelta(hours=1)
+
+    def send(url: str, headers: dict[str, str], body: bytes) -> SendResult:
+        world.deliveries.items["dlv_1"] = replace(world.current(), parked_at=world.clock.now)
+        return OK
+
+    world.sender.send = send  # type: ignore[method-assign]
+
+    report = world.service.attempt(world.message(1))
+
+    assert not report.sent and report.parked and world.current().attempts == []

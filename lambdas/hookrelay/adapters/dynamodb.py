@@ -35,7 +35,14 @@ from hookrelay.domain.paging import Position
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.redrive import Redrive, RedriveState
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
-from hookrelay.services.ports import AttemptRecord, DeliveryFilter, DeliveryPage, PageDone, UnknownPosition
+from hookrelay.services.ports import (
+    AttemptRecord,
+    DeliveryFilter,
+    DeliveryPage,
+    PageDone,
+    Unclaimed,
+    UnknownPosition,
+)
 
 R = TypeVar("R")
 
@@ -576,14 +583,29 @@ def claim_values(tenant_id: str, attempt_number: int, now: datetime) -> dict[str
     }
 
 
+def _settle_condition(tenant_id: str, attempt_number: int, unclaimed: Unclaimed | None, values: dict[str, Any]) -> str:
+    """The record's condition (adding the values it needs beyond `:n`): held by this attempt's claim; or, for an
+    attempt made unclaimed, as the claim's own condition would have found it (claimable with the attempts before it
+    made, not parked), or held by its late claim when one was tried."""
+    if unclaimed is None or unclaimed.late_claim_at is not None:
+        values[":attempting"] = DeliveryStatus.ATTEMPTING.value
+    if unclaimed is None:
+        return "#s = :attempting AND attempt_count = :n"
+    claimable, claimable_values = claimable_condition()
+    values |= {**claimable_values, ":tenant": tenant_id, ":made": attempt_number - 1}
+    free = f"(tenant_id = :tenant AND attribute_not_exists({schema.PARKED_MARK})"
+    free += f" AND {claimable} AND attempt_count = :made)"
+    if unclaimed.late_claim_at is None:
+        return free
+    values[":claimed"] = to_rfc3339(unclaimed.late_claim_at)
+    return f"{free} OR (#s = :attempting AND attempt_count = :n AND claimed_at = :claimed)"
+
+
 def delivery_item(delivery: Delivery) -> dict[str, Any]:
-    """The stored delivery: in its tenant's and its endpoint's log shards, in the status index while its status is
-    indexed, and in the event-extras index unless it is its event's fan-out (which the log derives from the event
-    instead: `find_of_event`)."""
-    keys = {
-        _TENANT.partition_key: sharded(delivery.tenant_id, delivery.id),
-        _ENDPOINT.partition_key: sharded(delivery.endpoint_id, delivery.id),
-    }
+    """The stored delivery: in its tenant's log shard (which an endpoint's log reads too), in the status index while
+    its status is indexed, and in the event-extras index unless it is its event's fan-out (which the log derives from
+    the event instead: `find_of_event`)."""
+    keys = {_TENANT.partition_key: sharded(delivery.tenant_id, delivery.id)}
     if (owner := tenant_status(delivery.tenant_id, delivery.status)) is not None:
         keys[_STATUS.partition_key] = sharded(owner, delivery.id)
     if not is_fan_out(delivery):
@@ -662,12 +684,23 @@ class DeliveryTable:
         )
         return None if result is None else from_data(Delivery, result["Attributes"])
 
-    def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
+    def record_attempt(
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        attempt_number: int,
+        record: AttemptRecord,
+        unclaimed: Unclaimed | None = None,
+    ) -> bool:
         now = to_rfc3339(record.attempt.started_at if record.completed_at is None else record.completed_at)
+        # The attempt count and first attempt are the claim's; set here too for an attempt made unclaimed (a no-op
+        # after a claim, which set them to the same), so that this one write claims and records it at once.
         sets = [
             "#s = :status",
             "attempts = list_append(if_not_exists(attempts, :empty), :attempt)",
             "updated_at = :now",
+            "attempt_count = :n",
+            "first_attempt_at = if_not_exists(first_attempt_at, :started)",
         ]
         removes = ["claimed_at"]
         values: dict[str, Any] = {
@@ -676,8 +709,8 @@ class DeliveryTable:
             ":empty": [],
             ":attempt": [to_item(record.attempt)],
             ":now": now,
-            ":attempting": DeliveryStatus.ATTEMPTING.value,
             ":n": attempt_number,
+            ":started": to_rfc3339(record.attempt.started_at),
         }
         for name, value in (
             ("next_attempt_at", record.next_attempt_at and to_rfc3339(record.next_attempt_at)),
@@ -693,7 +726,7 @@ class DeliveryTable:
             self.table.update_item,
             Key={"id": delivery_id},
             UpdateExpression=update_expression(sets, removes),
-            ConditionExpression="#s = :attempting AND attempt_count = :n",
+            ConditionExpression=_settle_condition(tenant_id, attempt_number, unclaimed, values),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
         )
@@ -776,22 +809,22 @@ class DeliveryTable:
         |-----------------------------------------|------------------|---------------|------------------------|
         | event_id                                | (`find_of_event`: the fan-out by key, the rest by event_extras) |
         | status retrying, dead or cancelled      | by_tenant_status | tenant#status | endpoint               |
-        | endpoint_id                             | by_endpoint      | endpoint id   | status                 |
-        | nothing, or another status              | by_tenant        | tenant id     | status                 |
+        | nothing, an endpoint, or another status | by_tenant        | tenant id     | endpoint, status       |
 
         The owner's entries are spread over LOG_SHARDS partitions (`owner#shard`), which a read merges.
 
         The other statuses are the bulk of a log (delivered) or its newest records (queued, attempting), so
-        reading the log newest first and filtering finds them quickly. Every read also filters on the tenant
-        (so an index keyed by a bare endpoint or event id can never hand out another tenant's record) and on
-        expiry.
+        reading the log newest first and filtering finds them quickly. An endpoint's log is its tenant's, filtered on
+        the entries' projected endpoint before any item is read (`_matched`): one index entry per delivery instead
+        of two. A read stops after MAX_PAGES_PER_READ pages of entries, so an endpoint with a small share of its
+        tenant's traffic gets short pages (or empty ones) with a cursor, never an unbounded read. Every read also
+        filters on the tenant (so an index keyed by a bare event id can never hand out another tenant's record) and
+        on expiry.
         """
         if where.event_id:
             raise ValueError("an event's deliveries are read by find_of_event, with its fan-out")
         if where.status and (owner := tenant_status(where.tenant_id, where.status)):
             return _STATUS, owner
-        if where.endpoint_id:
-            return _ENDPOINT, where.endpoint_id
         return _TENANT, where.tenant_id
 
     def _queries(self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None) -> list[dict[str, Any]]:
@@ -807,7 +840,7 @@ class DeliveryTable:
             return []
         projected = {index.partition_key, index.sort_key, *index.include}
         condition = Attr("tenant_id").eq(where.tenant_id)
-        if where.endpoint_id and index is not _ENDPOINT:
+        if where.endpoint_id and index is _STATUS:  # few entries per owner: filtered as DynamoDB reads them
             condition &= Attr("endpoint_id").eq(where.endpoint_id)
         if "expires_at" in projected:
             condition &= _not_expired(now)
@@ -848,13 +881,22 @@ class DeliveryTable:
         """The deliveries of a page of index entries that match `where`, in the page's order.
 
         The items are read back (eventually consistent, like the index) and every condition is checked on
-        them, including those the index filtered on: a record may have moved since the index saw it."""
+        them, including those the index filtered on: a record may have moved since the index saw it. Entries of
+        another endpoint than `where`'s are dropped before the read (their projected endpoint never changes)."""
+        if where.endpoint_id:
+            entries = [entry for entry in entries if entry.get("endpoint_id") == where.endpoint_id]
         items = deliveries_by_id(self.table, [entry["id"] for entry in entries], consistent=False)
         found = (from_data(Delivery, items[e["id"]]) for e in entries if e["id"] in items)
         return [delivery for delivery in found if _matches(delivery, where, now)]
 
+    def _scope(self, where: DeliveryFilter) -> str:
+        """Whose log a position is in: the index's owner, or the endpoint read from its tenant's log (the owner its
+        positions named when it had its own index, so that those still resume)."""
+        index, owner = self._index(where)
+        return where.endpoint_id if where.endpoint_id and index is _TENANT else owner
+
     def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
-        _, owner = self._index(where)
+        owner = self._scope(where)
         after = self._after(where, start) if start else None
         # Each shard holds about 1/LOG_SHARDS of the newest entries; a page reads a little more than its share.
         entries = self._merged(where, now, after, page=max(_MIN_SHARD_PAGE, 2 * (limit + 1) // schema.LOG_SHARDS))
@@ -931,7 +973,7 @@ class DeliveryTable:
 
         `{"in": owner, "created_at", "id"}`; a position from before the log was sharded names the owner under its
         index's old partition attribute (`tenant_id`, `endpoint_id`, `tenant_status`), and resumes the same way."""
-        _, owner = self._index(where)
+        owner = self._scope(where)
         key = _start_key_of(start)
         others = set(key) - {"id", "created_at"}
         if len(others) != 1 or len(key) != 3 or not all(isinstance(v, str) for v in key.values()):
@@ -1021,7 +1063,7 @@ class RedriveTable:
 # --- The delivery log's helpers ---
 
 _INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
-_TENANT, _STATUS, _ENDPOINT = _INDEXES["by_tenant"], _INDEXES["by_tenant_status"], _INDEXES["by_endpoint"]
+_TENANT, _STATUS = _INDEXES["by_tenant"], _INDEXES["by_tenant_status"]
 _EXTRAS = schema.EVENT_EXTRAS_INDEX
 _MIN_SHARD_PAGE = 10  # entries per shard read, at the least
 # A read stops after this many pages' worth of index entries (`limit` + 1 each, merged across the shards) even if

@@ -68,9 +68,15 @@ EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="
 # event and their endpoints (`domain.lifecycle.fan_out_id`), so the log finds them from the event and the
 # tenant's endpoints with no index; only the event's other deliveries (replays) are indexed by event.
 #
-# The tenant-wide, per-status and per-endpoint indexes are sharded: a delivery's entry is under
+# One log index serves the tenant's log and each endpoint's: `by_tenant`, whose entries project the endpoint, read
+# newest first and filtered on it (a bounded read: `adapters.dynamodb.MAX_PAGES_PER_READ` pages of entries per call,
+# then a cursor). A second index by endpoint cost one more write unit per delivery, on every delivery, for a read
+# that is rare next to them (issue 28: 4 write units per event); an endpoint's dead, retrying and cancelled
+# deliveries are still read from the status index, where they are few.
+#
+# The tenant-wide and per-status indexes are sharded: a delivery's entry is under
 # `<owner>#<shard>`, the shard a stable hash of the delivery id (`adapters.dynamodb.shard_of`), so one large
-# tenant's (or endpoint's) writes spread over LOG_SHARDS partitions instead of one (whose 1,000 write units a
+# tenant's writes spread over LOG_SHARDS partitions instead of one (whose 1,000 write units a
 # second, with a creation-time sort key that adaptive capacity cannot split writes across, would otherwise bound a
 # tenant's deliveries a second); a read queries every shard and merges them. Raising LOG_SHARDS needs no
 # migration (new entries spread wider, reads cover the old shards too); lowering it does.
@@ -90,7 +96,6 @@ DELIVERIES = TableSpec(
             "created_at",
             include=(*_LOG_ATTRIBUTES, "completed_at", "expires_at"),
         ),
-        IndexSpec("by_endpoint", "endpoint_shard", "created_at", include=_LOG_ATTRIBUTES),
         EVENT_EXTRAS_INDEX,
     ),
 )

@@ -11,12 +11,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hookrelay.domain import ids
-from hookrelay.domain.circuit import CircuitState, park_order, parks_new_deliveries
+from hookrelay.domain.circuit import CircuitState, Via, park_order, parks_new_deliveries
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.envelope import envelope_body, message_group_id
 from hookrelay.domain.errors import Conflict
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
-from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
 
 
 def retention_expiry(ended_at: datetime) -> int:
@@ -174,3 +174,48 @@ def is_visible_to(tenant_id: str, record: Delivery | Event | None, now: datetime
     """Whether the tenant may read the record: its own and not expired. Another tenant's record, like an expired
     one, is indistinguishable from a missing one."""
     return record is not None and record.tenant_id == tenant_id and not is_expired(record.expires_at, now)
+
+
+# --- The first attempt off the queue: recorded and settled by one write, claimed only when it runs long ---
+#
+# A first attempt from the queue (attempt 1, sent by ingest, a replay, a redrive, the test event or the reconciler)
+# is never made by two workers at once: every message for it carries the delivery's own message group, SQS FIFO hands
+# a group's messages one at a time, and a message comes back only after its visibility timeout (twice the delivery
+# function's timeout, adapters/schema.py), when the invocation that took it has ended. Nothing else writes a queued,
+# unparked delivery meanwhile: only its own message parks it (the drain and the probe take parked ones out of the lot,
+# with a claim), a retry exists only once attempt 1 is recorded, and a replay or redrive is a delivery of its own. So
+# such an attempt needs no claim to keep a second worker out. It reads the delivery, sends, and then one conditional
+# write records the attempt and settles the delivery: still claimable with no attempt made and not parked, or
+# `attempting` under its own late claim.
+#
+# `attempting` stays a recorded state: an attempt that has not answered within LATE_CLAIM_AFTER (domain/status.py,
+# with its reason) is claimed while it waits (the claim's usual write), so any attempt long enough for anyone to read
+# the delivery meanwhile (a log read, the API's `waiting_on.in_flight`) is seen as `attempting`; the settle then
+# accepts that form too. Retries, probes and drains claim first, as before: a retry workflow re-sends an unanswered
+# attempt, so two executions may carry one delivery for a while (services/delivery.py, `_answer`), and a drained or
+# probed delivery is taken out of the parking lot by its claim.
+#
+# Crash rules (the worker dies ...):
+# - before the send: nothing was written; the message comes back after its visibility timeout and is attempted then.
+# - after the send, before the settle (no late claim): the delivery is still `queued` with no attempt; the message
+#   comes back and the attempt is made again (at least once, as a crash after the send always was).
+# - after the late claim, before the settle: the delivery is `attempting` at 1; the message comes back once the claim
+#   is stale (older than the function's timeout) and takes it over, as any abandoned claim is, and attempts again.
+# - after the settle: as after any record (the message comes back; its claim fails; `_not_claimed` hands it over).
+
+
+def claims_late(via: Via, attempt_number: int, reply_to: str | None) -> bool:
+    """Whether a message's attempt is made unclaimed (claimed only if it runs past LATE_CLAIM_AFTER): a first
+    attempt off the queue, with no retry workflow waiting on it."""
+    return via is Via.QUEUE and attempt_number == 1 and reply_to is None
+
+
+def attemptable_unclaimed(delivery: Delivery, tenant_id: str, attempt_number: int) -> bool:
+    """Whether the delivery, as read, awaits this attempt with nothing holding it: the tenant's, claimable with the
+    attempts before it made, and not parked (the settle write's condition, checked before the send)."""
+    return (
+        delivery.tenant_id == tenant_id
+        and delivery.status in CLAIMABLE_STATUSES
+        and delivery.attempt_count == attempt_number - 1
+        and delivery.parked_at is None
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from enum import StrEnum
 
 
@@ -39,6 +40,12 @@ class DeadReason(StrEnum):
         return self in (DeadReason.ATTEMPT_LOST, DeadReason.POISON)
 
 
+# A first attempt off the queue is recorded `attempting` only once it has gone this long without an answer: about
+# what a healthy endpoint takes to answer, so the happy path writes no claim, while a slow or hanging one (up to the
+# 8-second attempt timeout) is shown in flight for all but its first second. The rule and its crash cases:
+# domain/lifecycle.py (`claims_late`).
+LATE_CLAIM_AFTER = timedelta(seconds=1)
+
 # Statuses from which a new attempt may be claimed.
 CLAIMABLE_STATUSES = frozenset({DeliveryStatus.QUEUED, DeliveryStatus.RETRYING})
 
@@ -46,7 +53,9 @@ STATUS_MEANINGS: dict[DeliveryStatus, str] = {
     DeliveryStatus.QUEUED: "Accepted and waiting for its first attempt. Normally momentary.",
     DeliveryStatus.ATTEMPTING: (
         "An attempt is in flight right now; `waiting_on.in_flight` says since when, and by when its message is back"
-        " on the queue should the invocation making it die."
+        " on the queue should the invocation making it die. A first attempt is recorded `attempting` once it has"
+        f" gone {LATE_CLAIM_AFTER.total_seconds():g} s without an answer (most are answered sooner, and go from"
+        " `queued` straight to their outcome in one write); a retry, from its start."
     ),
     DeliveryStatus.DELIVERED: "The endpoint returned 2xx within the attempt timeout. Done.",
     DeliveryStatus.RETRYING: "An attempt failed and another is scheduled at `next_attempt_at`.",

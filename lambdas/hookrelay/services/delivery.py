@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as StillSending
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -12,13 +15,13 @@ from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.envelope import retry_group_id
-from hookrelay.domain.lifecycle import retention_expiry
+from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.redrive import recovers
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
-from hookrelay.domain.status import DeadReason, DeliveryStatus
+from hookrelay.domain.status import LATE_CLAIM_AFTER, DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DELIVERIES_PARKED,
@@ -39,6 +42,7 @@ from hookrelay.services.ports import (
     RetryTicket,
     RetryWorkflow,
     SendResult,
+    Unclaimed,
     WebhookSender,
 )
 
@@ -55,6 +59,9 @@ LANE_QUICKENED = "EndpointsQuickened"
 CIRCUIT_OPENED = "CircuitOpened"
 CIRCUIT_REOPENED = "CircuitReopened"
 DRAIN_PAUSED = "DrainPaused"
+LATE_CLAIM_ERRORS = "LateClaimErrors"  # metric: a late claim's write failed (the settle still accepts either form)
+# Sends waited on with a deadline (`_send`) run on these threads, one per attempt in flight in the process.
+SEND_THREADS = 16
 
 
 @dataclass(frozen=True)
@@ -92,6 +99,11 @@ class DeliveryService:
     platform_events: PlatformEvents | None = None
     # Where a slow endpoint's messages go, and when an endpoint is slow (domain/lanes.py); None: one lane.
     lanes: Lanes | None = None
+    # How long an unclaimed attempt may go unanswered before it is claimed (domain.status.LATE_CLAIM_AFTER).
+    claim_after: timedelta = LATE_CLAIM_AFTER
+    _senders: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="send"), repr=False
+    )
 
     def attempt(self, message: DeliveryMessage, *, late: bool = False) -> AttemptReport:
         """Make the attempt the message asks for, or park it behind the endpoint's open circuit, or forward it to the
@@ -129,7 +141,7 @@ class DeliveryService:
         started = self._not_before(delivery.next_attempt_at, now)
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
-        result = self.sender.send(endpoint.url, headers, event.body.encode())
+        result, delivery = self._send(delivery, message, endpoint.url, headers, event.body.encode())
         report = self._record(delivery, event, message, endpoint, started, result)
         if report.sent:
             delivered = report.status is DeliveryStatus.DELIVERED
@@ -216,6 +228,16 @@ class DeliveryService:
         return self.endpoints.get(message.tenant_id, endpoint_id)
 
     def _claim(self, message: DeliveryMessage, now: datetime) -> Delivery | None:
+        """The delivery, claimed for the message's attempt; or, for a first attempt off the queue, read and left
+        unclaimed (`domain.lifecycle.claims_late`: `_send` claims it if it runs long, `_record` settles it). None if
+        the attempt is not this message's to make."""
+        if claims_late(message.via, message.attempt, message.reply_to):
+            current = self.deliveries.get(message.delivery_id)
+            if current is not None and attemptable_unclaimed(current, message.tenant_id, message.attempt):
+                return replace(current, claimed_at=None)
+            if current is None or current.status is not DeliveryStatus.ATTEMPTING:
+                return None  # made, ended, parked or not the tenant's: no claim write would pass
+            # `attempting`: a worker died holding its (late) claim; the claim below takes it over once stale.
         if message.via is Via.QUEUE or message.endpoint_id is None:
             return self.deliveries.claim(
                 message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
@@ -237,6 +259,40 @@ class DeliveryService:
         return self.deliveries.claim(
             message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
         )
+
+    def _send(
+        self, delivery: Delivery, message: DeliveryMessage, url: str, headers: dict[str, str], body: bytes
+    ) -> tuple[SendResult, Delivery]:
+        """Send the attempt; one made unclaimed is claimed if it has not answered within `claim_after`, so that
+        it is seen `attempting` while it runs long. Returns the delivery as `_record` settles it: claimed (late or
+        before), or unclaimed with `claimed_at` the late claim's time when its write failed (it may have applied).
+
+        The claim is written here, on the invocation's own thread, while the send waits on another. If the process
+        dies before the claim, the delivery is still `queued`; after it, `attempting` until the claim is stale: either
+        way the message comes back and the attempt is made again (domain/lifecycle.py, the crash rules)."""
+        if delivery.status is DeliveryStatus.ATTEMPTING:
+            return self.sender.send(url, headers, body), delivery
+        sending = self._senders.submit(contextvars.copy_context().run, self.sender.send, url, headers, body)
+        try:
+            return sending.result(timeout=self.claim_after.total_seconds()), delivery
+        except StillSending:
+            pass
+        delivery = self._late_claim(delivery, message)  # while the send goes on
+        return sending.result(), delivery
+
+    def _late_claim(self, delivery: Delivery, message: DeliveryMessage) -> Delivery:
+        """Claim an unclaimed attempt in flight. Its claim is the usual one (so a stale one is taken over as any
+        is); a condition that fails leaves it unclaimed (the settle's own condition then decides), and a write that
+        errs leaves it unclaimed with the claim's time, which the settle accepts too, in case the write applied."""
+        now = self.clock()
+        try:
+            claimed = self.deliveries.claim(
+                delivery.id, delivery.tenant_id, message.attempt, now, now - self.claim_timeout
+            )
+        except Exception as error:  # the attempt is in flight: recording it matters more than showing it
+            self.telemetry.bookkeeping_failed(LATE_CLAIM_ERRORS, delivery.id, error)
+            return replace(delivery, claimed_at=now)
+        return claimed or delivery
 
     def _claim_stranded(
         self, message: DeliveryMessage, endpoint: Endpoint | None, current: Delivery | None, now: datetime
@@ -348,7 +404,10 @@ class DeliveryService:
             completed_at=finished if terminal else None,
             expires_at=retention_expiry(finished) if terminal else None,
         )
-        if not self.deliveries.record_attempt(delivery.id, delivery.tenant_id, message.attempt, record):
+        # Unclaimed (a first attempt that answered in time, or whose late claim was not known to apply): this one
+        # write claims and records it. `_claim` says why no other worker can have made it meanwhile.
+        unclaimed = Unclaimed(delivery.claimed_at) if delivery.status is not DeliveryStatus.ATTEMPTING else None
+        if not self.deliveries.record_attempt(delivery.id, delivery.tenant_id, message.attempt, record, unclaimed):
             # Our claim went stale and another worker took the attempt over: its record stands.
             return self._not_claimed(message, self.deliveries.get(message.delivery_id))
         if terminal:

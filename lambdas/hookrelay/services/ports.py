@@ -226,6 +226,16 @@ class AttemptRecord:
     expires_at: int | None
 
 
+@dataclass(frozen=True)
+class Unclaimed:
+    """An attempt made without a claim first (`domain.lifecycle.claims_late`), settled by the record's one write on
+    condition that the delivery is still claimable with the attempts before it made and not parked, or, when its
+    late claim was tried (`late_claim_at`: the claim's time, whether or not the write is known to have applied),
+    `attempting` for it under that very claim."""
+
+    late_claim_at: datetime | None = None
+
+
 class ParkOutcome(StrEnum):
     PARKED = "parked"
     ALREADY_PARKED = "already_parked"
@@ -257,8 +267,16 @@ class DeliveryRepository(Protocol):
         """Mark the delivery `attempting` for this attempt number; None if another holds or made it, or if it is
         parked behind its endpoint's circuit (only the drain and the probe take those, through the ParkingLot)."""
 
-    def record_attempt(self, delivery_id: str, tenant_id: str, attempt_number: int, record: AttemptRecord) -> bool:
-        """Append the attempt and move the status on; False if the claim was lost."""
+    def record_attempt(
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        attempt_number: int,
+        record: AttemptRecord,
+        unclaimed: Unclaimed | None = None,
+    ) -> bool:
+        """Append the attempt and move the status on; False if the claim was lost. `unclaimed`: the attempt was made
+        without a claim, and this write claims and records it at once (on that condition instead)."""
 
     def set_status(
         self,
