@@ -53,6 +53,7 @@ def local_settings(
     enforce_event_catalogue: bool = False,
     endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS,
     limits: TenantLimits = DEFAULT_LIMITS,
+    log_shards: int = schema.DEFAULT_LOG_SHARDS,
 ) -> Settings:
     """The local settings, as a stage's. The per-key rate limit is off unless asked for (the integration tier sends
     from one key as fast as the machine goes); the local stack asks for the deployed default (`--api-key-rate`)."""
@@ -65,6 +66,7 @@ def local_settings(
         endpoint_ports=endpoint_ports,
         max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
         max_filters_per_endpoint=limits.max_filters_per_endpoint,
+        log_shards=log_shards,
     )
 
 

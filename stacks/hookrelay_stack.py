@@ -64,6 +64,7 @@ class HookrelayStack(Stack):
         limits = config.tenant_limits(self.node)
         telemetry = config.telemetry(self.node)
         runtime = config.lambda_runtime(self.node)
+        log_shards = config.log_shards(self.node)
 
         # What the functions' environments carry of the settings (hookrelay/function_environment.py); the local
         # stack and its tests build the same environments from the same settings.
@@ -77,6 +78,7 @@ class HookrelayStack(Stack):
             endpoint_ports=endpoint_ports,
             max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
             max_filters_per_endpoint=limits.max_filters_per_endpoint,
+            log_shards=log_shards,
         )
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues")

@@ -58,6 +58,7 @@ class Settings:
     endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS
     max_endpoints_per_tenant: int = DEFAULT_MAX_ENDPOINTS_PER_TENANT  # per-tenant limits (domain/limits.py)
     max_filters_per_endpoint: int = DEFAULT_MAX_FILTERS_PER_ENDPOINT
+    log_shards: int = schema.DEFAULT_LOG_SHARDS  # the delivery log's write shards (adapters/schema.py)
 
 
 def environment(function: Function, resources: Resources, settings: Settings) -> dict[str, str]:
@@ -115,4 +116,8 @@ def _settings(function: Function, settings: Settings) -> dict[str, str]:
         env[schema.MAX_FILTERS_PER_ENDPOINT] = str(settings.max_filters_per_endpoint)
     if function.name in CHECKING_ENDPOINT_URLS:
         env[schema.ENDPOINT_PORTS] = settings.endpoint_ports.value
+    # Every function that may write or read the delivery log: one that wrote with another count than the readers
+    # read with would put entries where no read looks.
+    if schema.DELIVERIES in function.access.tables:
+        env[schema.DELIVERY_LOG_SHARDS] = str(settings.log_shards)
     return env
