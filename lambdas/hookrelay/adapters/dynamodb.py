@@ -811,7 +811,8 @@ class DeliveryTable:
         if len(queries) < _SCATTER_FROM:
             return [query_items(self.table, **q) for q in queries]
         # Each read in the context of the caller (copied per read: a context runs on one thread at a time), so it
-        # is the calling function's as much as if it ran on its thread (its environment, its metering).
+        # sees what the caller's thread sees of its context variables (the integration tier's view of the calling
+        # function's environment among them).
         contexts = [contextvars.copy_context() for _ in queries]
         with ThreadPoolExecutor(max_workers=min(_SCATTER_THREADS, len(queries))) as pool:
             firsts = list(pool.map(lambda c, q: c.run(self.table.query, **q), contexts, queries))
