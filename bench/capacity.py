@@ -422,11 +422,14 @@ def fast_batch_seconds(profile: dict[str, Any], w: Workload, batch: int) -> floa
     return function_seconds(profile, "delivery") + slowest / 1000
 
 
-def lanes(profile: dict[str, Any], w: Workload, d: Deployment) -> Lanes:
+def lanes(profile: dict[str, Any], w: Workload, d: Deployment, max_in_flight: float = math.inf) -> Lanes:
     """The delivery function's messages split between the lanes: the slow endpoints' and the failing endpoints'
-    (probing, draining, parking) on the slow lane, one at a time; the rest in the fast lane's batches. (A slow
-    endpoint holds at most its max_in_flight slots at once, its own deliveries waiting past that: not counted here,
-    so the slow lanes' concurrency is an upper bound, linear in the rate.)"""
+    (probing, draining, parking) on the slow lane, one at a time; the rest in the fast lane's batches.
+
+    The busiest queue shard carries the largest tenant's busiest endpoint, but no more of its messages than its
+    message groups let through (`max_in_flight` at once, each for its batch's duration): the rest wait in their
+    groups, taking no concurrency (that endpoint lags). Elsewhere every message is counted, an upper bound linear
+    in the rate (a slow endpoint too holds at most max_in_flight slots)."""
     from hookrelay.functions import BY_NAME, DELIVERY
 
     rate = w.events_per_second
@@ -442,7 +445,7 @@ def lanes(profile: dict[str, Any], w: Workload, d: Deployment) -> Lanes:
     fast_seconds = fast_batch_seconds(profile, w, d.fast_batch)
     # An endpoint is on one queue shard: the busiest shard has the largest tenant's busiest endpoint, and its share
     # of the rest.
-    busiest_endpoint = min(fast, w.largest_tenant_share * w.busiest_endpoint_share * rate)
+    busiest_endpoint = min(fast, w.largest_tenant_share * w.busiest_endpoint_share * rate, max_in_flight / fast_seconds)
     share = (busiest_endpoint + (fast - busiest_endpoint) / d.queue_shards) / fast if fast else 1 / d.queue_shards
     busiest_fast = fast * share / d.fast_batch * fast_seconds
     busiest_slow = slow * slow_seconds / d.queue_shards  # slow endpoints spread over the shards
@@ -473,7 +476,7 @@ def assess(
     outages_per_second = failing_endpoints / (w.outage_hours * 3600)
     calls = {k: per_event(profile, w, "calls", k) * rate for k in _keys(profile, "calls")}
 
-    delivery = lanes(profile, w, d)
+    delivery = lanes(profile, w, d, q["endpoint_groups"].limit)
     concurrency: dict[str, float] = {}
     for function in _keys(profile, "invocations"):
         invocations = per_event(profile, w, "invocations", function) * rate
@@ -637,7 +640,7 @@ def size(w: Workload, profile: dict[str, Any], quotas: dict[str, Quota] | None =
     deployment = Deployment(base.queue_shards, source_cap, log_shards, base.fast_batch)
     for shards in range(base.queue_shards, MAX_QUEUE_SHARDS + 1):
         deployment = replace(deployment, queue_shards=shards)
-        if lanes(profile, w, deployment).busiest_source * HEADROOM <= source_cap:
+        if lanes(profile, w, deployment, q["endpoint_groups"].limit).busiest_source * HEADROOM <= source_cap:
             break
     unsized = assess(w, profile, q, deployment)
     settings = {key: max(2, math.ceil(unsized.demand(key).demand * HEADROOM)) for key in SIZED}

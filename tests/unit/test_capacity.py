@@ -41,12 +41,28 @@ def test_utilisation_is_linear_in_the_event_rate(profile: dict) -> None:
             # outages' workflows: per endpoint in an outage; the authorizer: per key and cache TTL; not per event
             assert b.demand == pytest.approx(a.demand), a.quota.key
             continue
+        if a.key in ("delivery_max_concurrency", "sqs_fifo_ht_tps"):  # the busiest shard's: its busiest endpoint's
+            # part is bounded by that endpoint's message groups
+            assert a.demand < b.demand <= 10 * a.demand * (1 + 1e-9)
+            continue
         if a.quota.key == "lambda_concurrency":  # all functions': the authorizer's part is the same at both rates
             authorizer = one.concurrency["authorizer"]
             assert b.demand - authorizer == pytest.approx(10 * (a.demand - authorizer), rel=1e-9)
             continue
         assert b.demand == pytest.approx(10 * a.demand, rel=1e-9), a.quota.key
     assert one.saturates_at(one.first) == pytest.approx(ten.saturates_at(ten.first))
+
+
+def test_the_busiest_endpoint_takes_no_more_of_its_shard_than_its_message_groups_let_through(profile: dict) -> None:
+    """One endpoint taking half of 100,000 events a second: its groups (max_in_flight) bound what it holds of its
+    shard's event source, so the queue shards are sized, not over a cap (that endpoint's own deliveries wait)."""
+    half = Workload(100_000, largest_tenant_share=0.5)
+    sizing = size(half, profile)
+    assert not sizing.over_caps
+    assert sizing.assessment.demand("endpoint_groups").utilisation > 1  # reported: that endpoint lags
+    capped = lanes(profile, half, sizing.deployment, max_in_flight=50)
+    uncapped = lanes(profile, half, sizing.deployment)
+    assert capped.busiest_source < uncapped.busiest_source
 
 
 def test_a_larger_tenant_share_heats_its_partitions_and_nothing_else(profile: dict) -> None:
