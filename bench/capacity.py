@@ -26,7 +26,7 @@ import math
 import sys
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import SECONDS_PER_MONTH, table
 from bench.quotas import QUOTAS_READ, REGION, Quota, all_quotas, authorizer_cache_seconds
-from hookrelay.adapters.schema import LOG_SHARDS
+from hookrelay.adapters.schema import DEFAULT_LOG_SHARDS, DELIVERIES, EVENT_EXTRAS_INDEX, MAX_LOG_SHARDS
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE_PATH = ROOT / "bench" / "operation_profile.json"
@@ -42,6 +44,10 @@ DOCS_PATH = ROOT / "docs" / "capacity.md"
 PROFILE_EVENTS = 20  # the happy path's events when measuring (outage: x2, fan-out: /4; see bench/cost.py)
 SCENARIOS = ("happy", "fanout", "outage")
 TABLE_PREFIX = "hookrelay-"
+# The delivery log's write-sharded indexes (adapters/schema.py): one owner's entries over log_shards partitions.
+LOG_SHARDED = frozenset(
+    f"{DELIVERIES.logical_name}/{index.name}" for index in DELIVERIES.indexes if index is not EVENT_EXTRAS_INDEX
+)
 
 CALL_MS = 8.0  # one AWS API call from Lambda, same region (DynamoDB and SQS: single-digit milliseconds)
 COMPUTE_MS = 5.0  # the handler's own work per invocation, beside its calls
@@ -84,7 +90,6 @@ def _measured(events: int, settings: Any) -> dict[str, Any]:
     # Scheduled functions run on the clock, not per event: their reads are in the cost, not in the rates.
     scheduled = {name for name, function in BY_NAME.items() if isinstance(function.trigger, Schedule)}
     profile: dict[str, Any] = {"events_measured": events, "payload_bytes": 1024, "scenarios": {}}
-    distinct_all: set[str] = set()
     sharded: set[str] = set()
     for name in SCENARIOS:
         scenario = cost.SCENARIOS[name](events)
@@ -110,7 +115,6 @@ def _measured(events: int, settings: Any) -> dict[str, Any]:
                 distinct[where].add(partition)
         invocations: dict[str, float] = defaultdict(float)
         for where, values in distinct.items():
-            distinct_all.add(where)
             if any(_owner(v) != str(v) for v in values):
                 sharded.add(where)
         for invocation in run.meter.invocations:
@@ -143,8 +147,9 @@ def _measured(events: int, settings: Any) -> dict[str, Any]:
             for where, owners in fanout["partition_owners"].items()
         }
     )
-    # How many partitions one owner's writes spread over: the log indexes' write shards (`owner#shard`).
-    profile["partition_shards"] = {where: LOG_SHARDS if where in sharded else 1 for where in distinct_all}
+    # The keys one owner's writes spread over several partitions of: the log indexes' (`owner#shard`), as many as
+    # the deployment's log_shards (the model's setting). Counters keyed `key#second` are one partition a second.
+    profile["log_sharded"] = sorted(where for where in sharded if where in LOG_SHARDED)
     return profile
 
 
@@ -202,6 +207,57 @@ def load_profile() -> dict[str, Any]:
     return dict(json.loads(PROFILE_PATH.read_text()))
 
 
+# --- the deployment: the settings the model sizes --------------------------------------------------------
+
+# Issue 28's delivery design where the code does not have it yet (it is being built beside this model); the code's
+# own figures win as soon as it has them (`code_deployment`): the fast lane's batch (its event source's batch size),
+# the delivery queue shards (the stage's `delivery_shards`, or the stack's default).
+DESIGN_FAST_BATCH = 10  # messages per fast-lane invocation, sent at once (SQS's most for an event source's batch)
+# An endpoint slower than this (or timing out) moves to the slow lane: the most a fast batch waits for its slowest.
+SLOW_AFTER_MS = 1_000.0
+# The slowest of a fast batch's answers against a typical one: a batch lasts as long as its slowest endpoint. Two:
+# the slowest of ten answers spread evenly up to twice the typical (the simulation draws them so).
+BATCH_SLOWEST = 2.0
+# An endpoint's item is read per message, consistently (services/delivery.py, EndpointTable.get): one read unit
+# (the item is under 4 KB); ingest queries the tenant's endpoints per event, eventually consistent (half a unit per
+# 4 KB; an endpoint's item is about 1 KB). Reads are not metered by the profile: these are the code's, by reading it.
+ENDPOINT_READ_UNITS_PER_MESSAGE = 1.0
+ENDPOINT_ITEM_KIB = 1.0
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The delivery pipeline's settings the model sizes: `make capacity` says which to give for a workload."""
+
+    queue_shards: int  # delivery queue shards (`delivery_shards`): each a fast and a slow lane, an endpoint on one
+    source_max_concurrency: float  # each event source's maximum concurrency (`delivery_max_concurrency`)
+    log_shards: int  # the delivery log indexes' write shards (`log_shards`)
+    fast_batch: int  # messages per fast-lane invocation
+
+    @property
+    def label(self) -> str:
+        return (
+            f"delivery_shards={self.queue_shards}, delivery_max_concurrency={self.source_max_concurrency:g},"
+            f" log_shards={self.log_shards} (fast lane: batches of {self.fast_batch})"
+        )
+
+
+def code_deployment() -> Deployment:
+    """The deployment as the code and the capacity stage's file set it (the design's figures where not yet)."""
+    from bench.quotas import stage_context
+    from hookrelay.functions import DELIVERY, queue_trigger
+
+    context = stage_context()
+    batch = queue_trigger(DELIVERY).batch_size
+    default_queues = DEFAULT_DELIVERY_SHARDS
+    return Deployment(
+        queue_shards=int(context.get("delivery_shards", default_queues)),  # type: ignore[call-overload]
+        source_max_concurrency=float(context.get("delivery_max_concurrency", 0) or 0),  # type: ignore[arg-type]
+        log_shards=int(context.get("log_shards", DEFAULT_LOG_SHARDS)),  # type: ignore[call-overload]
+        fast_batch=batch if batch > 1 else DESIGN_FAST_BATCH,
+    )
+
+
 # --- the model -------------------------------------------------------------------------------------------
 
 
@@ -215,10 +271,19 @@ class Workload:
     largest_tenant_share: float = 0.1  # of all events
     payload_bytes: int = 1024
     endpoint_latency_ms: float = 200.0  # a healthy endpoint's response time
+    slow_share: float = 0.0  # share of endpoints on the slow lane (slower than SLOW_AFTER_MS, or timing out)
+    slow_latency_ms: float = ATTEMPT_TIMEOUT_SECONDS * 1000.0  # a slow endpoint's time per message: the timeout
+    # The largest tenant's busiest endpoint's share of the tenant's events (1: every one, the worst case).
+    busiest_endpoint_share: float = 1.0
 
     @property
     def label(self) -> str:
         return f"{self.events_per_second:,.0f}/s, fan-out {self.fanout}, {self.failing_share:.0%} failing"
+
+
+# Who a limit's saturation stops: every tenant (the deployment's), or only the one tenant or endpoint over it (its
+# requests or deliveries wait; the rest go on: a hot item is isolated, a message group holds only its endpoint).
+DEPLOYMENT, TENANT, ENDPOINT = "deployment", "one tenant", "one endpoint"
 
 
 @dataclass
@@ -226,10 +291,43 @@ class Demand:
     quota: Quota
     demand: float
     note: str = ""
+    scope: str = DEPLOYMENT
+    name: str = ""  # the demand's own key, where two demands meet one quota (default: the quota's)
+
+    @property
+    def key(self) -> str:
+        return self.name or self.quota.key
 
     @property
     def utilisation(self) -> float:
         return self.demand / self.quota.limit if self.quota.limit else math.inf
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """The delivery function's two lanes: messages a second, invocations' seconds, concurrency."""
+
+    fast_messages: float
+    fast_seconds: float  # one fast invocation: its slowest answer, its AWS calls (in threads, at once), its work
+    slow_messages: float
+    slow_seconds: float  # one slow invocation (one message), on average over slow and failing endpoints
+    batch: int
+    busiest_source: float  # the busiest event source's concurrency (a shard's fast or slow lane)
+    busiest_shard_share: float  # of the fast lane's messages, on the busiest queue shard
+    memory_gb: float
+
+    @property
+    def fast_concurrency(self) -> float:
+        return self.fast_messages / self.batch * self.fast_seconds
+
+    @property
+    def slow_concurrency(self) -> float:
+        return self.slow_messages * self.slow_seconds
+
+    @property
+    def gb_seconds_per_delivery(self) -> float:
+        messages = self.fast_messages + self.slow_messages
+        return (self.fast_concurrency + self.slow_concurrency) * self.memory_gb / messages if messages else 0.0
 
 
 @dataclass
@@ -239,15 +337,26 @@ class Assessment:
     usd_per_month: float
     hot_partitions: list[tuple[str, str, float]] = field(default_factory=list)  # (where, per, WCU/s)
     concurrency: dict[str, float] = field(default_factory=dict)
+    deployment: Deployment | None = None
+    lanes: Lanes | None = None
 
     @property
     def first(self) -> Demand:
+        """The first limit any work meets (one endpoint's included): what the simulation throttles on first."""
         return max(self.demands, key=lambda d: d.utilisation)
+
+    @property
+    def first_deployment(self) -> Demand:
+        """The first limit that stops every tenant: how far the deployment goes."""
+        return max((d for d in self.demands if d.scope == DEPLOYMENT), key=lambda d: d.utilisation)
 
     @property
     def first_aws(self) -> Demand:
         """The first of AWS's own quotas: what comes next once the stack's limits are raised."""
         return max((d for d in self.demands if d.quota.service != "hookrelay"), key=lambda d: d.utilisation)
+
+    def demand(self, key: str) -> Demand:
+        return next(d for d in self.demands if d.key == key)
 
     def saturates_at(self, demand: Demand) -> float:
         return self.workload.events_per_second / demand.utilisation if demand.utilisation else math.inf
@@ -294,81 +403,144 @@ def per_outage(profile: dict[str, Any], key: str) -> float:
     return float(outage["calls"].get(key, 0.0)) * outage["events"]
 
 
-def function_seconds(profile: dict[str, Any], function: str) -> float:
-    """An invocation's duration but for the endpoint's answer: its AWS calls, and its own work."""
-    return (_mix(profile, ("calls_per_invocation", function), 1) * CALL_MS + COMPUTE_MS) / 1000
+def function_seconds(profile: dict[str, Any], function: str, scenario_mix: str = "happy") -> float:
+    """An invocation's duration but for the endpoint's answer: its AWS calls, and its own work. The profile counts
+    one delivery invocation per message (the bench's events come one at a time: a batch holds one), so the
+    delivery function's calls here are one message's."""
+    if scenario_mix == "outage":
+        calls = _value(profile, "outage", ("calls_per_invocation", function))
+    else:
+        calls = _mix(profile, ("calls_per_invocation", function), 1)
+    return (calls * CALL_MS + COMPUTE_MS) / 1000
 
 
-def assess(w: Workload, profile: dict[str, Any] | None = None, quotas: dict[str, Quota] | None = None) -> Assessment:
+def fast_batch_seconds(profile: dict[str, Any], w: Workload, batch: int) -> float:
+    """A fast-lane invocation: its messages are sent at once on threads (each with its AWS calls), so it lasts its
+    slowest answer (below the slow lane's threshold), one message's calls and its work."""
+    slowest = min(SLOW_AFTER_MS, w.endpoint_latency_ms * (BATCH_SLOWEST if batch > 1 else 1.0))
+    return function_seconds(profile, "delivery") + slowest / 1000
+
+
+def lanes(profile: dict[str, Any], w: Workload, d: Deployment, max_in_flight: float = math.inf) -> Lanes:
+    """The delivery function's messages split between the lanes: the slow endpoints' and the failing endpoints'
+    (probing, draining, parking) on the slow lane, one at a time; the rest in the fast lane's batches.
+
+    The busiest queue shard carries the largest tenant's busiest endpoint, but no more of its messages than its
+    message groups let through (`max_in_flight` at once, each for its batch's duration): the rest wait in their
+    groups, taking no concurrency (that endpoint lags). Elsewhere every message is counted, an upper bound linear
+    in the rate (a slow endpoint too holds at most max_in_flight slots)."""
+    from hookrelay.functions import BY_NAME, DELIVERY
+
+    rate = w.events_per_second
+    healthy = _mix(profile, ("invocations", "delivery"), w.fanout) * rate
+    outage_extra = w.failing_share * w.fanout * _outage_extra(profile, ("invocations", "delivery")) * rate
+    slow_healthy = w.slow_share * healthy
+    failing = w.failing_share * healthy + outage_extra
+    fast = max(0.0, healthy - slow_healthy - w.failing_share * healthy)
+    slow = slow_healthy + failing
+    calls = function_seconds(profile, "delivery")
+    slow_held = slow_healthy * (calls + w.slow_latency_ms / 1000)
+    slow_seconds = (slow_held + failing * function_seconds(profile, "delivery", "outage")) / slow if slow else 0.0
+    fast_seconds = fast_batch_seconds(profile, w, d.fast_batch)
+    # An endpoint is on one queue shard: the busiest shard has the largest tenant's busiest endpoint, and its share
+    # of the rest.
+    busiest_endpoint = min(fast, w.largest_tenant_share * w.busiest_endpoint_share * rate, max_in_flight / fast_seconds)
+    share = (busiest_endpoint + (fast - busiest_endpoint) / d.queue_shards) / fast if fast else 1 / d.queue_shards
+    busiest_fast = fast * share / d.fast_batch * fast_seconds
+    busiest_slow = slow * slow_seconds / d.queue_shards  # slow endpoints spread over the shards
+    return Lanes(
+        fast,
+        fast_seconds,
+        slow,
+        slow_seconds,
+        d.fast_batch,
+        max(busiest_fast, busiest_slow),
+        share,
+        BY_NAME[DELIVERY.name].memory_mb / 1024,
+    )
+
+
+def assess(
+    w: Workload,
+    profile: dict[str, Any] | None = None,
+    quotas: dict[str, Quota] | None = None,
+    deployment: Deployment | None = None,
+) -> Assessment:
     profile = profile or load_profile()
     q = quotas or all_quotas()
+    d = deployment or code_deployment()
     rate = w.events_per_second
-    extra_kib = max(0, math.ceil(w.payload_bytes / 1024) - 1)  # the event item carries the payload
     outage = profile["scenarios"]["outage"]
-    endpoints = w.tenants * w.fanout
-    failing_endpoints = w.failing_share * endpoints
+    failing_endpoints = w.failing_share * w.tenants * w.fanout
     outages_per_second = failing_endpoints / (w.outage_hours * 3600)
     calls = {k: per_event(profile, w, "calls", k) * rate for k in _keys(profile, "calls")}
 
+    delivery = lanes(profile, w, d, q["endpoint_groups"].limit)
     concurrency: dict[str, float] = {}
-    delivery_seconds = 0.0
     for function in _keys(profile, "invocations"):
         invocations = per_event(profile, w, "invocations", function) * rate
         if function == "authorizer":  # API Gateway caches its answers: once per key and TTL (a key per tenant)
             invocations = min(invocations, w.tenants / authorizer_cache_seconds())
-        seconds = function_seconds(profile, function)
-        if function == "delivery":
-            seconds += w.endpoint_latency_ms / 1000
-            delivery_seconds = seconds
-        concurrency[function] = invocations * seconds
+        concurrency[function] = invocations * function_seconds(profile, function)
+    concurrency["delivery"] = delivery.fast_concurrency + delivery.slow_concurrency
     api_rps = _mix(profile, ("api_requests",), 1) * rate  # one request per event, whatever its fan-out
-
-    writes: dict[str, float] = defaultdict(float)
-    for where in _keys(profile, "write_units"):
-        writes[where] = per_event(profile, w, "write_units", where) * rate
-    writes["Events/-"] += extra_kib * rate
-    by_table: dict[str, float] = defaultdict(float)
-    for where, units in writes.items():
-        by_table[where.split("/")[0]] += units
-
-    hot: list[tuple[str, str, float]] = []
-    scope = profile["partition_scope"]
     largest = w.largest_tenant_share * rate
-    for where in sorted(writes):
-        per = scope.get(where, "item")
-        units_per_event = writes[where] / rate / profile["partition_shards"].get(where, 1) if rate else 0.0
-        if per == "tenant":
-            hot.append((where, "the largest tenant", units_per_event * largest))
-        elif per == "endpoint":
-            hot.append((where, "the largest tenant's busiest endpoint", units_per_event / w.fanout * largest))
-    hottest = max((h[2] for h in hot), default=0.0)
+    busiest_endpoint = largest * w.busiest_endpoint_share  # its deliveries a second
+
+    writes, by_table = _writes(profile, w)
+    hot = _hot_partitions(profile, w, d, writes)
+    log_hot = [h for h in hot if h[0] in LOG_SHARDED]
+    own_hot = [h for h in hot if h[0] not in LOG_SHARDED]
+    endpoint_reads = busiest_endpoint * ENDPOINT_READ_UNITS_PER_MESSAGE + largest * 0.5 * math.ceil(
+        w.fanout * ENDPOINT_ITEM_KIB / 4
+    ) / max(1, w.fanout)  # ingest's query reads every endpoint of the tenant: its share of one item
 
     sqs_fifo = {k: v for k, v in calls.items() if k.startswith("sqs:") and k.endswith(":fifo")}
-    busiest_sqs = max(sqs_fifo.items(), key=lambda kv: kv[1], default=("sqs", 0.0))
+    busiest_sqs = max(sqs_fifo.items(), key=lambda kv: _per_queue(kv, delivery), default=("sqs", 0.0))
     sfn_starts = outages_per_second * per_outage(profile, "stepfunctions:StartExecution")
     sfn_transitions = outages_per_second * outage["transitions"]
     send_task = outages_per_second * sum(
         per_outage(profile, k) for k in _keys(profile, "calls") if k.startswith("stepfunctions:SendTask")
     )
-    endpoint_in_flight = largest * delivery_seconds  # each of the largest tenant's endpoints gets all its events
-    total_concurrency = sum(concurrency.values())
+    # Each of the busiest endpoint's messages holds its message group for its batch's whole invocation.
+    endpoint_in_flight = busiest_endpoint * delivery.fast_seconds
 
     demands = [
         Demand(q["apigw_account_rps"], api_rps),
         Demand(q["stage_throttle"], api_rps),
-        Demand(q["api_key_rate"], api_rps * w.largest_tenant_share, "the largest tenant's producer key"),
-        Demand(q["lambda_concurrency"], total_concurrency, "all functions"),
+        Demand(q["api_key_rate"], api_rps * w.largest_tenant_share, "the largest tenant's producer key", TENANT),
+        Demand(q["lambda_concurrency"], sum(concurrency.values()), "all functions"),
         Demand(q["authorizer_reserved"], concurrency.get("authorizer", 0.0)),
         Demand(q["ingest_reserved"], concurrency.get("ingest", 0.0)),
-        Demand(q["delivery_max_concurrency"], concurrency.get("delivery", 0.0)),
-        Demand(q["endpoint_groups"], endpoint_in_flight, "the largest tenant's busiest endpoint"),
-        Demand(q["sqs_fifo_ht_tps"], busiest_sqs[1], busiest_sqs[0].removeprefix("sqs:").removesuffix(":fifo")),
+        Demand(
+            q["delivery_max_concurrency"],
+            delivery.busiest_source,
+            f"the busiest of {2 * d.queue_shards} event sources ({d.queue_shards} queue shards x fast, slow)",
+        ),
+        Demand(q["endpoint_groups"], endpoint_in_flight, "the largest tenant's busiest endpoint", ENDPOINT),
+        Demand(
+            q["sqs_fifo_ht_tps"],
+            _per_queue(busiest_sqs, delivery),
+            f"{busiest_sqs[0].removeprefix('sqs:').removesuffix(':fifo')} on the busiest queue",
+        ),
         Demand(
             q["dynamodb_table_wru"],
             max(by_table.values(), default=0.0),
             max(by_table, key=lambda t: by_table[t], default=""),
         ),
-        Demand(q["dynamodb_partition_wcu"], hottest, max(hot, key=lambda h: h[2])[0] if hot else ""),
+        Demand(
+            q["dynamodb_partition_wcu"],
+            max((h[2] for h in log_hot), default=0.0),
+            f"the log's hottest index partition, over {d.log_shards} shards",
+        ),
+        Demand(
+            q["dynamodb_partition_wcu"],
+            max((h[2] for h in own_hot), default=0.0),
+            max(own_hot, key=lambda h: h[2])[0] if own_hot else "",
+            TENANT,
+            "dynamodb_key_wcu",
+        ),
+        Demand(q["dynamodb_partition_rcu"], endpoint_reads, "the busiest endpoint's item", ENDPOINT),
         Demand(q["sfn_start_execution"], sfn_starts, "the outages' retry and probe executions"),
         Demand(q["sfn_state_transitions"], sfn_transitions),
         Demand(q["sfn_send_task"], send_task),
@@ -378,7 +550,118 @@ def assess(w: Workload, profile: dict[str, Any] | None = None, quotas: dict[str,
         _mix(profile, ("usd_per_million",), w.fanout)
         + w.failing_share * w.fanout * _outage_extra(profile, ("usd_per_million",))
     ) / 1e6
-    return Assessment(w, demands, usd_per_event * rate * SECONDS_PER_MONTH, hot, concurrency)
+    return Assessment(w, demands, usd_per_event * rate * SECONDS_PER_MONTH, hot, concurrency, d, delivery)
+
+
+def _per_queue(call: tuple[str, float], delivery: Lanes) -> float:
+    """One action's calls a second on the busiest delivery queue (the busiest shard's fast queue): receives and
+    deletes carry a batch each."""
+    name, total = call
+    batched = delivery.batch if ("ReceiveMessage" in name or "DeleteMessage" in name) else 1
+    return total * delivery.busiest_shard_share / batched
+
+
+def _writes(profile: dict[str, Any], w: Workload) -> tuple[dict[str, float], dict[str, float]]:
+    """Write units a second by table/index, and by table."""
+    rate = w.events_per_second
+    writes: dict[str, float] = defaultdict(float)
+    for where in _keys(profile, "write_units"):
+        writes[where] = per_event(profile, w, "write_units", where) * rate
+    writes["Events/-"] += max(0, math.ceil(w.payload_bytes / 1024) - 1) * rate  # the event item carries the payload
+    by_table: dict[str, float] = defaultdict(float)
+    for where, units in writes.items():
+        by_table[where.split("/")[0]] += units
+    return writes, by_table
+
+
+def _hot_partitions(
+    profile: dict[str, Any], w: Workload, d: Deployment, writes: dict[str, float]
+) -> list[tuple[str, str, float]]:
+    """The write units a second on the hottest partition of each key kept per tenant or endpoint: the log indexes
+    over the deployment's log shards, the rest (counters, the endpoint's circuit, its parking lot) on one."""
+    rate = w.events_per_second
+    hot: list[tuple[str, str, float]] = []
+    largest = w.largest_tenant_share * rate
+    for where in sorted(writes):
+        per = profile["partition_scope"].get(where, "item")
+        shards = d.log_shards if where in profile.get("log_sharded", ()) else 1
+        units_per_event = writes[where] / rate / shards if rate else 0.0
+        if per == "tenant":
+            hot.append((where, "the largest tenant", units_per_event * largest))
+        elif per == "endpoint":
+            busiest = units_per_event / w.fanout * largest * w.busiest_endpoint_share
+            hot.append((where, "the largest tenant's busiest endpoint", busiest))
+    return hot
+
+
+def log_index_wcu(profile: dict[str, Any], w: Workload) -> float:
+    """The largest owner's writes a second to one log index, unsharded: what log_shards divides."""
+    one = Deployment(1, 1.0, 1, 1)
+    writes, _ = _writes(profile, w)
+    return max((h[2] for h in _hot_partitions(profile, w, one, writes) if h[0] in LOG_SHARDED), default=0.0)
+
+
+# --- sizing: the settings a workload needs ---------------------------------------------------------------
+
+HEADROOM = 1.25  # settings sized for the workload with a quarter to spare
+MAX_QUEUE_SHARDS = 256  # the sizing's search: past it, the model says so
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """What to give a workload: the stack's settings (CDK context, Api.THROTTLE), and the AWS quotas to request."""
+
+    deployment: Deployment
+    settings: dict[str, int]  # the stack's own limits, by quota key
+    requests: dict[str, int]  # AWS quota increases to ask for, by quota key (the needed value, with headroom)
+    assessment: Assessment  # the workload under these settings, at AWS's default quotas
+    over_caps: list[str]  # settings past what they can be: a design limit, not a number to raise
+
+    @property
+    def first(self) -> Demand:
+        """The first limit for every tenant beyond the settings sized here (those are raised as far as needed):
+        an AWS account quota, raisable or not."""
+        return max(
+            (d for d in self.assessment.demands if d.scope == DEPLOYMENT and d.key not in SIZED),
+            key=lambda d: d.utilisation,
+        )
+
+
+def size(w: Workload, profile: dict[str, Any], quotas: dict[str, Quota] | None = None) -> Sizing:
+    """The settings that leave the workload a quarter of headroom on every limit of the stack's own: the fewest
+    queue shards that keep each event source under AWS's most, the fewest log shards that keep each log index
+    partition under its write units; and the AWS quotas that then need raising."""
+    q = quotas or all_quotas()
+    base = code_deployment()
+    source_cap = q["sqs_event_source_concurrency"].limit
+    wcu = q["dynamodb_partition_wcu"].limit
+    log_shards = max(base.log_shards, math.ceil(log_index_wcu(profile, w) * HEADROOM / wcu))
+    deployment = Deployment(base.queue_shards, source_cap, log_shards, base.fast_batch)
+    for shards in range(base.queue_shards, MAX_QUEUE_SHARDS + 1):
+        deployment = replace(deployment, queue_shards=shards)
+        if lanes(profile, w, deployment, q["endpoint_groups"].limit).busiest_source * HEADROOM <= source_cap:
+            break
+    unsized = assess(w, profile, q, deployment)
+    settings = {key: max(2, math.ceil(unsized.demand(key).demand * HEADROOM)) for key in SIZED}
+    deployment = replace(deployment, source_max_concurrency=float(settings["delivery_max_concurrency"]))
+    sized = {**q}
+    for key, value in settings.items():
+        sized[key] = replace(q[key], limit=float(value), burst=2.0 * value if q[key].burst else None)
+    assessment = assess(w, profile, sized, deployment)
+    requests = {
+        d.key: math.ceil(d.demand * HEADROOM)
+        for d in assessment.demands
+        if d.quota.service != "hookrelay"
+        and d.utilisation * HEADROOM > 1
+        and "not adjustable" not in d.quota.adjustable
+    }
+    over = [key for key, value in settings.items() if key == "delivery_max_concurrency" and value > source_cap]
+    over += ["log_shards"] if log_shards > MAX_LOG_SHARDS else []
+    return Sizing(deployment, settings, requests, assessment, over)
+
+
+# The stack's own limits `size` sets (CDK context; the stage throttle is Api.THROTTLE).
+SIZED = ("stage_throttle", "api_key_rate", "authorizer_reserved", "ingest_reserved", "delivery_max_concurrency")
 
 
 # --- what to do at each limit ----------------------------------------------------------------------------
@@ -386,22 +669,30 @@ def assess(w: Workload, profile: dict[str, Any] | None = None, quotas: dict[str,
 BEYOND: dict[str, str] = {
     "stage_throttle": "Raise Api.THROTTLE to the account's API Gateway rate; past it, batch ingest"
     " (POST /v1/events/batch) carries up to 100 events a request.",
-    "apigw_account_rps": "Batch ingest; past 10,000 requests/s of batches, a quota increase, or producers"
-    " writing to the delivery pipeline through a queue (SQS or Kinesis) instead of HTTP.",
+    "apigw_account_rps": "A quota increase (Service Quotas: API Gateway throttle rate); batch ingest carries up to"
+    " 100 events a request.",
     "api_key_rate": "More keys per producer, or a higher per-key rate; batches count per request.",
     "lambda_concurrency": "A quota increase (tens of thousands are granted); the delivery function dominates:"
-    " its concurrency is deliveries/s x endpoint latency, so slow endpoints cost concurrency, not CPU.",
+    " its fast lane's concurrency is deliveries/s / batch x the batch's slowest answer, its slow lane's"
+    " deliveries/s x the timeout, so slow endpoints cost concurrency, not CPU.",
     "authorizer_reserved": "Raise reserved_concurrency; the authorizer's cache takes most requests off it.",
     "ingest_reserved": "Raise reserved_concurrency; batch ingest divides ingest invocations by the batch size.",
-    "delivery_max_concurrency": "Raise delivery_max_concurrency (at most 1,000 per event source); past that,"
-    " several delivery queues (sharded by endpoint), each with its own event source.",
-    "endpoint_groups": "Raise the endpoint's max_in_flight (at most 50); past 50 in flight to one endpoint,"
-    " a design change: per-endpoint shards of message groups, or an HTTP/2 multiplexing sender.",
-    "sqs_fifo_ht_tps": "Batch receives and deletes are already batched; past 70,000 calls/s, shard the delivery"
-    " queue by endpoint.",
+    "delivery_max_concurrency": "Raise delivery_max_concurrency (at most 1,000 an event source); past that, more"
+    " delivery queue shards (delivery_shards): the cap is shards x 2 lanes x 1,000, and an endpoint is on one"
+    " shard, so the busiest endpoint's own fast-lane concurrency must fit one event source.",
+    "endpoint_groups": "One endpoint's own limit: raise its max_in_flight (at most 50); past 50 in flight to one"
+    " endpoint its deliveries wait (the rest go on): a design change, per-endpoint shards of message groups or an"
+    " HTTP/2 multiplexing sender.",
+    "sqs_fifo_ht_tps": "Receives and deletes carry a batch each; past 70,000 calls/s on one queue, more queue shards.",
     "dynamodb_table_wru": "A table-level on-demand quota increase; fewer write units per delivery (issue 12).",
-    "dynamodb_partition_wcu": "Shard the hot key: the tenant-keyed index partitions of one large tenant take"
-    " every one of its deliveries (write-sharded keys, read by scatter-gather).",
+    "dynamodb_partition_wcu": "Raise log_shards (the log indexes' write shards): shards >= the largest owner's index"
+    " WCU/s / 1,000 x 1.25; a read costs a Query per shard. A throttled index partition holds back the table's"
+    " writes: every tenant's.",
+    "dynamodb_key_wcu": "One tenant's own: its producer key's rate-limit counter is one item a second, a write per"
+    " request: past 1,000 requests/s on one key, more keys or batch ingest (100 events a request).",
+    "dynamodb_partition_rcu": "One endpoint's own: its item is read per message (consistently) and per event by"
+    " ingest's query of the tenant's endpoints; past 3,000 RCU/s its deliveries are throttled. A design change:"
+    " read it once per batch, or cache it in the container for a second.",
     "sfn_start_execution": "The circuit already keeps executions per outage, not per event; a quota increase.",
     "sfn_state_transitions": "A quota increase; Express workflows for short retry schedules.",
     "sfn_send_task": "A quota increase.",
@@ -428,23 +719,33 @@ def fmt(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:,.2f}"
 
 
+def _own_over(a: Assessment) -> str:
+    """The limits of one tenant or one endpoint the workload is past: their work waits, the rest goes on."""
+    over = sorted((d for d in a.demands if d.scope != DEPLOYMENT and d.utilisation > 1), key=lambda d: -d.utilisation)
+    return ", ".join(f"{d.key} ({d.utilisation:.0%})" for d in over)
+
+
 def standard_table(profile: dict[str, Any]) -> str:
     rows = []
     for w in standard_workloads():
-        a = assess(w, profile)
-        first = a.first
-        over = [d.quota.key for d in sorted(a.demands, key=lambda d: -d.utilisation) if d.utilisation > 1]
-        hottest = max(a.hot_partitions, key=lambda h: h[2], default=("", "", 0.0))
+        staged = assess(w, profile)
+        sizing = size(w, profile)
+        a = sizing.assessment
+        first = sizing.first
+        d = sizing.deployment
         rows.append(
             [
                 f"{w.events_per_second:,}",
                 w.fanout,
                 f"{w.failing_share:.0%}",
-                f"{first.quota.key} ({first.utilisation:.0%})",
-                fmt(a.saturates_at(first)),
-                f"{a.first_aws.quota.key} at {fmt(a.saturates_at(a.first_aws))}",
-                ", ".join(over[1:4]) + (" …" if len(over) > 4 else "") if len(over) > 1 else "",
-                f"{hottest[2]:,.0f} ({hottest[0]})",
+                f"{staged.first_deployment.key} at {fmt(staged.saturates_at(staged.first_deployment))}",
+                f"{first.key} ({first.utilisation:.0%})"
+                + (" **not adjustable**" if "not adjustable" in first.quota.adjustable else ""),
+                f"{d.queue_shards} / {d.source_max_concurrency:,.0f} / {d.log_shards}"
+                + (" **(over the cap)**" if sizing.over_caps else ""),
+                ", ".join(f"{key} {value:,}" for key, value in sizing.requests.items()),
+                _own_over(a),
+                f"{a.lanes.gb_seconds_per_delivery:.4f}" if a.lanes else "",
                 f"${a.usd_per_month:,.0f}",
             ]
         )
@@ -453,50 +754,62 @@ def standard_table(profile: dict[str, Any]) -> str:
             "events/s",
             "fan-out",
             "failing",
-            "first to saturate (utilisation)",
-            "it saturates at events/s",
-            "first of AWS's quotas, at events/s",
-            "also over its limit",
-            "hottest partition WCU/s (where)",
+            "the stage's settings: first, at events/s",
+            "sized: the first AWS quota to saturate (utilisation)",
+            "delivery_shards / delivery_max_concurrency / log_shards",
+            "AWS quota increases to request (needed, with headroom)",
+            "one tenant's or endpoint's own limits past (only its work waits)",
+            "delivery GB-s per delivery",
             "per month",
         ],
         rows,
-        align="rrrlrlllr",
+        align="rrrllllllr",
     )
 
 
-HEADROOM = 1.25  # settings sized for the workload with a quarter to spare
-DELIVERY_MAX_CONCURRENCY_CAP = 1000.0  # an SQS event source's maximum concurrency: beyond it, a design change
-
-
 def settings_table(profile: dict[str, Any]) -> str:
-    """What each standard workload needs the stack's limits and the account's concurrency to be."""
-    keys = [
-        "stage_throttle",
-        "api_key_rate",
-        "authorizer_reserved",
-        "ingest_reserved",
-        "delivery_max_concurrency",
-        "endpoint_groups",
-        "lambda_concurrency",
-    ]
-    # beyond these, a design change: the event source's most, an endpoint's most message groups (the API's bound)
-    caps = {
-        "delivery_max_concurrency": DELIVERY_MAX_CONCURRENCY_CAP,
-        "endpoint_groups": all_quotas()["endpoint_groups"].limit,
-    }
+    """What each standard workload needs the stack's settings and the account's quotas to be."""
+    max_in_flight = all_quotas()["endpoint_groups"].limit
     rows = []
     for w in standard_workloads():
         if w.failing_share != 0.01:
             continue
-        demands = {d.quota.key: d.demand for d in assess(w, profile).demands}
-        cells = []
-        for key in keys:
-            needed = math.ceil(demands[key] * HEADROOM)
-            cap = caps.get(key)
-            cells.append(f"{needed:,}" + (" **(over the cap)**" if cap is not None and needed > cap else ""))
-        rows.append([f"{w.events_per_second:,}", w.fanout, *cells])
-    return table(["events/s", "fan-out", *keys], rows, align="rr" + "r" * len(keys))
+        sizing = size(w, profile)
+        s, d = sizing.settings, sizing.deployment
+        demands = {x.key: x.demand for x in sizing.assessment.demands}
+        in_flight = math.ceil(demands["endpoint_groups"] * HEADROOM)
+        rows.append(
+            [
+                f"{w.events_per_second:,}",
+                w.fanout,
+                f"{s['stage_throttle']:,}",
+                f"{s['api_key_rate']:,}",
+                f"{s['authorizer_reserved']:,}",
+                f"{s['ingest_reserved']:,}",
+                f"{d.queue_shards}",
+                f"{s['delivery_max_concurrency']:,}",
+                f"{d.log_shards}" + (" **(over the cap)**" if d.log_shards > MAX_LOG_SHARDS else ""),
+                f"{math.ceil(demands['lambda_concurrency'] * HEADROOM):,}",
+                f"{in_flight:,}" + (" (over 50: that endpoint lags)" if in_flight > max_in_flight else ""),
+            ]
+        )
+    return table(
+        [
+            "events/s",
+            "fan-out",
+            "stage_throttle",
+            "api_key_rate",
+            "authorizer_reserved",
+            "ingest_reserved",
+            "delivery_shards",
+            "delivery_max_concurrency",
+            "log_shards",
+            "lambda_concurrency (request)",
+            "busiest endpoint's max_in_flight",
+        ],
+        rows,
+        align="rr" + "r" * 9,
+    )
 
 
 def assessment_report(a: Assessment) -> str:
@@ -507,27 +820,48 @@ def assessment_report(a: Assessment) -> str:
             [
                 d.quota.service,
                 d.quota.what + (f" [{d.note}]" if d.note else ""),
+                d.scope,
                 fmt(d.demand),
                 f"{fmt(d.quota.limit)} {d.quota.unit}",
                 f"{d.utilisation:.1%}",
                 fmt(a.saturates_at(d)),
             ]
         )
+    first = a.first_deployment
     lines = [
-        f"Workload: {w.label}; {w.tenants:,} tenants, the largest sending {w.largest_tenant_share:.0%}; outages of"
-        f" {w.outage_hours:g} h; {w.payload_bytes:,}-byte events; endpoints answer in {w.endpoint_latency_ms:g} ms.",
+        f"Workload: {w.label}; {w.tenants:,} tenants, the largest sending {w.largest_tenant_share:.0%}"
+        f" ({w.busiest_endpoint_share:.0%} of it to its busiest endpoint); outages of {w.outage_hours:g} h;"
+        f" {w.payload_bytes:,}-byte events; endpoints answer in {w.endpoint_latency_ms:g} ms,"
+        f" {w.slow_share:.0%} of them slow ({w.slow_latency_ms:g} ms).",
+    ]
+    if a.deployment:
+        lines.append(f"Deployment: {a.deployment.label}.")
+    lines += [
         "",
-        table(["service", "quota", "demand", "limit", "utilisation", "saturates at events/s"], rows, align="llrrrr"),
+        table(
+            ["service", "quota", "stops", "demand", "limit", "utilisation", "saturates at events/s"],
+            rows,
+            align="lllrrrr",
+        ),
         "",
-        f"First to saturate: {a.first.quota.key} ({a.first.quota.what}) at {fmt(a.saturates_at(a.first))} events/s."
-        f" {BEYOND.get(a.first.quota.key, '')}",
+        f"First to saturate for every tenant: {first.key} ({first.quota.what}) at {fmt(a.saturates_at(first))}"
+        f" events/s. {BEYOND.get(first.key, '')}",
         "",
         "Concurrency by function: " + ", ".join(f"{f} {c:,.1f}" for f, c in sorted(a.concurrency.items())),
-        "",
-        "Partitions under one key (per second):",
     ]
+    if a.lanes:
+        lanes_ = a.lanes
+        lines.append(
+            f"Delivery lanes: fast {lanes_.fast_messages:,.0f} messages/s in batches of {lanes_.batch}"
+            f" ({lanes_.fast_seconds * 1000:,.0f} ms each: concurrency {lanes_.fast_concurrency:,.1f}); slow"
+            f" {lanes_.slow_messages:,.0f}/s one at a time ({lanes_.slow_seconds * 1000:,.0f} ms:"
+            f" {lanes_.slow_concurrency:,.1f}); {lanes_.gb_seconds_per_delivery:.4f} GB-s per delivery."
+        )
+    lines += ["", "Partitions under one key (per second):"]
     for where, per, units in sorted(a.hot_partitions, key=lambda h: -h[2]):
         lines.append(f"- {where}: {units:,.0f} WCU/s on the partition of {per} (limit 1,000)")
+    reads = a.demand("dynamodb_partition_rcu")
+    lines.append(f"- Endpoints/- (reads): {reads.demand:,.0f} RCU/s on {reads.note} (limit 3,000)")
     lines.append(f"\nMonthly cost at this rate (30 days): ${a.usd_per_month:,.0f}")
     return "\n".join(lines)
 
@@ -551,15 +885,31 @@ def assumptions(profile: dict[str, Any]) -> str:
     measured = ", ".join(
         f"{name} {s['usd_per_million']:.2f} USD per million events" for name, s in profile["scenarios"].items()
     )
+    d = code_deployment()
+    from hookrelay.functions import DELIVERY, queue_trigger
+
+    batch_source = (
+        "the code's"
+        if queue_trigger(DELIVERY).batch_size > 1
+        else "the design's (issue 28), the code's once it batches"
+    )
     return (
         f"Quotas: {REGION} defaults as published on {QUOTAS_READ} (bench/quotas.py). Counts:"
         f" bench/operation_profile.json (the cost benchmark's scenarios at {profile['events_measured']} events,"
         f" metered on moto). Durations: AWS calls x {CALL_MS:g} ms + {COMPUTE_MS:g} ms per invocation, plus the"
-        f" endpoint's latency for deliveries. Cost: the cost benchmark's per-event bill ({measured}), linear in"
+        f" endpoint's latency for deliveries. Delivery: a fast lane of batches of {d.fast_batch} ({batch_source}),"
+        f" sent at once, so an invocation lasts its slowest answer ({BATCH_SLOWEST:g}x the typical, at most"
+        f" {SLOW_AFTER_MS:,.0f} ms, past which an endpoint is on the slow lane) plus one message's calls; a slow lane"
+        " of single messages for slow endpoints (their latency each) and failing ones; each of"
+        f" delivery_shards ({d.queue_shards} by default) queue shards has both, each lane its own event source and"
+        " maximum concurrency, and an endpoint is on one shard (the busiest shard carries the largest tenant's"
+        f" busiest endpoint). The log's index partitions: over log_shards ({d.log_shards} in the stage file). An"
+        f" endpoint's item: {ENDPOINT_READ_UNITS_PER_MESSAGE:g} read unit per message and ingest's query per event"
+        f" (read from the code, not metered). Cost: the cost benchmark's per-event bill ({measured}), linear in"
         f" fan-out and failing share (an outage's fixed costs, its workflows, spread over the"
         f" {profile['scenarios']['outage']['events']} events of the"
-        " measured outage: an upper bound). The authorizer: once per key (a key per tenant) and cache TTL."
-        " Outages: every failing"
+        " measured outage: an upper bound; measured one message an invocation, so the fast lane's batches are not"
+        " in it yet). The authorizer: once per key (a key per tenant) and cache TTL. Outages: every failing"
         " endpoint is in an outage of the workload's length, outages start evenly."
     )
 
@@ -567,7 +917,7 @@ def assumptions(profile: dict[str, Any]) -> str:
 def docs(profile: dict[str, Any]) -> str:
     from bench.simulation import comparison_table
 
-    example = assess(Workload(10_000, fanout=1, failing_share=0.01), profile)
+    example = Workload(10_000, fanout=1, failing_share=0.01)
     beyond = "\n".join(f"- **{key}**: {text}" for key, text in BEYOND.items())
     return f"""# Capacity: how far one deployment goes
 
@@ -576,36 +926,48 @@ def docs(profile: dict[str, Any]) -> str:
 
 What breaks first at 1,000, 10,000 and 100,000 events per second, with none, 1% or 10% of endpoints failing,
 computed from the operations our handlers make (counted on moto, `bench/operation_profile.json`) against the
-quotas below. `make capacity` prints this for any workload
-(`make capacity ARGS='--rate 20000 --fanout 3 --failing 0.05 --tenants 200 --largest-share 0.3'`).
+quotas below, and which settings make the first limit an AWS account quota that AWS raises on request.
+`make capacity` prints this for any workload and deployment
+(`make capacity ARGS='--rate 20000 --fanout 3 --failing 0.05 --slow-share 0.02 --shards 4 --log-shards 16'`).
 
 {assumptions(profile)}
 
 ## The standard workloads
 
-Every workload here: 1,000 tenants, the largest sending 10% of the events; 6-hour outages; 1 KiB events;
-endpoints answering in 200 ms. Utilisation is demand over the default limit; "saturates at" is the event rate
-at which that quota is used up, all else equal.
+Every workload here: 1,000 tenants, the largest sending 10% of the events, all of them to its busiest endpoint;
+6-hour outages; 1 KiB events; endpoints answering in 200 ms. Utilisation is demand over the limit; "saturates at"
+is the event rate at which that limit is used up, all else equal.
+
+"The stage's settings" is deploy/production.json as committed: its own limits (the API stage throttle, reserved
+and maximum concurrency) come first, set low on purpose to protect the account and the other tenants. "Sized" is
+the same workload with the settings `make capacity` gives for it (a quarter of headroom on each of the stack's own
+limits, the fewest queue shards that keep every event source under AWS's 1,000, the fewest log shards that keep
+every log index partition under 1,000 write units a second): then the first limit for every tenant is an AWS
+account quota, and the table names the increases to request. The limits of one tenant or one endpoint (its
+producer key, its message groups, its item's reads) are listed apart: past them only that tenant's requests or
+that endpoint's deliveries wait.
 
 {standard_table(profile)}
 
-With the stack's defaults, its own limits (the API stage throttle, reserved and maximum concurrency, an
-endpoint's message groups) come first: they are set low on purpose, to protect the account and the other
-tenants, and are the cheapest to raise (CDK context, no code). Past them come AWS's account quotas.
-
 ## What to set for each (1% failing, {HEADROOM:g}x headroom)
 
-The stack's limits (CDK context, `Api.THROTTLE`, an endpoint's `max_in_flight`) and the account's Lambda
-concurrency each workload needs. "Over the cap" is past what the setting can be (an SQS event source's maximum
-concurrency is 1,000; an endpoint has at most 50 message groups): those workloads need the design changes below
-(several delivery queues, per-endpoint shards), not a bigger number.
+The stack's settings (CDK context; the stage throttle is `Api.THROTTLE`), the account's Lambda concurrency to
+request, and the max_in_flight the largest tenant's busiest endpoint would need to keep up (an endpoint has at
+most 50 message groups: past that, its own deliveries wait, the rest of the deployment does not).
 
 {settings_table(profile)}
+
+log_shards follows the rule in adapters/schema.py: shards >= the largest owner's index write units a second /
+1,000, with headroom (an entry is one unit: a tenant's deliveries a second / 1,000 x {HEADROOM:g}). A read then
+costs one Query per shard: a page of 50 at 64 shards is 64 Queries of a few index entries (about 0.5 read units
+each, 32 in all) and one BatchGetItem of its 51 items (about 26), issued at once on up to 16 threads.
 
 ## One workload in full: 10,000 events/s, fan-out 1, 1% failing
 
 ```
-{assessment_report(example)}
+{assessment_report(assess(example, profile))}
+
+{sizing_report(size(example, profile))}
 ```
 
 ## The quotas
@@ -622,7 +984,11 @@ concurrency is 1,000; an endpoint has at most 50 message groups): those workload
 rules (`domain/circuit.py`) on a simulated clock (no AWS, no sleeping) at a scaled workload: the rate and every
 quota divided by the same factor. Each quota is a token bucket or a pool of concurrency; a throttled call is
 retried with backoff and jitter as the adapters do, and then handed back (the producer retries its request with
-the same idempotency key, or the queue redelivers the message). The rate ramps up until something throttles.
+the same idempotency key, or the queue redelivers the message). Delivery runs as deployed: each queue shard's
+fast and slow event sources have their own pool; a fast poller takes what arrived during its receive (up to a
+batch) and its invocation lasts the slowest of its answers (each drawn up to twice the typical), holding every
+message's group till then; slow and failing endpoints go one at a time. The rate ramps up until something
+throttles.
 
 {comparison_table()}
 """
@@ -636,8 +1002,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--outage-hours", type=float, default=6.0)
     parser.add_argument("--tenants", type=int, default=1000)
     parser.add_argument("--largest-share", type=float, default=0.1, help="the largest tenant's share of events")
+    parser.add_argument(
+        "--busiest-endpoint-share", type=float, default=1.0, help="the largest tenant's busiest endpoint's share"
+    )
     parser.add_argument("--payload-bytes", type=int, default=1024)
     parser.add_argument("--latency-ms", type=float, default=200.0, help="a healthy endpoint's response time")
+    parser.add_argument("--slow-share", type=float, default=0.0, help="share of endpoints on the slow lane (0..1)")
+    parser.add_argument(
+        "--slow-latency-ms", type=float, default=ATTEMPT_TIMEOUT_SECONDS * 1000.0, help="a slow endpoint's time"
+    )
+    code = code_deployment()
+    parser.add_argument("--shards", type=int, default=code.queue_shards, help="delivery queue shards")
+    parser.add_argument(
+        "--max-concurrency", type=float, default=code.source_max_concurrency, help="each event source's maximum"
+    )
+    parser.add_argument("--log-shards", type=int, default=code.log_shards, help="the log indexes' write shards")
+    parser.add_argument("--batch", type=int, default=code.fast_batch, help="messages per fast-lane invocation")
     parser.add_argument("--measure", action="store_true", help="re-measure bench/operation_profile.json first")
     parser.add_argument("--write-docs", action="store_true", help="regenerate docs/capacity.md")
     args = parser.parse_args(argv)
@@ -653,6 +1033,8 @@ def main(argv: list[str] | None = None) -> int:
     print(assumptions(profile) + "\n")
     if args.rate is None:
         print(standard_table(profile))
+        print("\n## What to set\n")
+        print(settings_table(profile))
         from bench.simulation import comparison_table
 
         print("\n## The model against the simulation\n")
@@ -667,10 +1049,36 @@ def main(argv: list[str] | None = None) -> int:
         largest_tenant_share=args.largest_share,
         payload_bytes=args.payload_bytes,
         endpoint_latency_ms=args.latency_ms,
+        slow_share=args.slow_share,
+        slow_latency_ms=args.slow_latency_ms,
+        busiest_endpoint_share=args.busiest_endpoint_share,
     )
-    print(assessment_report(assess(workload, profile)))
-    print("\n" + json.dumps({"workload": asdict(workload)}))
+    deployment = Deployment(args.shards, args.max_concurrency, args.log_shards, args.batch)
+    print(assessment_report(assess(workload, profile, deployment=deployment)))
+    print("\n" + sizing_report(size(workload, profile)))
+    print("\n" + json.dumps({"workload": asdict(workload), "deployment": asdict(deployment)}))
     return 0
+
+
+def sizing_report(sizing: Sizing) -> str:
+    """The settings to give the workload, and the quota increases to request."""
+    a = sizing.assessment
+    first = sizing.first
+    lines = [
+        "Settings to give (CDK context; stage_throttle is Api.THROTTLE): "
+        + ", ".join(f"{key}={value:,}" for key, value in sizing.settings.items())
+        + f", delivery_shards={sizing.deployment.queue_shards}, log_shards={sizing.deployment.log_shards}.",
+        "AWS quota increases to request: "
+        + (", ".join(f"{key} to {value:,}" for key, value in sizing.requests.items()) or "none")
+        + ".",
+        f"Then the first to saturate for every tenant: {first.key} ({first.quota.service}) at"
+        f" {fmt(a.saturates_at(first))} events/s.",
+    ]
+    if sizing.over_caps:
+        lines.append("Over the cap (a design limit): " + ", ".join(sizing.over_caps) + ".")
+    if own := _own_over(a):
+        lines.append(f"One tenant's or endpoint's own limits past (only its work waits): {own}.")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

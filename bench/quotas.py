@@ -15,8 +15,7 @@ from pathlib import Path
 
 from bench.common import stack_constant
 from hookrelay import functions
-from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
-from hookrelay.functions import AUTHORIZER, DELIVERY, INGEST, queue_trigger
+from hookrelay.functions import AUTHORIZER, INGEST
 
 ROOT = Path(__file__).resolve().parents[1]
 QUOTAS_READ = "2026-12-01"
@@ -38,6 +37,11 @@ class Quota:
 # The stage the capacity model sizes: a production deployment's settings, as its stage file commits them (the
 # default stage, deploy/dev.json, is sized to deploy on a new account's concurrency quota instead).
 CAPACITY_STAGE = "production"
+
+
+def stage_context() -> dict[str, object]:
+    """The capacity stage's settings, as its stage file commits them."""
+    return _context()
 
 
 def _context() -> dict[str, object]:
@@ -158,6 +162,24 @@ def aws_quotas() -> list[Quota]:
             "not adjustable: shard the key",
         ),
         Quota(
+            "dynamodb_partition_rcu",
+            "DynamoDB",
+            "reads per second of one item (one partition key and sort key: a hot item is never split)",
+            3_000,
+            "RCU/s",
+            "https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/bp-partition-key-design.html",
+            "not adjustable: read it less (a cache), or eventually consistent (half the units)",
+        ),
+        Quota(
+            "sqs_event_source_concurrency",
+            "Lambda",
+            "an SQS event source's maximum concurrency (the most a delivery queue's lane can be given)",
+            1_000,
+            "executions per event source",
+            "https://docs.aws.amazon.com/lambda/latest/dg/services-sqs-scaling.html",
+            "not adjustable: more delivery queue shards (delivery_shards), each with its own event sources",
+        ),
+        Quota(
             "sfn_start_execution",
             "Step Functions",
             "StartExecution (Standard), token bucket per account and region",
@@ -214,7 +236,6 @@ def stack_limits() -> list[Quota]:
     rate, burst = _stage_throttle()
     reserved = dict(context.get("reserved_concurrency", {}))  # type: ignore[call-overload]
     delivery_max = float(context.get("delivery_max_concurrency", 0) or 0)  # type: ignore[arg-type]
-    shards = int(context.get("delivery_shards", DEFAULT_DELIVERY_SHARDS))  # type: ignore[call-overload]
     max_in_flight = _max_in_flight()
     return [
         Quota(
@@ -258,13 +279,13 @@ def stack_limits() -> list[Quota]:
         Quota(
             "delivery_max_concurrency",
             "hookrelay",
-            # Each event source has its own maximum: the fast lanes (batches of 10) carry the ordinary traffic.
-            f"the delivery event sources' maximum concurrency: delivery_max_concurrency on each of {shards} shards'"
-            f" fast lanes (batch of {queue_trigger(DELIVERY).batch_size})",
-            delivery_max * shards,
-            "executions",
-            "deploy/production.json delivery_max_concurrency, delivery_shards",
-            "delivery_max_concurrency (up to 1,000 per event source) or delivery_shards in the stage file",
+            "each delivery event source's maximum concurrency (one per queue shard and lane: the fast lane's"
+            " batches, the slow lane's single messages)",
+            delivery_max,
+            "executions per event source",
+            "deploy/production.json delivery_max_concurrency",
+            "delivery_max_concurrency in the stage file (at most 1,000 an event source); past that, more delivery"
+            " queue shards (delivery_shards)",
         ),
         Quota(
             "endpoint_groups",

@@ -34,7 +34,16 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bench.capacity import Assessment, Workload, _mix, assess, function_seconds, load_profile, per_event
+from bench.capacity import (
+    BATCH_SLOWEST,
+    Assessment,
+    Workload,
+    _mix,
+    assess,
+    function_seconds,
+    load_profile,
+    per_event,
+)
 from bench.common import table
 from bench.quotas import Quota, all_quotas
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState, Gate, Via, gate, next_probe_after_failure
@@ -52,6 +61,10 @@ VISIBILITY_SECONDS = 5.0  # a failed delivery's message is back after this (scal
 THROTTLED_SHARE = 0.01  # a quota saturates when more than this share of its calls in a second is refused
 OUTAGE_ENDS = RAMP_SECONDS * 0.8
 PROBE_SCHEDULE = schedule_from_config([0, 1, 2, 4])  # probes seconds apart: the outage is compressed too
+FAST, SLOW = "fast", "slow"  # a delivery queue shard's two lanes
+# A poller's ReceiveMessage round trip (a long poll answers as soon as a message is there): the messages that arrive
+# meanwhile are in its batch. At thousands of messages a second a batch is full; at a few, it holds what came.
+GATHER_SECONDS = 0.02
 
 
 class Bucket:
@@ -114,6 +127,8 @@ class Endpoint:
     id: str
     tenant: int
     failing: bool
+    slow: bool = False  # on the slow lane for its latency (failing endpoints are there too)
+    shard: int = 0  # its delivery queue shard
     circuit: CircuitState = CircuitState.CLOSED
     failures_in_a_row: int = 0
     opened_at: float = 0.0
@@ -152,8 +167,16 @@ class Simulation:
         self.keys: dict[int, Bucket] = {}
         self.partitions: dict[str, Bucket] = {}
         self.partition_limit = quotas["dynamodb_partition_wcu"].limit * s
-        for key in ("lambda_concurrency", "authorizer_reserved", "ingest_reserved", "delivery_max_concurrency"):
+        for key in ("lambda_concurrency", "authorizer_reserved", "ingest_reserved"):
             self.buckets[key] = Pool(quotas[key].limit * s)
+        assert model.deployment is not None
+        self.deployment = model.deployment
+        # Each queue shard's two event sources (fast, slow), each with its own maximum concurrency.
+        self.sources = {
+            (shard, lane): Pool(quotas["delivery_max_concurrency"].limit * s)
+            for shard in range(self.deployment.queue_shards)
+            for lane in (FAST, SLOW)
+        }
         self.max_in_flight = max(1, round(quotas["endpoint_groups"].limit * s))
         self.queued = 0  # messages waiting in their groups
         self.queued_at: dict[str, int] = defaultdict(int)  # by endpoint
@@ -170,15 +193,21 @@ class Simulation:
             + 1.0 * workload.fanout
         )
         # the largest tenant's writes to its log index, on each of the partitions they are spread over
-        shards = profile["partition_shards"].get("Deliveries/by_tenant", 1)
-        self.tenant_wru = _mix(profile, ("write_units", "Deliveries/by_tenant"), workload.fanout) / shards
+        self.tenant_wru = (
+            _mix(profile, ("write_units", "Deliveries/by_tenant"), workload.fanout) / self.deployment.log_shards
+        )
         self.delivery_wru = 2.0  # the claim and the record of the attempt
         self.seconds = {f: function_seconds(profile, f) for f in ("authorizer", "ingest", "delivery")}
         self.latency = workload.endpoint_latency_ms / 1000
+        self.slow_latency = workload.slow_latency_ms / 1000
         self.endpoints = self._endpoints()
         self.groups: dict[str, list[tuple[str, Endpoint, int]]] = defaultdict(list)
         self.in_flight: set[str] = set()
-        self.ready: list[str] = []
+        self.ready: dict[tuple[int, str], list[str]] = defaultdict(list)  # by event source: (shard, lane)
+        self.source_of: dict[str, tuple[int, str]] = {}  # a message group's event source
+        self.queued_on: dict[tuple[int, str], int] = defaultdict(int)
+        self.gathering: set[tuple[int, str]] = set()  # sources whose poller is gathering a batch
+        self.flushing: set[tuple[int, str]] = set()
         self.produced = self.accepted = self.delivered = self.duplicates = 0
         self.accepted_ids: set[str] = set()
         self.delivered_ids: set[str] = set()
@@ -188,13 +217,25 @@ class Simulation:
     def _endpoints(self) -> dict[int, list[Endpoint]]:
         tenants = min(self.w.tenants, 50)  # the largest tenant and a sample of the rest
         failing = round(self.w.failing_share * tenants * self.w.fanout)
+        slow = round(self.w.slow_share * tenants * self.w.fanout)
+        shards = self.deployment.queue_shards
         endpoints: dict[int, list[Endpoint]] = {}
         n = 0
+        others = 0  # the endpoints of the tenants but the largest: the failing and the slow are among them
         for tenant in range(tenants):
             endpoints[tenant] = []
             for j in range(self.w.fanout):
-                endpoints[tenant].append(Endpoint(f"ep_{tenant}_{j}", tenant, failing=n < failing and tenant > 0))
+                endpoints[tenant].append(
+                    Endpoint(
+                        f"ep_{tenant}_{j}",
+                        tenant,
+                        failing=tenant > 0 and others < failing,
+                        slow=tenant > 0 and failing <= others < failing + slow,
+                        shard=n % shards,  # the largest tenant's first endpoint on shard 0, the rest round
+                    )
+                )
                 n += 1
+                others += tenant > 0
         return endpoints
 
     def at(self, when: float, action: Callable[[], None]) -> None:
@@ -283,64 +324,103 @@ class Simulation:
 
     # -- deliveries --------------------------------------------------------------------------------------
     def enqueue(self, group: str, event_id: str, endpoint: Endpoint, attempts: int) -> None:
+        lane = SLOW if endpoint.slow or endpoint.failing else FAST
+        source = self.source_of.setdefault(group, (endpoint.shard, lane))
         if not self.groups[group] and group not in self.in_flight:
-            self.ready.append(group)
+            self.ready[source].append(group)
         self.groups[group].append((event_id, endpoint, attempts))
         self.queued += 1
+        self.queued_on[source] += 1
         self.queued_at[endpoint.id] += 1
         busy, queued = self.busy_at[endpoint.id], self.queued_at[endpoint.id]
         if endpoint.tenant == 0 and busy >= self.max_in_flight and queued > 2 * self.max_in_flight:
             self.tally.backlogged("endpoint_groups", self.now)  # the largest tenant's endpoint is behind
-        self.poll()
+        self.poll(source)
 
-    def poll(self) -> None:
-        pool = self.buckets["delivery_max_concurrency"]
+    def poll(self, source: tuple[int, str]) -> None:
+        """The event source's poller: while it has a free slot (and the account one), an invocation of up to a
+        batch of ready message groups' first messages (the slow lane: one)."""
+        pool = self.sources[source]
         account = self.buckets["lambda_concurrency"]
-        while self.ready:
+        ready = self.ready[source]
+        batch_size = self.deployment.fast_batch if source[1] == FAST else 1
+        while ready:
             if pool.busy + 1 > max(1.0, pool.size) or account.busy + 1 > max(1.0, account.size):
-                if self.queued > 2 * max(1.0, pool.size):  # the event source is behind: which pool holds it back
+                if self.queued_on[source] > 2 * batch_size * max(1.0, pool.size):  # the event source is behind
                     full = "delivery_max_concurrency" if pool.busy + 1 > max(1.0, pool.size) else "lambda_concurrency"
                     self.tally.backlogged(full, self.now)
                 return
+            if len(ready) < batch_size and source not in self.flushing:
+                # A poller's receive returns what arrived during its round trip: a batch gathers that long.
+                if source not in self.gathering:
+                    self.gathering.add(source)
+                    self.at(self.now + GATHER_SECONDS, lambda src=source: self.flush(src))
+                return
             pool.take(self.now)
             account.take(self.now)
-            group = self.ready.pop(0)
-            self.in_flight.add(group)
-            event_id, endpoint, attempts = self.groups[group].pop(0)
-            self.queued -= 1
-            self.queued_at[endpoint.id] -= 1
-            self.busy_at[endpoint.id] += 1
-            self.at(
-                self.now + self.seconds["delivery"],
-                lambda g=group, e=event_id, ep=endpoint, n=attempts: self.attempt(g, e, ep, n),  # bound now
-            )
+            batch: list[tuple[str, str, Endpoint, int]] = []
+            while ready and len(batch) < batch_size:
+                group = ready.pop(0)
+                self.in_flight.add(group)
+                event_id, endpoint, attempts = self.groups[group].pop(0)
+                self.queued -= 1
+                self.queued_on[source] -= 1
+                self.queued_at[endpoint.id] -= 1
+                self.busy_at[endpoint.id] += 1
+                batch.append((group, event_id, endpoint, attempts))
+            self.at(self.now + self.seconds["delivery"], lambda b=batch, src=source: self.invoke(src, b))  # bound now
 
-    def release(self, group: str, endpoint: Endpoint) -> None:
-        self.buckets["delivery_max_concurrency"].give()  # type: ignore[union-attr]
+    def flush(self, source: tuple[int, str]) -> None:
+        """The poller's receive returns: an invocation of what gathered, however few."""
+        self.gathering.discard(source)
+        self.flushing.add(source)
+        self.poll(source)
+        self.flushing.discard(source)
+
+    def invoke(self, source: tuple[int, str], batch: list[tuple[str, str, Endpoint, int]]) -> None:
+        """One invocation, its AWS calls made: each message sent at once (its own thread), the invocation over
+        when the slowest is answered; every message's group held till then (the batch is deleted at its end)."""
+        slowest = 0.0
+        for group, event_id, endpoint, attempts in batch:
+            took = self.attempt(group, event_id, endpoint, attempts)
+            slowest = max(slowest, took)
+        self.at(self.now + slowest, lambda: self.finished(source, batch))
+
+    def finished(self, source: tuple[int, str], batch: list[tuple[str, str, Endpoint, int]]) -> None:
+        self.sources[source].give()
         self.buckets["lambda_concurrency"].give()  # type: ignore[union-attr]
-        self.busy_at[endpoint.id] -= 1
-        self.in_flight.discard(group)
-        if self.groups[group]:
-            self.ready.append(group)
-        self.poll()
+        for group, _, endpoint, _ in batch:
+            self.busy_at[endpoint.id] -= 1
+            self.in_flight.discard(group)
+            if self.groups[group]:
+                self.ready[self.source_of[group]].append(group)
+        self.poll(source)
 
-    def attempt(self, group: str, event_id: str, endpoint: Endpoint, attempts: int) -> None:
+    def answer_time(self, endpoint: Endpoint) -> float:
+        """How long the endpoint takes: a slow one its slow latency; a fast one anything up to twice the typical
+        (evenly: the slowest of a batch of ten is about BATCH_SLOWEST times it, as the model says)."""
+        if endpoint.slow:
+            return self.slow_latency
+        return self.rng.uniform(0.0, BATCH_SLOWEST * self.latency) if self.deployment.fast_batch > 1 else self.latency
+
+    def attempt(self, group: str, event_id: str, endpoint: Endpoint, attempts: int) -> float:
+        """One message of an invocation: its claim and record (the table's write units), the circuit's gate, the
+        send; how long its answer takes (0: none sent)."""
         if not self.take("dynamodb_table_wru", self.delivery_wru):
             # throttled past the SDK's retries: the message comes back after its visibility timeout
-            self.release(group, endpoint)
             self.at(
                 self.now + VISIBILITY_SECONDS * self.rng.uniform(0.8, 1.2),
                 lambda: self.enqueue(group, event_id, endpoint, attempts),
             )
-            return
+            return 0.0
         if gate(endpoint.circuit, Via.QUEUE, drain_paused=False) is Gate.PARK:
             endpoint.parked.append(event_id)
-            self.release(group, endpoint)
-            return
-        self.at(self.now + self.latency, lambda: self.answered(group, event_id, endpoint, attempts + 1))
+            return 0.0
+        took = self.answer_time(endpoint)
+        self.at(self.now + took, lambda: self.answered(group, event_id, endpoint, attempts + 1))
+        return took
 
     def answered(self, group: str, event_id: str, endpoint: Endpoint, attempts: int) -> None:
-        self.release(group, endpoint)
         if not self.down(endpoint):
             endpoint.failures_in_a_row = 0
             self.done(event_id, endpoint)
@@ -422,16 +502,18 @@ RAISED = {
 }
 
 
-def raised(quotas: dict[str, Quota]) -> dict[str, Quota]:
+def raised(quotas: dict[str, Quota], but: dict[str, float] | None = None) -> dict[str, Quota]:
+    """The quotas with RAISED's limits, but those in `but`, set to theirs."""
+    limits = {**RAISED, **(but or {})}
     return {
-        k: replace(q, limit=RAISED[k], burst=RAISED[k] * 2 if q.burst else None) if k in RAISED else q
+        k: replace(q, limit=limits[k], burst=limits[k] * 2 if q.burst else None) if k in limits else q
         for k, q in quotas.items()
     }
 
 
 # Workloads whose first bottlenecks differ (the stack's own throttle, the event source, an endpoint's groups, a hot
 # partition): the model's first must be the simulation's.
-CHECKED: list[tuple[str, Workload, bool]] = [
+CHECKED: list[tuple[str, Workload, bool | dict[str, float]]] = [
     ("the stack's defaults", Workload(1_000), False),
     ("limits raised, fan-out 10", Workload(10_000, fanout=10), True),
     ("limits raised, one tenant sends half", Workload(10_000, largest_tenant_share=0.5, fanout=1), True),
@@ -440,6 +522,11 @@ CHECKED: list[tuple[str, Workload, bool]] = [
         "limits raised, one tenant sends 80%, fan-out 10, endpoints answer in 20 ms",
         Workload(10_000, largest_tenant_share=0.8, fanout=10, endpoint_latency_ms=20),
         True,
+    ),
+    (
+        "limits raised but each event source at 100, 10% of endpoints slow (1.5 s: the slow lanes)",
+        Workload(10_000, tenants=50, endpoint_latency_ms=100, slow_share=0.1, slow_latency_ms=1_500),
+        {"delivery_max_concurrency": 100.0},
     ),
 ]
 
@@ -450,7 +537,9 @@ def compare() -> list[tuple[str, Workload, str, float, str, float, Outcome]]:
     profile = load_profile()
     rows = []
     for name, workload, raise_limits in CHECKED:
-        quotas = raised(all_quotas()) if raise_limits else all_quotas()
+        quotas = raised(all_quotas(), raise_limits if isinstance(raise_limits, dict) else None)
+        if raise_limits is False:
+            quotas = all_quotas()
         model = assess(workload, profile, quotas)
         outcome = Simulation(workload, profile, quotas, model).run()
         sim_first = min(outcome.first.items(), key=lambda kv: kv[1], default=("none", float("inf")))

@@ -57,6 +57,7 @@ def local_settings(
     endpoint_ports: EndpointPorts = DEFAULT_ENDPOINT_PORTS,
     limits: TenantLimits = DEFAULT_LIMITS,
     slow_lane_after_ms: int = DEFAULT_SLOW_LANE_AFTER_MS,
+    log_shards: int = schema.DEFAULT_LOG_SHARDS,
 ) -> Settings:
     """The local settings, as a stage's. The per-key rate limit is off unless asked for (the integration tier sends
     from one key as fast as the machine goes); the local stack asks for the deployed default (`--api-key-rate`)."""
@@ -70,6 +71,7 @@ def local_settings(
         max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
         max_filters_per_endpoint=limits.max_filters_per_endpoint,
         slow_lane_after_ms=slow_lane_after_ms,
+        log_shards=log_shards,
     )
 
 

@@ -27,6 +27,7 @@ from hookrelay.adapters import aws as aws_clients
 from hookrelay.adapters import schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain import portal
+from hookrelay.domain.limits import limit_from_config
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.auto_disable import WARNINGS
@@ -72,6 +73,14 @@ class Keys:
     tenant_key: str
 
 
+def _log_shards(raw: str) -> int:
+    """--log-shards, checked as synth checks the CDK context (the same rule)."""
+    try:
+        return limit_from_config("log_shards", raw, schema.DEFAULT_LOG_SHARDS, schema.MAX_LOG_SHARDS)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m local", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="serve the API on this port (0: any free port)")
@@ -113,6 +122,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=functions.authorizer_cache_seconds(),
         help="keep the authorizer's answer per Authorization header this long, as API Gateway does (default"
         f" {functions.authorizer_cache_seconds()}, as deployed; 0: check every request, revocations at once)",
+    )
+    parser.add_argument(
+        "--log-shards",
+        type=_log_shards,
+        default=schema.DEFAULT_LOG_SHARDS,
+        metavar="N",
+        help=f"the delivery log's write shards, as the CDK context log_shards (default {schema.DEFAULT_LOG_SHARDS},"
+        f" at most {schema.MAX_LOG_SHARDS}): every log read queries each",
     )
     parser.add_argument(
         "--log-level",
@@ -282,13 +299,15 @@ def provision_environment(
     fast: bool,
     block_private: bool = False,
     api_key_rate: int | None = DEFAULT_PER_KEY_PER_SECOND,
+    log_shards: int = schema.DEFAULT_LOG_SHARDS,
 ) -> tuple[dict[str, str], LocalDeployment]:
     """Create every resource on moto; each function's environment and statements as deployed on them
     (local/as_deployed.py: its worker processes get exactly that environment, and their calls are checked against
     those statements); and this process's own environment: every resource's variable (for the stack itself, which
     polls the queues and keys the demo), and `LOCAL_ONLY`'s, which every worker keeps."""
     resources = {**provision(retry_schedule=schedule_name), schema.API_URL: api_url}
-    deployment = local_deployment(resources, local_settings(schedule_name, api_key_rate_per_second=api_key_rate))
+    settings = local_settings(schedule_name, api_key_rate_per_second=api_key_rate, log_shards=log_shards)
+    deployment = local_deployment(resources, settings)
     env = {**deployment.every_variable(), **local_only_environment(fast=fast, block_private=block_private)}
     os.environ.update(env)
     wiring.reset()  # clients are made from now on, against moto
@@ -304,6 +323,7 @@ def start(
     authorizer_cache_seconds: float = functions.authorizer_cache_seconds(),
     block_private: bool = False,
     api_key_rate: int | None = DEFAULT_PER_KEY_PER_SECOND,
+    log_shards: int = schema.DEFAULT_LOG_SHARDS,
 ) -> LocalStack:
     schedule_name = "fast" if fast else "default"
     aws = start_aws_endpoints()
@@ -313,7 +333,12 @@ def start(
         # Bound first (serving starts last): its address is the API's URL the functions are deployed with.
         api = ApiServer(port, gateway.AuthorizerCache(authorizer_cache_seconds))  # 0 s: keeps nothing
         env, deployment = provision_environment(
-            schedule_name, api.url, fast=fast, block_private=block_private, api_key_rate=api_key_rate
+            schedule_name,
+            api.url,
+            fast=fast,
+            block_private=block_private,
+            api_key_rate=api_key_rate,
+            log_shards=log_shards,
         )
         workers = FunctionWorkers(concurrency_limits(concurrency), log_level.upper(), deployment)
         lambda_runtime.use_workers(workers)
@@ -417,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
             authorizer_cache_seconds=args.authorizer_cache_seconds,
             block_private=args.block_private,
             api_key_rate=args.api_key_rate or None,  # 0: none
+            log_shards=args.log_shards,
         )
     except OSError as error:  # most likely the port is taken
         print(

@@ -10,6 +10,7 @@ from typing import Any
 
 from constructs import Node
 
+from hookrelay.adapters.schema import DEFAULT_LOG_SHARDS, MAX_LOG_SHARDS
 from hookrelay.domain.addresses import EndpointPorts, endpoint_ports_from_config
 from hookrelay.domain.lanes import DEFAULT_SLOW_LANE_AFTER_MS, check_slow_lane_after_ms
 from hookrelay.domain.limits import (
@@ -273,6 +274,26 @@ def tenant_limits(node: Node) -> TenantLimits:
         max_endpoints_per_tenant=values[MAX_ENDPOINTS_PER_TENANT_CONTEXT],
         max_filters_per_endpoint=values[MAX_FILTERS_PER_ENDPOINT_CONTEXT],
     )
+
+
+# --- The delivery log's write shards: how many partitions one tenant's (one endpoint's) log entries spread over ---
+
+LOG_SHARDS_CONTEXT = "log_shards"
+
+
+def log_shards(node: Node) -> int:
+    """`log_shards` (1..256, default 4): the delivery log indexes' write shards (adapters/schema.py says the rule:
+    shards >= the largest tenant's deliveries a second / 1,000, with headroom; `make capacity` gives it per
+    workload). Only ever raise it: a lower count hides the entries of the shards dropped."""
+    raw: Any = node.try_get_context(LOG_SHARDS_CONTEXT)
+    try:
+        return limit_from_config(LOG_SHARDS_CONTEXT, raw, DEFAULT_LOG_SHARDS, MAX_LOG_SHARDS)
+    except ValueError as error:
+        raise InvalidConfiguration(
+            f"CDK context {LOG_SHARDS_CONTEXT}={raw!r} is not valid: {error}. Give a whole number from 1 to "
+            f"{MAX_LOG_SHARDS}, at least the largest tenant's deliveries a second / 1,000 x 1.25, e.g. -c "
+            f"{LOG_SHARDS_CONTEXT}=64 for a tenant sending 50,000 a second; never lower than it was."
+        ) from error
 
 
 # --- Logs and traces: what the bill shows per event (bench/cost.py prices each setting) ---

@@ -66,6 +66,7 @@ class HookrelayStack(Stack):
         runtime = config.lambda_runtime(self.node)
         shards = config.delivery_shards(self.node)
         slow_lane_after_ms = config.slow_lane_after_ms(self.node)
+        log_shards = config.log_shards(self.node)
 
         # What the functions' environments carry of the settings (hookrelay/function_environment.py); the local
         # stack and its tests build the same environments from the same settings.
@@ -80,6 +81,7 @@ class HookrelayStack(Stack):
             max_endpoints_per_tenant=limits.max_endpoints_per_tenant,
             max_filters_per_endpoint=limits.max_filters_per_endpoint,
             slow_lane_after_ms=slow_lane_after_ms,
+            log_shards=log_shards,
         )
         storage = Storage(self, "Storage")
         queues = Queues(self, "Queues", specs=schema.all_queues(shards))

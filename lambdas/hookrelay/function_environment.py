@@ -60,6 +60,7 @@ class Settings:
     max_endpoints_per_tenant: int = DEFAULT_MAX_ENDPOINTS_PER_TENANT  # per-tenant limits (domain/limits.py)
     max_filters_per_endpoint: int = DEFAULT_MAX_FILTERS_PER_ENDPOINT
     slow_lane_after_ms: int = DEFAULT_SLOW_LANE_AFTER_MS  # the delivery lanes' threshold (domain/lanes.py)
+    log_shards: int = schema.DEFAULT_LOG_SHARDS  # the delivery log's write shards (adapters/schema.py)
 
 
 def environment(function: Function, resources: Resources, settings: Settings) -> dict[str, str]:
@@ -122,4 +123,8 @@ def _settings(function: Function, settings: Settings) -> dict[str, str]:
         env[schema.ENDPOINT_PORTS] = settings.endpoint_ports.value
     if function.name == DELIVERY.name:  # the only one that makes attempts, and so moves endpoints between lanes
         env[schema.SLOW_LANE_AFTER_MS] = str(settings.slow_lane_after_ms)
+    # Every function that may write or read the delivery log: one that wrote with another count than the readers
+    # read with would put entries where no read looks.
+    if schema.DELIVERIES in function.access.tables:
+        env[schema.DELIVERY_LOG_SHARDS] = str(settings.log_shards)
     return env

@@ -168,6 +168,8 @@ def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthes
             expected.add(schema.ENDPOINT_PORTS)
         if function.name == "api":  # where portal links point (tests/integration/test_portal_capabilities.py)
             expected.add(schema.API_URL)
+        if schema.DELIVERIES in access.tables:  # the log's write shards (tests/unit/test_log_shards_setting.py)
+            expected.add(schema.DELIVERY_LOG_SHARDS)
         assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, function.name
 
 

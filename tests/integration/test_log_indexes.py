@@ -187,8 +187,8 @@ def test_a_hot_tenant_s_writes_spread_over_every_shard_of_each_log_index(platfor
         if index is schema.EVENT_EXTRAS_INDEX:
             continue  # keyed by event: a few entries per event
         keys = Counter(item[index.partition_key] for item in items)
-        assert len(keys) == schema.LOG_SHARDS, index.name
-        assert max(keys.values()) < 2 * len(items) / schema.LOG_SHARDS, (index.name, keys)
+        assert len(keys) == schema.DEFAULT_LOG_SHARDS, index.name  # the setting unset: its default
+        assert max(keys.values()) < 2 * len(items) / schema.DEFAULT_LOG_SHARDS, (index.name, keys)
 
 
 def query_pages_of_tenant(table: Any, tenant_id: str) -> Iterator[list[dict[str, Any]]]:

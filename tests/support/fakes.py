@@ -11,7 +11,6 @@ from typing import Any
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.event_types import EventType
-from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.models import (
     DELIVERY_PATH_FIELDS,
     Delivery,
@@ -22,6 +21,7 @@ from hookrelay.domain.models import (
     Tenant,
 )
 from hookrelay.domain.paging import Position
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (

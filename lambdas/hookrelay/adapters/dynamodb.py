@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextvars
 import heapq
 import itertools
 import json
+import os
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from boto3.dynamodb.conditions import Attr, ConditionBase, Key
+from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBuilder, Key
 from botocore.exceptions import ClientError
 
 from hookrelay.adapters import schema
@@ -20,6 +23,7 @@ from hookrelay.adapters.records import field_names, from_data, to_data
 from hookrelay.adapters.schema import IndexSpec
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds
 from hookrelay.domain.lifecycle import is_fan_out
+from hookrelay.domain.limits import limit_from_config
 from hookrelay.domain.models import (
     DELIVERY_PATH_FIELDS,
     ApiKey,
@@ -516,10 +520,18 @@ def tenant_status(tenant_id: str, status: DeliveryStatus) -> str | None:
     return f"{tenant_id}#{status.value}" if status in STATUS_INDEXED else None
 
 
+def log_shards() -> int:
+    """The delivery log's write shards, as deployed (schema.DELIVERY_LOG_SHARDS; CDK context `log_shards`). Read
+    when used, not at import: a function's environment is its own (the integration tier runs several in one
+    process), and a count raised under running code only widens the shards new entries go to."""
+    raw = os.environ.get(schema.DELIVERY_LOG_SHARDS)
+    return limit_from_config("log_shards", raw, schema.DEFAULT_LOG_SHARDS, schema.MAX_LOG_SHARDS)
+
+
 def shard_of(delivery_id: str) -> int:
     """The log shard of a delivery: a stable hash of its id (never Python's salted `hash`), so uniform over a
     tenant's or an endpoint's deliveries however fast they come."""
-    return zlib.crc32(delivery_id.encode()) % schema.LOG_SHARDS
+    return zlib.crc32(delivery_id.encode()) % log_shards()
 
 
 def sharded(owner: str, delivery_id: str) -> str:
@@ -527,9 +539,10 @@ def sharded(owner: str, delivery_id: str) -> str:
     return f"{owner}#{shard_of(delivery_id)}"
 
 
-def shards(owner: str) -> list[str]:
-    """Every partition key of `owner` in a sharded index: a read queries them all and merges them."""
-    return [f"{owner}#{shard}" for shard in range(schema.LOG_SHARDS)]
+def shards(owner: str, count: int | None = None) -> list[str]:
+    """Every partition key of `owner` in a sharded index (`count` shards; default: as deployed): a read queries
+    them all and merges them. Entries written under a smaller count are on the first of these."""
+    return [f"{owner}#{shard}" for shard in range(log_shards() if count is None else count)]
 
 
 def set_status_key(
@@ -811,7 +824,7 @@ class DeliveryTable:
         | status retrying, dead or cancelled      | by_tenant_status | tenant#status | endpoint               |
         | nothing, an endpoint, or another status | by_tenant        | tenant id     | endpoint, status       |
 
-        The owner's entries are spread over LOG_SHARDS partitions (`owner#shard`), which a read merges.
+        The owner's entries are spread over the log's shards (`owner#shard`, `log_shards`), which a read merges.
 
         The other statuses are the bulk of a log (delivered) or its newest records (queued, attempting), so
         reading the log newest first and filtering finds them quickly. An endpoint's log is its tenant's, filtered on
@@ -827,10 +840,12 @@ class DeliveryTable:
             return _STATUS, owner
         return _TENANT, where.tenant_id
 
-    def _queries(self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None) -> list[dict[str, Any]]:
-        """The index read of each shard of `where`'s owner, newest first and filtered on what the index projects
-        (`_matches` checks the rest), from `after` (the (created_at, id) last returned) on. None if the range is
-        empty."""
+    def _queries(
+        self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None, count: int
+    ) -> list[dict[str, Any]]:
+        """The index read of each of the `count` shards of `where`'s owner, newest first and filtered on what the
+        index projects (`_matches` checks the rest), from `after` (the (created_at, id) last returned) on. None if
+        the range is empty."""
         index, owner = self._index(where)
         lower = _lower_inclusive(where.since) if where.since else None
         upper = _upper_inclusive(where.until) if where.until else None
@@ -847,7 +862,7 @@ class DeliveryTable:
         if where.ended_before and "completed_at" in projected:
             condition &= Attr("completed_at").lt(to_rfc3339(where.ended_before))
         queries = []
-        for partition in shards(owner):
+        for partition in shards(owner, count):
             key = Key(index.partition_key).eq(partition)
             if lower and upper:
                 key &= Key(index.sort_key).between(lower, upper)
@@ -856,26 +871,41 @@ class DeliveryTable:
             elif upper:
                 key &= Key(index.sort_key).lte(upper)
             queries.append(
-                {
-                    "IndexName": index.name,
-                    "KeyConditionExpression": key,
-                    "FilterExpression": condition,
-                    "ScanIndexForward": False,  # newest first
-                }
+                _built(
+                    {
+                        "IndexName": index.name,
+                        "KeyConditionExpression": key,
+                        "FilterExpression": condition,
+                        "ScanIndexForward": False,  # newest first
+                    }
+                )
             )
         return queries
 
     def _merged(
-        self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None, page: int
+        self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None, page: int, count: int
     ) -> Iterator[dict[str, Any]]:
-        """Every index entry of `where` after `after`, newest first by (created_at, id), merged across the shards
-        (each read `page` entries at a time, and only as far as the merge needs)."""
-        shard_entries = [
-            _by_id_within_time(query_items(self.table, **q, Limit=page)) for q in self._queries(where, now, after)
-        ]
+        """Every index entry of `where` after `after`, newest first by (created_at, id), merged across the `count`
+        shards (each read `page` entries at a time, and only as far as the merge needs)."""
+        queries = [{**q, "Limit": page} for q in self._queries(where, now, after, count)]
+        shard_entries = [_by_id_within_time(entries) for entries in self._scatter(queries)]
         for entry in heapq.merge(*shard_entries, key=_entry_order, reverse=True):
             if after is None or _entry_order(entry) < after:
                 yield entry
+
+    def _scatter(self, queries: Sequence[dict[str, Any]]) -> list[Iterator[dict[str, Any]]]:
+        """Each query's entries, in order. The merge needs every shard's first page before it yields anything: with
+        many shards those first pages are read at once (one round trip's wait, not one per shard); a shard's
+        further pages, rarely needed (a page reads twice a shard's share), are read as the merge reaches them."""
+        if len(queries) < _SCATTER_FROM:
+            return [query_items(self.table, **q) for q in queries]
+        # Each read in the context of the caller (copied per read: a context runs on one thread at a time), so it
+        # sees what the caller's thread sees of its context variables (the integration tier's view of the calling
+        # function's environment among them).
+        contexts = [contextvars.copy_context() for _ in queries]
+        with ThreadPoolExecutor(max_workers=min(_SCATTER_THREADS, len(queries))) as pool:
+            firsts = list(pool.map(lambda c, q: c.run(self.table.query, **q), contexts, queries))
+        return [_continued(self.table, q, first) for q, first in zip(queries, firsts, strict=True)]
 
     def _matched(self, entries: Sequence[dict[str, Any]], where: DeliveryFilter, now: datetime) -> list[Delivery]:
         """The deliveries of a page of index entries that match `where`, in the page's order.
@@ -898,8 +928,9 @@ class DeliveryTable:
     def find(self, where: DeliveryFilter, limit: int, start: Position | None, now: datetime) -> DeliveryPage:
         owner = self._scope(where)
         after = self._after(where, start) if start else None
-        # Each shard holds about 1/LOG_SHARDS of the newest entries; a page reads a little more than its share.
-        entries = self._merged(where, now, after, page=max(_MIN_SHARD_PAGE, 2 * (limit + 1) // schema.LOG_SHARDS))
+        count = log_shards()
+        # Each shard holds about 1/count of the newest entries; a page reads a little more than its share.
+        entries = self._merged(where, now, after, page=max(_MIN_SHARD_PAGE, 2 * (limit + 1) // count), count=count)
         found: list[tuple[dict[str, Any], Delivery]] = []
         last: dict[str, Any] | None = None
         for _ in range(MAX_PAGES_PER_READ):
@@ -962,7 +993,7 @@ class DeliveryTable:
             raise UnknownPosition(start) from None
 
     def count(self, where: DeliveryFilter, now: datetime) -> int:
-        entries = self._merged(where, now, None, page=_BATCH_GET_LIMIT)
+        entries = self._merged(where, now, None, page=_BATCH_GET_LIMIT, count=log_shards())
         total = 0
         while chunk := list(itertools.islice(entries, _BATCH_GET_LIMIT)):
             total += len(self._matched(chunk, where, now))
@@ -1066,6 +1097,10 @@ _INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
 _TENANT, _STATUS = _INDEXES["by_tenant"], _INDEXES["by_tenant_status"]
 _EXTRAS = schema.EVENT_EXTRAS_INDEX
 _MIN_SHARD_PAGE = 10  # entries per shard read, at the least
+# From this many shards a read's per-shard queries go out at once, on up to _SCATTER_THREADS threads: at 64
+# shards a page waits for 4 rounds of Query calls, not 64. Below it, one after the other, on the caller's thread.
+_SCATTER_FROM = 8
+_SCATTER_THREADS = 16
 # A read stops after this many pages' worth of index entries (`limit` + 1 each, merged across the shards) even if
 # it found fewer than `limit` matches (a very selective filter over a long range), returning a cursor that
 # resumes after the last entry it read.
@@ -1088,6 +1123,30 @@ def _matches(delivery: Delivery, where: DeliveryFilter, now: datetime) -> bool:
 def _entry_order(entry: dict[str, Any]) -> tuple[str, str]:
     """The log's order of an index entry, newest first: (created_at, id), descending (created_at is one format)."""
     return str(entry["created_at"]), str(entry["id"])
+
+
+def _built(query: dict[str, Any]) -> dict[str, Any]:
+    """`query` with its conditions as expression strings, built here: the table resource builds a condition it is
+    given with one builder it shares between threads (boto3's TransformationInjector resets and numbers its
+    placeholders), so reads made at once on several threads must hand it strings. Values stay Python's: the
+    resource serializes them, statelessly."""
+    builder = ConditionExpressionBuilder()  # one per query: the key's and the filter's placeholders stay apart
+    key = builder.build_expression(query["KeyConditionExpression"], is_key_condition=True)
+    condition = builder.build_expression(query["FilterExpression"])
+    return {
+        **query,
+        "KeyConditionExpression": key.condition_expression,
+        "FilterExpression": condition.condition_expression,
+        "ExpressionAttributeNames": {**key.attribute_name_placeholders, **condition.attribute_name_placeholders},
+        "ExpressionAttributeValues": {**key.attribute_value_placeholders, **condition.attribute_value_placeholders},
+    }
+
+
+def _continued(table: Any, query: dict[str, Any], first: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A query's items from its first page (already read), then its further pages as they are needed."""
+    yield from first["Items"]
+    if "LastEvaluatedKey" in first:
+        yield from query_items(table, **query, ExclusiveStartKey=first["LastEvaluatedKey"])
 
 
 def _by_id_within_time(entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -76,11 +76,23 @@ EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="
 #
 # The tenant-wide and per-status indexes are sharded: a delivery's entry is under
 # `<owner>#<shard>`, the shard a stable hash of the delivery id (`adapters.dynamodb.shard_of`), so one large
-# tenant's writes spread over LOG_SHARDS partitions instead of one (whose 1,000 write units a
-# second, with a creation-time sort key that adaptive capacity cannot split writes across, would otherwise bound a
-# tenant's deliveries a second); a read queries every shard and merges them. Raising LOG_SHARDS needs no
-# migration (new entries spread wider, reads cover the old shards too); lowering it does.
-LOG_SHARDS = 4
+# tenant's writes spread over the log's shards instead of one partition (whose 1,000 write units
+# a second, with a creation-time sort key that adaptive capacity cannot split writes across, would otherwise bound
+# a tenant's deliveries a second); a read queries every shard and merges them.
+#
+# How many shards is a deployment setting (CDK context `log_shards`, stacks/config.py; DELIVERY_LOG_SHARDS in the
+# environment of every function with the deliveries table). The rule (bench/capacity.py sizes it per workload):
+# shards >= the largest owner's index writes a second / 1,000, with headroom; an entry is one write unit, so a
+# tenant's deliveries a second (events x fan-out x its share) / 1,000 x 1.25. The default, 4, fits the default
+# stage: its API throttle (200 requests a second) at a fan-out of 10 is 2,000 entries a second for one tenant,
+# 2 shards, doubled. Every read queries every shard: a page costs about one Query (0.5 read units) per shard
+# plus its items, so the most (MAX_LOG_SHARDS) keeps a page's reads bounded. Raising the count needs no
+# migration (new entries spread wider; reads cover every shard up to the new count, so the old ones too, and a
+# cursor is a position in the merged order, not a shard's); lowering it would hide the entries of the shards
+# dropped until they expire (synth cannot see the deployed count to refuse it): only ever raise it.
+DELIVERY_LOG_SHARDS = "DELIVERY_LOG_SHARDS"
+DEFAULT_LOG_SHARDS = 4
+MAX_LOG_SHARDS = 256
 _LOG_ATTRIBUTES = ("tenant_id", "endpoint_id", "event_id")
 EVENT_EXTRAS_INDEX = IndexSpec("event_extras", "event_extra", "created_at", include=_LOG_ATTRIBUTES)
 DELIVERIES = TableSpec(
