@@ -109,12 +109,14 @@ RESERVED_CONCURRENCY_CONTEXT = "reserved_concurrency"
 API_KEY_RATE_CONTEXT = "api_key_rate_per_second"
 ALARM_EMAIL_CONTEXT = "alarm_email"
 
-# The delivery event source's maximum concurrency: on a FIFO queue Lambda scales with active message groups, so
+# Each delivery event source's maximum concurrency: on a FIFO queue Lambda scales with active message groups, so
 # a burst of slow endpoints could otherwise take the account's concurrency (and throttled receives count toward
-# maxReceiveCount, pushing messages to the poison queue). SQS event sources accept 2..1000. The default fits the
-# smallest quota a new account is given (10): at most half of it, the API's functions share the rest. An account
-# with the usual 1,000 raises it in its stage file (deploy/production.json: 100); `make deploy` says what fits.
-DEFAULT_DELIVERY_MAX_CONCURRENCY = 5
+# maxReceiveCount, pushing messages to the poison queue). SQS event sources accept 2..1000. There are two event
+# sources per delivery shard (its fast and slow lane), so the default is SQS's least: on one shard (the dev stage
+# file) its 2 x 2 fit the smallest quota a new account is given (10) at most half of it, the API's functions
+# sharing the rest. An account with the usual 1,000 raises it in its stage file (deploy/production.json: 100 on
+# 2 shards); `make deploy` says what fits.
+DEFAULT_DELIVERY_MAX_CONCURRENCY = 2
 # Reserved concurrency: guaranteed to (and the ceiling of) the functions every request needs. None by default:
 # Lambda keeps 100 of the account's concurrency unreserved, so on a quota of 10 any reservation fails the deploy.
 # deploy/production.json reserves 30 + 30 (the stage's 200 requests a second at about 100 ms each, 20 at once,

@@ -17,6 +17,7 @@ import pytest
 
 from hookrelay.adapters import schema
 from local import sqs_source
+from local.provision import delivery_queue_urls
 from local.sqs_source import EventSource
 from tests.e2e.harness import eventually
 from tests.support.aws import moto_stack
@@ -25,7 +26,7 @@ from tests.support.aws import moto_stack
 @pytest.fixture
 def queue_url() -> Iterator[str]:
     with moto_stack() as env:
-        yield env[schema.DELIVERY_QUEUE.env_var]
+        yield delivery_queue_urls(env).url(0)  # shard 0's fast lane
 
 
 class StandIn:
@@ -123,7 +124,8 @@ def test_a_function_that_raises_keeps_its_whole_batch(queue_url: str, monkeypatc
 def test_the_local_event_sources_are_the_tables_queue_triggers() -> None:
     """The local stack runs the table of functions' queue triggers, as the CDK stack deploys them
     (tests/infrastructure/test_functions.py checks the deployed event source mappings against the same table)."""
-    from hookrelay.functions import queue_triggered
+    from hookrelay import functions
+    from local.provision import queue_urls
     from local.stack import event_sources
 
     with moto_stack() as env:
@@ -131,9 +133,11 @@ def test_the_local_event_sources_are_the_tables_queue_triggers() -> None:
             (source.function, source.queue_url, source.batch_size, source.concurrency)
             for source in event_sources(env, concurrency=8)
         ]
+        urls = queue_urls(env)
     expected = [
-        (function.name, env[trigger.queue.env_var], trigger.batch_size, trigger.max_concurrency or 8)
-        for function, trigger in queue_triggered()
+        (source.function.name, urls[source.queue], source.batch_size, source.max_concurrency or 8)
+        for source in functions.event_sources(delivery_queue_urls(env).shards)
     ]
     assert running == expected
-    assert [name for name, *_ in running] == ["delivery", "redrive"]
+    # Each delivery shard's fast and slow lane, then the redrive jobs queue.
+    assert [name for name, *_ in running] == ["delivery"] * 2 * delivery_queue_urls(env).shards + ["redrive"]

@@ -183,13 +183,14 @@ def test_raising_the_shards_keeps_an_endpoints_messages_on_its_shard_in_order_an
     tenant_id, token = platform.new_tenant()
     producer = platform.new_key("producer")
     old = platform.new_endpoint(token, f"{consumer.url}/old", ["old.event"])
-    for n in range(5):  # queued before the change, not yet delivered
+    before, after = 5, 5
+    for n in range(before):  # queued before the change, not yet delivered
         publish(platform, producer, tenant_id, "old.event", n, key="k")
 
     platform.env = grow_shards(platform.env, 3)
     queues = delivery_queue_urls(platform.env)
     assert queues.shards == 3
-    for n in range(5, 10):  # after it
+    for n in range(before, before + after):  # after it
         publish(platform, producer, tenant_id, "old.event", n, key="k")
     _, new_type = endpoint_on_shard(platform, tenant_id, token, f"{consumer.url}/new", 2)  # only new ones spread
     for n in range(3):
@@ -197,10 +198,10 @@ def test_raising_the_shards_keeps_an_endpoints_messages_on_its_shard_in_order_an
 
     assert stored_endpoint(platform, tenant_id, old["id"]).queue_shard == 0
     old_lane, new_lane = queues.url(0, DeliveryLane.FAST), queues.url(2, DeliveryLane.FAST)
-    assert waiting_by_queue(platform) == {url: 0 for url in queues.all()} | {old_lane: 10, new_lane: 3}
+    assert waiting_by_queue(platform) == {url: 0 for url in queues.all()} | {old_lane: before + after, new_lane: 3}
     while platform.pump():
         pass
-    assert numbers(consumer, "/hook/old") == list(range(10))  # all of them, once each, in order
+    assert numbers(consumer, "/hook/old") == list(range(before + after))  # all of them, once each, in order
     assert numbers(consumer, "/hook/new") == [0, 1, 2]
 
 

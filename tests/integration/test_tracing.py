@@ -44,8 +44,11 @@ CHILD = textwrap.dedent(
     from hookrelay import wiring
     from hookrelay.adapters import schema
 
-    for spec in (*schema.ALL_TABLES, *schema.ALL_QUEUES):  # names only: nothing here calls AWS
+    for spec in (*schema.ALL_TABLES, *schema.OTHER_QUEUES):  # names only: nothing here calls AWS
         os.environ[spec.env_var] = "unused"
+    os.environ[schema.DELIVERY_QUEUE.env_var] = schema.encode_delivery_queues(
+        {spec: "unused" for spec in schema.delivery_queues(1)}
+    )
     os.environ[schema.RETRY_STATE_MACHINE_ARN] = "arn:aws:states:us-east-1:123456789012:stateMachine:unused"
     os.environ[schema.ALLOW_PRIVATE_DESTINATIONS] = "true"  # the consumer is on 127.0.0.1
     url = f"http://127.0.0.1:{server.server_address[1]}/hook"
