@@ -155,8 +155,10 @@ def _measured(events: int, settings: Any) -> dict[str, Any]:
 
 # The outage scenario's counts move a little from run to run: how many retries wake before the circuit opens
 # and how often the drain looks at its window ride on real time (probes 1 s apart). Its counts must agree within
-# this share; the others exactly.
+# this share. The others within a tenth: a first attempt whose send runs past LATE_CLAIM_AFTER (domain/status.py)
+# on a loaded machine claims late, one more write; a whole call more or less per delivery is still a drift.
 OUTAGE_TOLERANCE = 0.25
+STEADY_TOLERANCE = 0.1
 # The outage's workflow loop: how many times the drain's and the probe's workflows go round (their transitions, task
 # messages and answers) depends on how long each round takes on the machine, not on the code: left out of the check.
 TIMING_BORNE = (
@@ -199,7 +201,7 @@ def drifted(measured: dict[str, Any], committed: dict[str, Any]) -> list[str]:
             outage["calls"].pop(key, None)
         return kept
 
-    walk(steady(measured), steady(committed), "", 0.0)
+    walk(steady(measured), steady(committed), "", STEADY_TOLERANCE)
     return found
 
 

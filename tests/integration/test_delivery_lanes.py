@@ -206,11 +206,11 @@ def test_a_failed_message_comes_back_with_the_rest_of_its_group_in_order_while_t
     broken = {a2}
     attempt = DeliveryService.attempt
 
-    def fails_once(self: DeliveryService, message: Any) -> Any:
+    def fails_once(self: DeliveryService, message: Any, **options: Any) -> Any:
         if message.delivery_id in broken:
             broken.discard(message.delivery_id)
             raise ConnectionError("a processing error, not the consumer's answer")
-        return attempt(self, message)
+        return attempt(self, message, **options)
 
     monkeypatch.setattr(DeliveryService, "attempt", fails_once)
     urls = delivery_queue_urls(platform.env)

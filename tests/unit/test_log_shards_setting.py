@@ -39,7 +39,7 @@ def test_the_context_is_validated_and_defaults_to_the_schema_s_count() -> None:
 def test_every_function_with_the_deliveries_table_is_deployed_with_the_count_and_no_other_is() -> None:
     resources = Resources(
         table_names={spec: spec.logical_name for spec in schema.ALL_TABLES},
-        queue_urls={spec: spec.logical_name for spec in schema.ALL_QUEUES},
+        queue_urls={spec: spec.logical_name for spec in schema.all_queues(2)},
         topic_arns={spec: spec.logical_name for spec in schema.ALL_TOPICS},
         retry_state_machine_arn="arn",
         api_url="https://api.example",
