@@ -9,6 +9,7 @@ import pytest
 
 from hookrelay.adapters import aws, schema
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.domain.lanes import DEFAULT_SLOW_LANE_AFTER_MS
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, schedule_from_config
 from hookrelay.functions import (
@@ -170,6 +171,8 @@ def test_functions_get_the_names_of_exactly_the_resources_they_may_touch(synthes
             expected.add(schema.API_URL)
         if schema.DELIVERIES in access.tables:  # the log's write shards (tests/unit/test_log_shards_setting.py)
             expected.add(schema.DELIVERY_LOG_SHARDS)
+        if function.name == "delivery":  # the lanes' threshold (domain/lanes.py)
+            expected.add(schema.SLOW_LANE_AFTER_MS)
         assert {v for v in variables if not v.startswith("POWERTOOLS_")} == expected, function.name
 
 
@@ -219,3 +222,8 @@ def test_an_invalid_schedule_fails_synth_with_a_clear_message(bad: str) -> None:
     app = App(context={"retry_schedule": bad})
     with pytest.raises(InvalidConfiguration, match=r"retry_schedule=.* is not a valid retry schedule"):
         HookrelayStack(app, "Invalid")
+
+
+def test_the_slow_lane_s_threshold_is_the_stage_s_setting(synthesized: Synthesized) -> None:
+    variables = _function(synthesized, "delivery")["Environment"]["Variables"]
+    assert variables[schema.SLOW_LANE_AFTER_MS] == str(DEFAULT_SLOW_LANE_AFTER_MS)
