@@ -23,6 +23,7 @@ counted in 64 KiB chunks of payload.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import math
 import sys
@@ -297,6 +298,10 @@ def _rebind_stdout_handlers(stream: Any, stdout: Any) -> None:
             handler.setStream(stream)
 
 
+# Who is making the AWS calls now (the innermost `Meter.origin`), in this context.
+_ORIGINS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("origins", default=())
+
+
 class Meter:
     """Counts and times AWS calls and Lambda invocations while `recording`; see the module docstring."""
 
@@ -308,26 +313,21 @@ class Meter:
         self.log_lines: Counter[str] = Counter()  # CloudWatch bills 26 bytes more per log event (line)
         self.recording = False
         self.lock = threading.Lock()
-        self._local = threading.local()
         self._sizer: DynamoDbSizer | None = None
 
     # -- attribution -------------------------------------------------------------------------------
     @contextmanager
     def origin(self, name: str) -> Iterator[None]:
-        stack = self._stack()
-        stack.append(name)
+        # A context variable, not a thread's: it follows an invocation onto the threads its context is copied to (the
+        # delivery function's batch runs each message group on one of its own: handlers/sqs_batch.py).
+        token = _ORIGINS.set((*_ORIGINS.get(), name))
         try:
             yield
         finally:
-            stack.pop()
-
-    def _stack(self) -> list[str]:
-        if not hasattr(self._local, "stack"):
-            self._local.stack = []
-        return self._local.stack
+            _ORIGINS.reset(token)
 
     def current_origin(self) -> str:
-        stack = self._stack()
+        stack = _ORIGINS.get()
         if stack:
             return stack[-1]
         return UNATTRIBUTED if threading.current_thread() is threading.main_thread() else WORKFLOW

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 ASL_PATH = Path(__file__).with_name("retry.asl.json")
-SUBSTITUTIONS = ("Partition", "DeliveryQueueUrl", "DeadLetterQueueUrl", "AttemptTaskTimeoutSeconds")
+SUBSTITUTIONS = ("Partition", "DeadLetterQueueUrl", "AttemptTaskTimeoutSeconds")
 
 # How long the workflow waits for the delivery Lambda to answer one sent attempt before re-sending it.
 # It must cover the message's wait in its FIFO group plus one attempt (at most the function timeout);

@@ -52,12 +52,13 @@ class RetryWorkflow(Construct):
         delivery_queues: Sequence[sqs.IQueue] = (),
         telemetry: Telemetry = DEFAULT_TELEMETRY,
     ):
-        """`delivery_queue`: shard 0's fast lane (where an execution started before shards sends); `delivery_queues`:
-        every delivery queue, which an execution's input names one of (its ticket's or command's `queue_url`).
+        """`delivery_queue`: shard 0's fast lane (the one delivery queue of before shards: an execution started then
+        runs the definition it started with, which names it); `delivery_queues`: every delivery queue, which an
+        execution's input names one of (its ticket's or command's `queue_url`).
         `telemetry`: the execution log's level (execution data only at ALL) and X-Ray (stacks/config.py)."""
         super().__init__(scope, construct_id)
         # The queues the ASL sends to, by the substitution that names them.
-        queues = {"DeliveryQueueUrl": delivery_queue, "DeadLetterQueueUrl": dead_letter_queue}
+        queues = {"DeadLetterQueueUrl": dead_letter_queue}
         log_group = logs.LogGroup(
             self,
             "Logs",
@@ -80,7 +81,7 @@ class RetryWorkflow(Construct):
         )
         # The ASL's tasks only send to queues: SendMessage on exactly the queues its definition names.
         used = [queue.queue_arn for name, queue in queues.items() if name in statemachine.SUBSTITUTIONS]
-        used += [queue.queue_arn for queue in delivery_queues if queue is not delivery_queue]
+        used += [queue.queue_arn for queue in dict.fromkeys((delivery_queue, *delivery_queues))]
         self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=["sqs:SendMessage"], resources=used))
         self._acknowledge_service_wildcards()
         self._acknowledge_telemetry(telemetry)

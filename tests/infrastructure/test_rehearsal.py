@@ -33,7 +33,8 @@ def test_the_deployed_definition_has_every_token_filled(synthesized: Synthesized
     definition = rehearse.deployed_definition(synthesized.template, logical_id, placeholders, synthesized.outdir)
     text = json.dumps(definition)
     assert "${" not in text
-    assert "https://sqs.us-east-1.amazonaws.com/123456789012/QueuesDeliveryQueue" in text
+    assert "https://sqs.us-east-1.amazonaws.com/123456789012/QueuesDeadLetterQueue" in text
+    assert '"QueueUrl.$": "$.ticket.queue_url"' in text  # the delivery queue: each execution's input names it
     assert "arn:aws:states:::sqs:sendMessage.waitForTaskToken" in text
 
 

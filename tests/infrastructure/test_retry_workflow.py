@@ -40,9 +40,9 @@ def test_the_template_definition_is_the_asl_file_rendered(synthesized: Synthesiz
 def test_the_substitutions_point_at_the_right_resources(synthesized: Synthesized) -> None:
     substitutions = _state_machine(synthesized)["DefinitionSubstitutions"]
     assert substitutions["Partition"] == {"Ref": "AWS::Partition"}
-    assert substitutions["DeliveryQueueUrl"]["Ref"].startswith("QueuesDeliveryQueue")
-    if "DeadLetterQueueUrl" in substitutions:
-        assert substitutions["DeadLetterQueueUrl"]["Ref"].startswith("QueuesDeadLetterQueue")
+    assert substitutions["DeadLetterQueueUrl"]["Ref"].startswith("QueuesDeadLetterQueue")
+    # No delivery queue is written into the definition: an execution's input names its shard's (`queue_url`).
+    assert "DeliveryQueueUrl" not in substitutions
 
 
 def test_the_workflow_is_standard_and_logged(synthesized: Synthesized) -> None:

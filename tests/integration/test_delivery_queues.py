@@ -203,26 +203,3 @@ def test_raising_the_shards_keeps_an_endpoints_messages_on_its_shard_in_order_an
         pass
     assert numbers(consumer, "/hook/old") == list(range(before + after))  # all of them, once each, in order
     assert numbers(consumer, "/hook/new") == [0, 1, 2]
-
-
-def test_an_execution_started_before_shards_sends_to_shard_0s_fast_lane(platform: Platform) -> None:
-    """An upgrade finds retry and probe executions waiting with inputs that name no queue: the ASL sends their
-    attempts and commands to the one delivery queue of before, which is shard 0's fast lane (it kept its name)."""
-    sfn = boto3.client("stepfunctions")
-    arn = platform.env["RETRY_STATE_MACHINE_ARN"]
-    due = "2020-01-01T00:00:00Z"
-    ticket = {"delivery_id": "dlv_old", "tenant_id": "ten_1", "group_id": "g", "attempt": 2, "endpoint_id": "ep_1"}
-    sfn.start_execution(
-        stateMachineArn=arn,
-        name="old-retry",
-        input=json.dumps(ticket | {"next_attempt_at": due, "status": "retrying", "workflow": "retry"}),
-    )
-    command = {"tenant_id": "ten_1", "endpoint_id": "ep_1", "step": 1, "kind": "probe", "due_at": due, "commands": 0}
-    sfn.start_execution(
-        stateMachineArn=arn, name="old-probe", input=json.dumps({"workflow": "circuit", "circuit": command})
-    )
-
-    queues = delivery_queue_urls(platform.env)
-    legacy = queues.url(0, DeliveryLane.FAST)
-    wait_until(lambda: waiting(platform, legacy) == 2, "both executions' messages on shard 0's fast lane")
-    assert sum(waiting_by_queue(platform).values()) == 2

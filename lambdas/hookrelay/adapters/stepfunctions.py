@@ -19,8 +19,8 @@ PARKED = "parked"  # the answer that ends a retry execution: its delivery is par
 
 def ticket_document(ticket: RetryTicket, queues: DeliveryQueueUrls) -> dict[str, Any]:
     """What the workflow reads: the ASL's `$.ticket` (and an execution's input). `queue_url`: where the workflow sends
-    the attempt, the fast lane of the delivery's shard (an execution started before shards has none: the ASL sends
-    its attempts to shard 0's fast lane, the one delivery queue of then)."""
+    the attempt, the fast lane of the delivery's shard. (An execution started before shards runs on the definition it
+    started with, as Step Functions keeps it, which sends to shard 0's fast lane, the one delivery queue of then.)"""
     return {
         "delivery_id": ticket.delivery_id,
         "tenant_id": ticket.tenant_id,
