@@ -155,10 +155,15 @@ def _measured(events: int, settings: Any) -> dict[str, Any]:
 
 # The outage scenario's counts move a little from run to run: how many retries wake before the circuit opens
 # and how often the drain looks at its window ride on real time (probes 1 s apart). Its counts must agree within
-# this share. The others within a tenth: a first attempt whose send runs past LATE_CLAIM_AFTER (domain/status.py)
-# on a loaded machine claims late, one more write; a whole call more or less per delivery is still a drift.
+# this share. The others too: a first attempt whose send runs past LATE_CLAIM_AFTER (domain/status.py) on a loaded
+# machine claims late, one more write; and the fan-out's endpoints fall on the delivery shards by their random ids,
+# so its batches are not always full (receives, deletes and calls per invocation move by a fifth). A whole call
+# more or less per delivery is still a drift.
 OUTAGE_TOLERANCE = 0.25
-STEADY_TOLERANCE = 0.1
+STEADY_TOLERANCE = 0.25
+# And a count within this many per event of the committed one is noise whatever its share: one or two calls in a
+# scenario's 20 to 40 events (two groups' workers racing the same conditional write, each billed applied or not).
+NOISE_PER_EVENT = 0.05
 # The outage's workflow loop: how many times the drain's and the probe's workflows go round (their transitions, task
 # messages and answers) depends on how long each round takes on the machine, not on the code: left out of the check.
 TIMING_BORNE = (
@@ -188,7 +193,7 @@ def drifted(measured: dict[str, Any], committed: dict[str, Any]) -> list[str]:
                 inner = OUTAGE_TOLERANCE if path == "/scenarios" and key == "outage" else tolerance
                 walk(a.get(key), b.get(key), f"{path}/{key}", inner)
         elif isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
-            if abs(a - b) > tolerance * max(abs(a), abs(b)):
+            if abs(a - b) > max(tolerance * max(abs(a), abs(b)), NOISE_PER_EVENT):
                 found.append(f"{path}: measured {a}, committed {b}")
         elif a != b:
             found.append(f"{path}: measured {a!r}, committed {b!r}")
