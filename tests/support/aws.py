@@ -18,7 +18,7 @@ from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.function_environment import SERVING_ROUTES
-from local import function_scope, iam_check, moto_stepfunctions, moto_transactions
+from local import function_scope, iam_check, moto_serial, moto_stepfunctions, moto_transactions
 from local.as_deployed import TEST_API_URL, local_deployment, local_settings, queue_arn
 from local.iam_check import IamCheck
 from local.provision import DEFAULT_PREFIX, create_queue, provision, queue_urls
@@ -72,6 +72,7 @@ def moto_stack(
     `revoke`: (function, action) pairs taken out of those functions' statements, as if the template lacked them.
     `shards`: the delivery queues' shards (`grow_shards` redeploys with more)."""
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
+    moto_serial.install()  # DynamoDB's requests one at a time, as the local stack's server answers (see the module)
     moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
     with patched_env(FAKE_ENV), mock_aws(config={"stepfunctions": {"execute_state_machine": execute_state_machine}}):
         aws.reset()
