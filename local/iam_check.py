@@ -28,11 +28,11 @@ from botocore.exceptions import ClientError
 from moto.iam.access_control import IAMPolicy, PermissionResult
 
 from hookrelay.function_permissions import Statement
-from local import as_deployed
+from local import as_deployed, trust
 from local.lambda_runtime import RUNNING
 
 # The IAM service prefix of each botocore service name we call.
-_PREFIX = {"dynamodb": "dynamodb", "sqs": "sqs", "stepfunctions": "states", "sns": "sns"}
+_PREFIX = {"dynamodb": "dynamodb", "sqs": "sqs", "stepfunctions": "states", "sns": "sns", "sts": "sts"}
 # Batch calls are authorized as their single-message action (SQS's documented equivalence).
 _AS_ACTION = {
     "SendMessageBatch": "SendMessage",
@@ -52,7 +52,10 @@ _DENIED_CODE = {
     "sqs": "AccessDenied",
     "states": "AccessDeniedException",
     "sns": "AuthorizationError",
+    "sts": "AccessDenied",
 }
+# The HTTP status each service answers a refused call with (STS's is 403; the others answer 400).
+_DENIED_STATUS = {"sts": 403}
 
 
 # The variable naming the file of calls seen (`IamCheck`'s `log`): the test tiers' report of grants never used.
@@ -88,6 +91,7 @@ class IamCheck:
         self._lock = threading.Lock()
         self.calls: set[Call] = set()
         self._actions_called: set[tuple[str, str]] = set()
+        self._assumed_keys: set[str] = set()
 
     def authorize(self, function: str, service: str, operation: str, params: Mapping[str, Any]) -> None:
         prefix = _PREFIX.get(service, service)
@@ -105,6 +109,17 @@ class IamCheck:
         if first and self._log:
             with open(self._log, "a") as log:  # one short line: appended whole, whoever else appends
                 log.write(f"{call.function} {call.action}\n")
+
+    def assumed(self, access_key: str) -> None:
+        """Credentials a function was given by assuming a consumer's role (an AWS destination's)."""
+        with self._lock:
+            self._assumed_keys.add(access_key)
+
+    def under_assumed_role(self, client: BaseClient) -> bool:
+        """A client signing with an assumed consumer role's credentials: the consumer's role's policy allows its
+        calls, not the function's (a policy of the consumer's account: AWS checks it, this check does not)."""
+        credentials = getattr(getattr(client, "_request_signer", None), "_credentials", None)
+        return credentials is not None and getattr(credentials, "access_key", None) in self._assumed_keys
 
     def unused(self) -> dict[str, list[str]]:
         """Per function, the actions its statements grant its code that no recorded call used."""
@@ -125,6 +140,8 @@ class IamCheck:
                 yield f"states:{operation}", params.get("stateMachineArn") or params.get("executionArn", "*")
         elif prefix == "sns":
             yield f"sns:{operation}", params.get("TopicArn", "*")
+        elif prefix == "sts":
+            yield f"sts:{operation}", params.get("RoleArn", "*")
         else:
             yield f"{prefix}:{operation}", "*"
 
@@ -164,8 +181,9 @@ def _denied(prefix: str, operation: str, function: str, action: str, resource: s
         "because no identity-based policy allows the action"
     )
     code = _DENIED_CODE.get(prefix, "AccessDeniedException")
+    status = _DENIED_STATUS.get(prefix, 400)
     return ClientError(
-        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": 400}}, operation
+        {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation
     )
 
 
@@ -175,9 +193,17 @@ _unchecked: Any = None  # the call `install` wrapped (botocore's, or another wra
 
 def _checked_call(self: BaseClient, operation_name: str, api_params: dict[str, Any]) -> Any:
     function = RUNNING.get()
-    if _check is not None and function is not None:
-        _check.authorize(function, self.meta.service_model.service_name, operation_name, api_params)
-    return _unchecked(self, operation_name, api_params)
+    check = _check
+    if check is None or function is None or check.under_assumed_role(self):
+        return _unchecked(self, operation_name, api_params)
+    check.authorize(function, self.meta.service_model.service_name, operation_name, api_params)
+    assuming = self.meta.service_model.service_name == "sts" and operation_name == "AssumeRole"
+    if assuming:
+        trust.check(function, api_params, lambda *call: _unchecked(*call))
+    result = _unchecked(self, operation_name, api_params)
+    if assuming:
+        check.assumed(result["Credentials"]["AccessKeyId"])
+    return result
 
 
 def install(check: IamCheck | None) -> None:

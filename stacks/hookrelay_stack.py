@@ -132,6 +132,14 @@ class HookrelayStack(Stack):
         for name, queue in queues.queues.items():
             CfnOutput(self, f"{name}Url", value=queue.queue_url)
         CfnOutput(self, "RetryStateMachineArn", value=retry.state_machine.state_machine_arn)
+        delivery_role = functions.function(DELIVERY.name).role
+        assert delivery_role is not None  # each function has its own role (constructs/functions.py)
+        CfnOutput(
+            self,
+            config.DELIVERY_ROLE_OUTPUT,
+            value=delivery_role.role_arn,
+            description="AWS destinations: the principal a consumer's role trusts, with its tenant's external ID",
+        )
         CfnOutput(
             self,
             config.DELIVERY_SHARDS_OUTPUT,

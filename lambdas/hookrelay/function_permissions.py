@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hookrelay.adapters import schema
+from hookrelay.domain.destinations import ROLE_NAME_PREFIX
 from hookrelay.functions import Function, QueueTrigger, TableAccess
 
 _READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
@@ -52,6 +53,9 @@ LOG_ACTIONS = ("logs:CreateLogStream", "logs:PutLogEvents")
 # Task-token calls are authorized against the state machine whose task issued the token. No SendTaskHeartbeat:
 # the delivery function only ever reports an attempt's outcome.
 TASK_RESPONSE_ACTIONS = ("states:SendTaskSuccess", "states:SendTaskFailure")
+# Assuming a consumer's role to send to its AWS destination (domain/destinations.py). The calls made with the
+# assumed role's credentials are the consumer's role's to allow, not this role's.
+ASSUME_ROLE_ACTIONS = ("sts:AssumeRole",)
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class Arns:
     retry_state_machine: str
     retry_executions: str  # every execution of the retry workflow: `arn:…:execution:<name>:*`
     log_groups: Mapping[str, str]  # function name -> its log group's ARN
+    partition: str = "aws"  # the deployment's partition (a token in the stack)
 
 
 def queue_arns(specs: tuple[schema.QueueSpec, ...], arns: Arns) -> tuple[str, ...]:
@@ -123,4 +128,12 @@ def statements(function: Function, arns: Arns) -> list[Statement]:
         found.append(Statement(tuple(execution_actions), (arns.retry_executions,)))
     if access.answers_retries:
         found.append(Statement(TASK_RESPONSE_ACTIONS, (arns.retry_state_machine,)))
+    if access.assumes_destination_roles:
+        found.append(Statement(ASSUME_ROLE_ACTIONS, (destination_roles(arns.partition),)))
     return found
+
+
+def destination_roles(partition: str) -> str:
+    """The consumers' roles for AWS destinations, in any account: only those named with the prefix
+    (domain/destinations.py), so the delivery role can assume no role a consumer did not make for hookrelay."""
+    return f"arn:{partition}:iam::*:role/{ROLE_NAME_PREFIX}*"

@@ -66,6 +66,7 @@ class Access:
     answers_retries: bool = False  # states:SendTask{Success,Failure} for the workflow's task tokens
     watches_probes: bool = False  # states:DescribeExecution on the retry workflow's executions (a lost probe)
     publishes: tuple[schema.TopicSpec, ...] = ()  # SNS topics the function publishes to
+    assumes_destination_roles: bool = False  # sts:AssumeRole on consumers' roles (AWS destinations)
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,7 @@ DELIVERY = Function(
         starts_retries=True,
         stops_retries=True,
         answers_retries=True,
+        assumes_destination_roles=True,  # endpoints whose url is an SQS, SNS or EventBridge ARN
     ),
 )
 

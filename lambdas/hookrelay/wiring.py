@@ -345,6 +345,7 @@ def circuit_service() -> CircuitService:
 def delivery_service() -> DeliveryService:
     from datetime import timedelta
 
+    from hookrelay.adapters.aws_destinations import AwsDestinations
     from hookrelay.adapters.circuit import DynamoCircuits
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.adapters.http_sender import RequestsSender
@@ -362,6 +363,7 @@ def delivery_service() -> DeliveryService:
             allow_private_destinations=allow_private_destinations(),
             endpoint_ports=endpoint_ports(),
         ),
+        destinations=AwsDestinations(),
         workflow=_retry_workflow(),
         dead_letters=_dead_letters(),
         schedule=retry_schedule(),

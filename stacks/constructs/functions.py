@@ -187,6 +187,7 @@ class Functions(Construct):
             retry_state_machine=self._retry_workflow.state_machine_arn,
             retry_executions=self._executions_arn(),
             log_groups={name: group.log_group_arn for name, group in self._log_groups.items()},
+            partition=Stack.of(self).partition,
         )
 
     def _executions_arn(self) -> str:

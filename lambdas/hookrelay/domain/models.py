@@ -98,9 +98,12 @@ class SigningSecret:
 class Endpoint:
     id: str
     tenant_id: str
-    url: str
+    url: str  # an https:// URL, or an AWS destination's ARN (domain/destinations.py)
     event_types: list[str]
     description: str | None = None
+    # The role in the consumer's account assumed to send to an AWS destination (domain/destinations.py); None: a
+    # webhook.
+    role_arn: str | None = None
     state: EndpointState = EndpointState.ENABLED
     secrets: list[SigningSecret]
     max_in_flight: int = 1  # the endpoint's concurrency: the number of FIFO message groups it gets

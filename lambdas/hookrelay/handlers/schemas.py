@@ -10,6 +10,7 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_vali
 from hookrelay.domain import portal
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
+from hookrelay.domain.destinations import external_id, kind_of
 from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
 from hookrelay.domain.matching import MAX_FILTERS, filter_problem
@@ -51,6 +52,7 @@ EventTypeFilters = Annotated[
 ]
 Description = Annotated[str | None, Field(max_length=500)]
 MaxInFlight = Annotated[int, Field(ge=1, le=50)]
+RoleArn = Annotated[str, Field(min_length=1, max_length=2048)]  # an AWS destination's (domain/destinations.py)
 
 
 class CreateEndpoint(Strict):
@@ -59,6 +61,7 @@ class CreateEndpoint(Strict):
     description: Description = None
     max_in_flight: MaxInFlight | None = None
     key_type: KeyType = KeyType.HMAC  # ed25519: v1a signatures, verified with the public key alone
+    role_arn: RoleArn | None = None
 
 
 class UpdateEndpoint(Strict):
@@ -68,6 +71,7 @@ class UpdateEndpoint(Strict):
     event_types: EventTypeFilters | None = None
     description: Description = None
     max_in_flight: MaxInFlight | None = None
+    role_arn: RoleArn | None = None  # null clears it (an endpoint moved back to a webhook URL)
 
     @model_validator(mode="after")
     def _only_description_is_nullable(self) -> UpdateEndpoint:
@@ -123,6 +127,7 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
     view: dict[str, Any] = {
         "id": endpoint.id,
         "url": endpoint.url,
+        "kind": kind_of(endpoint.url).value,
         "event_types": endpoint.event_types,
         "description": endpoint.description,
         "state": endpoint.state.value,
@@ -144,6 +149,8 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
         "failing_since": _time(endpoint.failing_since),
         "disabled_reason": endpoint.disabled_reason,
     }
+    if endpoint.role_arn is not None:  # an AWS destination: the role, and the external ID its trust must require
+        view |= {"role_arn": endpoint.role_arn, "external_id": external_id(endpoint.tenant_id)}
     if with_secret:  # only in the response that created the secret
         view |= issued_key_view(endpoint.secrets[-1].secret)
     return view

@@ -9,11 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as StillSending
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 
 from hookrelay.domain import circuit, lanes, platform_events
 from hookrelay.domain.circuit import CircuitState, Gate, Via
-from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
+from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, FailureKind, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
+from hookrelay.domain.destinations import external_id, is_aws_target, session_name
 from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
@@ -35,6 +37,8 @@ from hookrelay.services.ports import (
     DeliveryQueue,
     DeliveryRepository,
     DeliveryTelemetry,
+    DestinationMessage,
+    DestinationSender,
     EndpointRepository,
     EventRepository,
     ParkOutcome,
@@ -101,6 +105,8 @@ class DeliveryService:
     lanes: Lanes | None = None
     # How long an unclaimed attempt may go unanswered before it is claimed (domain.status.LATE_CLAIM_AFTER).
     claim_after: timedelta = LATE_CLAIM_AFTER
+    # Sends to endpoints whose url is an AWS destination (domain/destinations.py); None: such attempts fail.
+    destinations: DestinationSender | None = None
     _senders: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="send"), repr=False
     )
@@ -141,7 +147,7 @@ class DeliveryService:
         started = self._not_before(delivery.next_attempt_at, now)
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
-        result, delivery = self._send(delivery, message, endpoint.url, headers, event.body.encode())
+        result, delivery = self._send(delivery, message, self._transmission(endpoint, delivery, event, headers))
         report = self._record(delivery, event, message, endpoint, started, result)
         if report.sent:
             delivered = report.status is DeliveryStatus.DELIVERED
@@ -260,8 +266,33 @@ class DeliveryService:
             message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
         )
 
+    def _transmission(
+        self, endpoint: Endpoint, delivery: Delivery, event: Event, headers: dict[str, str]
+    ) -> Callable[[], SendResult]:
+        """The attempt's send, to a webhook or to an AWS destination (domain/destinations.py), not yet made."""
+        body = event.body.encode()
+        if endpoint.role_arn is None or not is_aws_target(endpoint.url):
+            return partial(self.sender.send, endpoint.url, headers, body)
+        if self.destinations is None:  # a deployment always has them; a fake without them fails the attempt
+            return lambda: SendResult(None, 0, FailureKind.BLOCKED, "AWS destinations are not available")
+        message = DestinationMessage(
+            body=body,
+            headers=headers,
+            event_type=event.type,
+            group=event.ordering_key or endpoint.id,
+            deduplication_id=delivery.id,
+        )
+        return partial(
+            self.destinations.send,
+            endpoint.url,
+            endpoint.role_arn,
+            external_id(endpoint.tenant_id),
+            session_name(endpoint.id),
+            message,
+        )
+
     def _send(
-        self, delivery: Delivery, message: DeliveryMessage, url: str, headers: dict[str, str], body: bytes
+        self, delivery: Delivery, message: DeliveryMessage, transmit: Callable[[], SendResult]
     ) -> tuple[SendResult, Delivery]:
         """Send the attempt; one made unclaimed is claimed if it has not answered within `claim_after`, so that
         it is seen `attempting` while it runs long. Returns the delivery as `_record` settles it: claimed (late or
@@ -271,8 +302,8 @@ class DeliveryService:
         dies before the claim, the delivery is still `queued`; after it, `attempting` until the claim is stale: either
         way the message comes back and the attempt is made again (domain/lifecycle.py, the crash rules)."""
         if delivery.status is DeliveryStatus.ATTEMPTING:
-            return self.sender.send(url, headers, body), delivery
-        sending = self._senders.submit(contextvars.copy_context().run, self.sender.send, url, headers, body)
+            return transmit(), delivery
+        sending = self._senders.submit(contextvars.copy_context().run, transmit)
         try:
             return sending.result(timeout=self.claim_after.total_seconds()), delivery
         except StillSending:

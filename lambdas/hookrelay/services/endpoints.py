@@ -12,6 +12,7 @@ from typing import Any
 from hookrelay.domain import ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
+from hookrelay.domain.destinations import aws_destination, check_role, is_aws_target
 from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidRequest, LimitExceeded, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
@@ -119,6 +120,7 @@ class EndpointService:
         description: str | None = None,
         max_in_flight: int | None = None,
         key_type: KeyType = KeyType.HMAC,
+        role_arn: str | None = None,
     ) -> Endpoint:
         now = utcnow()
         endpoint_id = ids.endpoint_id()
@@ -126,6 +128,7 @@ class EndpointService:
             id=endpoint_id,
             tenant_id=tenant_id,
             url=self._checked_url(url),
+            role_arn=check_role(url, role_arn),
             event_types=self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint)),
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
@@ -140,6 +143,10 @@ class EndpointService:
         return endpoint
 
     def _checked_url(self, url: str) -> str:
+        """A webhook's URL under the destination rule (domain/addresses.py); an AWS destination's ARN as one."""
+        if is_aws_target(url):
+            aws_destination(url)
+            return url
         return validate_endpoint_url(url, allow_private=self.allow_private_destinations, ports=self.endpoint_ports)
 
     def _add(self, endpoint: Endpoint) -> None:
@@ -207,12 +214,21 @@ class EndpointService:
         event_types: builtins.list[str] | _Keep = KEEP,  # builtins: `list` here is the method above
         description: str | _Keep | None = KEEP,
         max_in_flight: int | _Keep = KEEP,
+        role_arn: str | _Keep | None = KEEP,
     ) -> Endpoint:
-        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on."""
-        given = {"url": url, "event_types": event_types, "description": description, "max_in_flight": max_in_flight}
+        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on.
+        A url and its role are checked together, as they will stand: moving a webhook to an AWS destination
+        gives its role_arn, and back clears it (null)."""
+        given = {
+            "url": url,
+            "event_types": event_types,
+            "description": description,
+            "max_in_flight": max_in_flight,
+            "role_arn": role_arn,
+        }
         changes: dict[str, Any] = {name: value for name, value in given.items() if value is not KEEP}
         if not changes:
-            raise InvalidRequest("nothing to change: give url, event_types, description or max_in_flight")
+            raise InvalidRequest("nothing to change: give url, event_types, description, max_in_flight or role_arn")
         if isinstance(url, str):
             self._checked_url(url)
         if isinstance(event_types, builtins.list):
@@ -220,6 +236,7 @@ class EndpointService:
 
         def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
             _not_deleted(endpoint)
+            check_role(changes.get("url", endpoint.url), changes.get("role_arn", endpoint.role_arn))
             return replace(endpoint, **changes)
 
         return self._change(tenant_id, endpoint_id, apply)

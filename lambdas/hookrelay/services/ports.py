@@ -432,6 +432,26 @@ class WebhookSender(Protocol):
 
 
 @dataclass(frozen=True)
+class DestinationMessage:
+    """One attempt for an AWS destination (domain/destinations.py): the webhook's body and signature headers (as
+    message attributes where the destination has them), and what a FIFO queue or topic needs."""
+
+    body: bytes
+    headers: dict[str, str]
+    event_type: str
+    # The FIFO message group: the event's ordering key, else the endpoint's (its deliveries arrive in our order).
+    group: str
+    # The delivery's id: an attempt made again after an answer was lost is not delivered twice (FIFO's 5 minutes).
+    deduplication_id: str
+
+
+class DestinationSender(Protocol):
+    def send(self, url: str, role_arn: str, external_id: str, session: str, message: DestinationMessage) -> SendResult:
+        """Send to the destination `url` (an ARN) as `role_arn`, assumed with `external_id`."""
+        ...
+
+
+@dataclass(frozen=True)
 class RetryTicket:
     """What the retry workflow needs to schedule the next attempt."""
 
