@@ -325,8 +325,12 @@ def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         description=args.description,
         max_in_flight=args.max_in_flight,
         key_type=args.key_type,
+        role_arn=args.role_arn,
     )
-    summary = fields([("id", endpoint.id), ("url", endpoint.url), ("event types", endpoint.event_types)])
+    rows = [("id", endpoint.id), ("url", endpoint.url), ("event types", endpoint.event_types)]
+    if endpoint.role_arn:  # an AWS destination: what its role's trust policy must require
+        rows += [("role", endpoint.role_arn), ("external id", endpoint.external_id)]
+    summary = fields(rows)
     return Result(endpoint, f"{summary}\n{describe_issued_key(endpoint)}")
 
 
@@ -365,7 +369,9 @@ def describe_endpoint(e: Endpoint) -> str:
         f"{s.key_type} " + (f"until {cell(s.expires_at)}" if s.expires_at else "current") for s in e.signing_secrets
     )
     public_keys = ", ".join(s.public_key for s in e.signing_secrets if s.public_key)
-    rows = [("id", e.id), ("state", e.state), ("url", e.url), ("event types", e.event_types)]
+    rows = [("id", e.id), ("state", e.state), ("kind", e.kind), ("url", e.url), ("event types", e.event_types)]
+    if e.role_arn:
+        rows += [("role", e.role_arn), ("external id", e.external_id)]
     rows += [("description", e.description), ("max in flight", e.max_in_flight)]
     rows += [("secrets", secrets or None), ("public keys", public_keys or None)]
     rows += [("created", e.created_at), ("updated", e.updated_at)]
@@ -380,6 +386,7 @@ def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         event_types=args.event_type,
         description=description,
         max_in_flight=args.max_in_flight,
+        role_arn=None if args.clear_role else (args.role_arn if args.role_arn is not None else UNCHANGED),
     )
     return Result(endpoint, describe_endpoint(endpoint))
 
@@ -638,6 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--description")
     sub.add_argument("--max-in-flight", type=int)
     sub.add_argument("--key-type", choices=KEY_TYPES, help="hmac (a whsec_ secret; the default) or ed25519 (v1a)")
+    sub.add_argument("--role-arn", help="for an SQS, SNS or EventBridge ARN as --url: the role hookrelay assumes")
     sub = command(endpoints, "list", list_endpoints, "your endpoints, newest first (every page unless --limit)")
     sub.add_argument("--limit", type=int, help="page size: one page only")
     sub.add_argument("--cursor", help="the next_cursor of the previous page")
@@ -651,6 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
     described.add_argument("--description")
     described.add_argument("--clear-description", action="store_true")
     sub.add_argument("--max-in-flight", type=int, help="concurrency of deliveries created from now on")
+    role = sub.add_mutually_exclusive_group()
+    role.add_argument("--role-arn", help="an AWS destination's role (with an ARN as --url)")
+    role.add_argument("--clear-role", action="store_true", help="with a webhook --url: the endpoint leaves AWS")
     for name, run, help_text in (
         ("disable", disable_endpoint, "stop sending; new events are recorded as cancelled"),
         ("enable", enable_endpoint, "resume sending"),

@@ -211,15 +211,20 @@ class HookrelayClient:
         description: str | None = None,
         max_in_flight: int | None = None,
         key_type: str | None = None,
+        role_arn: str | None = None,
     ) -> CreatedEndpoint:
         """A new endpoint. `key_type="ed25519"` signs its deliveries with `v1a` signatures that consumers verify
-        with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now."""
+        with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now.
+
+        `url` may be an AWS destination's ARN (an SQS queue, SNS topic or EventBridge bus) with `role_arn`, the role
+        hookrelay assumes with the endpoint's `.external_id` (README, "AWS destinations")."""
         body = {
             "url": url,
             "event_types": list(event_types),
             "description": description,
             "max_in_flight": max_in_flight,
             "key_type": key_type,
+            "role_arn": role_arn,
         }
         return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
 
@@ -246,8 +251,10 @@ class HookrelayClient:
         event_types: Sequence[str] | None = None,
         description: str | None = UNCHANGED,
         max_in_flight: int | None = None,
+        role_arn: str | None = UNCHANGED,
     ) -> Endpoint:
-        """Change what is given (None leaves a field as it is; `description=None` clears the description).
+        """Change what is given (None leaves a field as it is; `description=None` clears the description, and
+        `role_arn=None` the role, for an endpoint moved back to a webhook URL).
 
         A new `max_in_flight` applies to deliveries created from now on.
         """
@@ -260,6 +267,8 @@ class HookrelayClient:
         )
         if description is not UNCHANGED:
             body["description"] = description
+        if role_arn is not UNCHANGED:
+            body["role_arn"] = role_arn
         return Endpoint.model_validate(self.request("PATCH", f"/v1/endpoints/{_segment(endpoint_id)}", body=body))
 
     def disable_endpoint(self, endpoint_id: str) -> Endpoint:

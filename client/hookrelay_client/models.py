@@ -84,7 +84,10 @@ class SecretLifetime(Model):
 
 class Endpoint(Model):
     id: str
-    url: str
+    url: str  # a webhook's URL, or an AWS destination's ARN
+    kind: str = "http"  # http | sqs | sns | eventbridge
+    role_arn: str | None = None  # an AWS destination's role, assumed with `external_id`
+    external_id: str | None = None  # the external ID the role's trust policy must require
     event_types: list[str]
     description: str | None = None
     state: str | None = None  # enabled | disabled | deleted

@@ -19,6 +19,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from hookrelay.adapters import schema
+from hookrelay.domain.destinations import ROLE_NAME_PREFIX
 from hookrelay.function_environment import LOG_LEVEL, Resources, Settings, environment
 from hookrelay.function_permissions import Arns, statements
 from hookrelay.functions import FUNCTIONS, Function, QueueTrigger, Schedule, event_sources
@@ -226,4 +227,12 @@ class Functions(Construct):
                 role,
                 "DescribeExecution (a lost probe) and StopExecution (a retry whose delivery parked) of the retry "
                 "workflow's own executions, which are named per delivery and probe, so not known at deploy time.",
+            )
+        if entry.access.assumes_destination_roles:
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:iam::*:role/{ROLE_NAME_PREFIX}*]",
+                "AWS destinations: sts:AssumeRole on consumers' roles in their own accounts, not known at deploy time; "
+                f"only roles named {ROLE_NAME_PREFIX}*, each assumed with its tenant's external ID, which the delivery "
+                "function refuses to send without (domain/destinations.py).",
             )

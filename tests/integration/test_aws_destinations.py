@@ -158,6 +158,18 @@ def test_an_sns_topic_and_an_eventbridge_bus_receive_it(platform: Platform, tena
         # the deployment could then send into that account.
         pytest.param(lambda tenant_id: _trust(None), "UnsafeTrust: ", id="no external id"),
         pytest.param(
+            lambda tenant_id: {
+                "Statement": [
+                    {
+                        **_trust(None)["Statement"][0],
+                        "Condition": {"StringLike": {"sts:ExternalId": "hookrelay-*"}},
+                    }
+                ]
+            },
+            "UnsafeTrust: ",
+            id="a pattern every tenant's external id matches",
+        ),
+        pytest.param(
             lambda tenant_id: _trust("hookrelay-ten_someone_else"), "AccessDenied: ", id="another tenant's external id"
         ),
         pytest.param(

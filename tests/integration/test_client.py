@@ -580,3 +580,21 @@ def test_recovered_deliveries_through_the_client_and_cli(
     run_redrive_pages(platform)
     everything = client.get_redrive(json.loads(out)["redrive_id"])
     assert (everything.replayed, everything.skipped, everything.include_recovered) == (2, 0, True)
+
+
+def test_an_aws_destination_through_the_client_and_cli(tenant: dict[str, Any], cli) -> None:
+    """The CLI makes an SQS destination with its role, shows the external ID its trust policy must require, and moves
+    the endpoint back to a webhook URL (clearing the role) through the client."""
+    token, client = token_of(tenant["client"]), tenant["client"]
+    queue = "arn:aws:sqs:us-east-1:123456789012:orders"
+    role = "arn:aws:iam::123456789012:role/hookrelay-orders"
+
+    code, out, _ = cli(token, "endpoints", "create", "--url", queue, "--role-arn", role)
+    assert code == 0 and f"external id  hookrelay-{tenant['id']}" in out
+    [created] = [e for e in client.list_endpoints() if e.url == queue]
+    assert (created.kind, created.role_arn, created.external_id) == ("sqs", role, f"hookrelay-{tenant['id']}")
+    code, out, _ = cli(token, "endpoints", "show", created.id)
+    assert code == 0 and "kind           sqs" in out and role in out
+
+    moved = client.update_endpoint(created.id, url="https://8.8.8.8/hook", role_arn=None)
+    assert (moved.kind, moved.role_arn, moved.external_id) == ("http", None, None)

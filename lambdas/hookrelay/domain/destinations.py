@@ -31,9 +31,10 @@ EVENTBRIDGE_SOURCE = "hookrelay"
 # most a role allows unless its owner raised it); they are used until shortly before they run out.
 ASSUMED_ROLE_SECONDS = 3600
 REFRESH_BEFORE_SECONDS = 300
-# An external ID no tenant has (tenants' are `hookrelay-ten_…`): a role that lets hookrelay assume it with this one
-# does not require its tenant's, and is refused (adapters/aws_destinations.py).
-TRUST_CHECK_EXTERNAL_ID = "hookrelay-trust-check"
+# An external ID no tenant has, shaped like theirs (`hookrelay-ten_<ULID>`; a ULID has no hyphen): a role that lets
+# hookrelay assume it with this one does not require its own tenant's (no condition, or a pattern such as
+# `hookrelay-*` that every tenant's matches), and is refused (adapters/aws_destinations.py).
+TRUST_CHECK_EXTERNAL_ID = "hookrelay-ten_trust-check"
 
 _PARTITION = r"aws(?:-cn|-us-gov)?"
 _REGION = r"[a-z]{2}(?:-[a-z]+)+-\d"

@@ -12,6 +12,8 @@
   const STORAGE_KEY = "hookrelay.portal.token";
   const STATUSES = ["queued", "attempting", "delivered", "retrying", "dead", "cancelled"];
   const PAGE_SIZE = 20;
+  // An endpoint's url is a webhook's, or an AWS destination's ARN (the API's `kind`).
+  const DESTINATION_KINDS = { sqs: "Amazon SQS queue", sns: "Amazon SNS topic", eventbridge: "Amazon EventBridge bus" };
   const POLL_MS = 1000;
   const main = document.getElementById("main");
   const nav = document.getElementById("nav");
@@ -187,6 +189,9 @@
       ),
       facts([
         ["Id", endpoint.id],
+        endpoint.kind && endpoint.kind !== "http" && ["Destination", DESTINATION_KINDS[endpoint.kind] || endpoint.kind],
+        endpoint.role_arn && ["Role", endpoint.role_arn],
+        endpoint.external_id && ["External ID", endpoint.external_id],
         ["Event types", endpoint.event_types.join(", ")],
         [
           "Success rate",
