@@ -322,12 +322,13 @@ def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
     endpoint = client.create_endpoint(
         args.url,
         args.event_type or ["*"],
+        kind="poll" if args.poll else None,
         description=args.description,
         max_in_flight=args.max_in_flight,
         key_type=args.key_type,
         role_arn=args.role_arn,
     )
-    rows = [("id", endpoint.id), ("url", endpoint.url), ("event types", endpoint.event_types)]
+    rows = [("id", endpoint.id), ("url", endpoint.url or endpoint.messages_url), ("event types", endpoint.event_types)]
     if endpoint.role_arn:  # an AWS destination: what its role's trust policy must require
         rows += [("role", endpoint.role_arn), ("external id", endpoint.external_id)]
     summary = fields(rows)
@@ -389,6 +390,13 @@ def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         role_arn=None if args.clear_role else (args.role_arn if args.role_arn is not None else UNCHANGED),
     )
     return Result(endpoint, describe_endpoint(endpoint))
+
+
+def read_messages(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    page = client.read_messages(args.endpoint_id, after=args.after, limit=args.limit)
+    rows = [(m.seq, m.type, m.event_id, m.delivery_id) for m in page.data]
+    text = table(("SEQ", "TYPE", "EVENT", "DELIVERY"), rows) if rows else "no messages"
+    return Result(page, f"{text}\n(next: --after {page.next_after}, which acknowledges these)")
 
 
 def disable_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
@@ -640,7 +648,9 @@ def build_parser() -> argparse.ArgumentParser:
         dest="action", required=True, metavar="ACTION"
     )
     sub = command(endpoints, "create", create_endpoint, "register an endpoint; prints its signing secret once")
-    sub.add_argument("--url", required=True, help="the endpoint's URL")
+    where = sub.add_mutually_exclusive_group(required=True)
+    where.add_argument("--url", help="the endpoint's URL, or an SQS, SNS or EventBridge ARN (with --role-arn)")
+    where.add_argument("--poll", action="store_true", help="pull delivery: read with `endpoints messages`")
     sub.add_argument("--event-type", action="append", help="a type or filter such as order.*; repeatable (*)")
     sub.add_argument("--description")
     sub.add_argument("--max-in-flight", type=int)
@@ -669,6 +679,10 @@ def build_parser() -> argparse.ArgumentParser:
         ("health", endpoint_health, "how its newest deliveries went"),
     ):
         command(endpoints, name, run, help_text).add_argument("endpoint_id")
+    sub = command(endpoints, "messages", read_messages, "a poll endpoint's messages; --after acknowledges")
+    sub.add_argument("endpoint_id")
+    sub.add_argument("--after", type=int, default=0, help="the last seq handled (acknowledges it and those before)")
+    sub.add_argument("--limit", type=int)
     sub = command(endpoints, "rotate-secret", rotate_secret, "add a new signing secret; prints it once")
     sub.add_argument("endpoint_id")
     sub.add_argument(

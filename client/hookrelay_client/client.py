@@ -27,6 +27,7 @@ from hookrelay_client.models import (
     EventType,
     EventTypePage,
     IssuedApiKey,
+    MessagePage,
     PortalSession,
     PublishedEvent,
     Redrive,
@@ -205,19 +206,21 @@ class HookrelayClient:
 
     def create_endpoint(
         self,
-        url: str,
+        url: str | None,
         event_types: Sequence[str] = ("*",),
         *,
         description: str | None = None,
         max_in_flight: int | None = None,
         key_type: str | None = None,
         role_arn: str | None = None,
+        kind: str | None = None,
     ) -> CreatedEndpoint:
         """A new endpoint. `key_type="ed25519"` signs its deliveries with `v1a` signatures that consumers verify
         with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now.
 
         `url` may be an AWS destination's ARN (an SQS queue, SNS topic or EventBridge bus) with `role_arn`, the role
-        hookrelay assumes with the endpoint's `.external_id` (README, "AWS destinations")."""
+        hookrelay assumes with the endpoint's `.external_id` (README, "AWS destinations"). `kind="poll"` with
+        `url=None`: pull delivery, read with `read_messages`."""
         body = {
             "url": url,
             "event_types": list(event_types),
@@ -225,8 +228,14 @@ class HookrelayClient:
             "max_in_flight": max_in_flight,
             "key_type": key_type,
             "role_arn": role_arn,
+            "kind": kind,
         }
         return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
+
+    def read_messages(self, endpoint_id: str, *, after: int = 0, limit: int | None = None) -> MessagePage:
+        """A poll endpoint's messages posted after `after`, oldest first. Reading after `after` acknowledges every
+        message up to it; until then they are returned again (at least once). Pass `.next_after` back next."""
+        return self._get(MessagePage, f"/v1/endpoints/{_segment(endpoint_id)}/messages", after=after, limit=limit)
 
     def list_endpoints(self) -> list[Endpoint]:
         """Every live endpoint of the tenant, newest first: every page, followed transparently."""

@@ -84,8 +84,9 @@ class SecretLifetime(Model):
 
 class Endpoint(Model):
     id: str
-    url: str  # a webhook's URL, or an AWS destination's ARN
-    kind: str = "http"  # http | sqs | sns | eventbridge
+    url: str | None = None  # a webhook's URL, or an AWS destination's ARN; None for a poll endpoint
+    kind: str = "http"  # http | sqs | sns | eventbridge | poll
+    messages_url: str | None = None  # a poll endpoint's messages (`read_messages`)
     role_arn: str | None = None  # an AWS destination's role, assumed with `external_id`
     external_id: str | None = None  # the external ID the role's trust policy must require
     event_types: list[str]
@@ -217,6 +218,22 @@ class WaitingOn(Model):
 class Delivery(DeliverySummary):
     attempts: list[Attempt] = Field(default_factory=list)
     waiting_on: WaitingOn | None = None  # while parked (the circuit) or attempting (the message in flight)
+
+
+class PolledMessage(Model):
+    """A poll endpoint's message: the headers and exact body its webhook would carry (verify them the same way)."""
+
+    seq: int
+    delivery_id: str
+    event_id: str
+    type: str
+    headers: dict[str, str]
+    body: str
+
+
+class MessagePage(Model):
+    data: list[PolledMessage]
+    next_after: int  # pass back as `after` once the page is handled: that acknowledges it
 
 
 class EndpointPage(Model):

@@ -199,6 +199,7 @@ API = Function(
             Route("POST", "/v1/endpoints/{endpoint_id}/enable"),
             Route("POST", "/v1/endpoints/{endpoint_id}/rotate-secret"),
             Route("GET", "/v1/endpoints/{endpoint_id}/health"),
+            Route("GET", "/v1/endpoints/{endpoint_id}/messages"),
             Route("POST", "/v1/endpoints/{endpoint_id}/test"),
             Route("POST", "/v1/endpoints/{endpoint_id}/redrive"),
             Route("GET", "/v1/deliveries"),
@@ -224,6 +225,7 @@ API = Function(
             schema.REDRIVES: TableAccess.READ_REWRITE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency deletes a failed request's record
             schema.PARKING_LOT: TableAccess.READ,  # how many deliveries wait behind an open circuit
+            schema.MAILBOXES: TableAccess.READ_WRITE,  # poll endpoints' messages read, and removed once acknowledged
             schema.EVENT_TYPES: TableAccess.READ_WRITE,  # the catalogue: admins register and delete types
             schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
             schema.PORTAL_SESSIONS: TableAccess.READ_REWRITE,  # a new session is one conditional PutItem
@@ -253,6 +255,7 @@ DELIVERY = Function(
             # deliveries are conditional puts (services/operational_events.py).
             schema.DELIVERIES: TableAccess.READ_REWRITE,
             schema.PARKING_LOT: TableAccess.READ_WRITE,  # entries put when parked, deleted when claimed
+            schema.MAILBOXES: TableAccess.READ_REWRITE,  # poll endpoints' deliveries posted (domain/mailbox.py)
         },
         sends_to=(schema.DELIVERY_QUEUE,),  # the drain's releases
         starts_retries=True,

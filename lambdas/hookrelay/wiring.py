@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from hookrelay.services.endpoints import EndpointService
     from hookrelay.services.event_types import EventDataCheck, EventTypeCatalogue
     from hookrelay.services.ingest import IngestService
+    from hookrelay.services.mailbox import MailboxService
     from hookrelay.services.operational_events import OperationalEvents
     from hookrelay.services.parking import Parking
     from hookrelay.services.portal import PortalSessionCheck, PortalSessionService
@@ -349,6 +350,7 @@ def delivery_service() -> DeliveryService:
     from hookrelay.adapters.circuit import DynamoCircuits
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.adapters.http_sender import RequestsSender
+    from hookrelay.adapters.mailbox import DynamoMailbox
     from hookrelay.adapters.sqs import SqsDeliveryQueue
     from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
     from hookrelay.domain.lanes import DEFAULT_SLOW_LANE_AFTER_MS
@@ -364,6 +366,7 @@ def delivery_service() -> DeliveryService:
             endpoint_ports=endpoint_ports(),
         ),
         destinations=AwsDestinations(),
+        mailbox=DynamoMailbox(_table(schema.MAILBOXES)),
         workflow=_retry_workflow(),
         dead_letters=_dead_letters(),
         schedule=retry_schedule(),
@@ -376,6 +379,20 @@ def delivery_service() -> DeliveryService:
             queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
             slow_after_ms=int(os.environ.get(schema.SLOW_LANE_AFTER_MS, DEFAULT_SLOW_LANE_AFTER_MS)),
         ),
+    )
+
+
+@per_function
+def mailbox_service() -> MailboxService:
+    from hookrelay.adapters.dynamodb import EndpointTable, EventTable
+    from hookrelay.adapters.mailbox import DynamoMailbox
+    from hookrelay.services.mailbox import MailboxService
+
+    return MailboxService(
+        endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        events=EventTable(_table(schema.EVENTS)),
+        deliveries=delivery_table(),
+        mailbox=DynamoMailbox(_table(schema.MAILBOXES)),
     )
 
 

@@ -13,6 +13,7 @@ import boto3
 import pytest
 from standardwebhooks import Webhook
 
+from hookrelay.adapters.schema import SQS_MAX_BATCH
 from local.trust import caller_role
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
@@ -52,7 +53,7 @@ def _received(url: str, count: int) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for _ in range(count + 2):
         found += sqs.receive_message(
-            QueueUrl=url, MaxNumberOfMessages=10, MessageAttributeNames=["All"], AttributeNames=["All"]
+            QueueUrl=url, MaxNumberOfMessages=SQS_MAX_BATCH, MessageAttributeNames=["All"], AttributeNames=["All"]
         ).get("Messages", [])
         if len(found) >= count:
             break

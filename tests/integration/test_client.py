@@ -598,3 +598,22 @@ def test_an_aws_destination_through_the_client_and_cli(tenant: dict[str, Any], c
 
     moved = client.update_endpoint(created.id, url="https://8.8.8.8/hook", role_arn=None)
     assert (moved.kind, moved.role_arn, moved.external_id) == ("http", None, None)
+
+
+def test_pull_delivery_through_the_client_and_cli(platform: Platform, tenant: dict[str, Any], cli) -> None:
+    """A poll endpoint made with the CLI; its messages read with the client, verified, and acknowledged with the
+    CLI's --after (they are not returned again)."""
+    token, client = token_of(tenant["client"]), tenant["client"]
+    code, out, _ = cli(token, "--json", "endpoints", "create", "--poll", "--event-type", "order.*")
+    assert code == 0
+    created = json.loads(out)
+    assert (created["kind"], created["url"]) == ("poll", None)
+    tenant["producer"].publish_event(tenant["id"], "order.updated", {"id": 5})
+    platform.pump()
+
+    page = client.read_messages(created["id"])
+    message = next(m for m in page.data if m.type == "order.updated")
+    assert Webhook(created["secret"]).verify(message.body, message.headers)["data"] == {"id": 5}
+    code, out, _ = cli(token, "endpoints", "messages", created["id"], "--after", str(page.next_after))
+    assert code == 0 and out.startswith("no messages")
+    assert client.read_messages(created["id"]).data == []

@@ -145,3 +145,18 @@ def test_the_docs_name_the_code_s_prefix_source_and_output() -> None:
     assert f"named\n`{ROLE_NAME_PREFIX}…`" in guide or f"named `{ROLE_NAME_PREFIX}…`" in guide
     assert f"`source` `{EVENTBRIDGE_SOURCE}`" in guide
     assert f"`{DELIVERY_ROLE_OUTPUT}`" in readme and f"`{DELIVERY_ROLE_OUTPUT}`" in guide
+
+
+def test_a_poll_endpoint_s_url_is_its_own_kind_and_a_posted_delivery_awaits_no_message() -> None:
+    from dataclasses import replace
+
+    from hookrelay.domain.clock import utcnow
+    from hookrelay.domain.destinations import POLL_URL
+    from hookrelay.domain.lifecycle import awaits_first_message
+    from hookrelay.domain.status import DeliveryStatus
+    from tests.support.records import make
+
+    assert kind_of(POLL_URL) is DestinationKind.POLL
+    delivery = make("ten_1", "ep_1", utcnow(), DeliveryStatus.QUEUED).delivery
+    assert awaits_first_message(delivery)
+    assert not awaits_first_message(replace(delivery, posted_at=delivery.created_at, mailbox_seq=1))

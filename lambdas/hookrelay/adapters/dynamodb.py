@@ -697,6 +697,22 @@ class DeliveryTable:
         )
         return None if result is None else from_data(Delivery, result["Attributes"])
 
+    def mark_posted(self, delivery_id: str, tenant_id: str, seq: int, at: datetime, expires_at: int) -> bool:
+        return applied(
+            self.table.update_item,
+            Key={"id": delivery_id},
+            UpdateExpression="SET posted_at = :at, mailbox_seq = :seq, expires_at = :expires",
+            ConditionExpression="tenant_id = :tenant AND #s = :queued AND attribute_not_exists(posted_at)",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":at": to_rfc3339(at),
+                ":seq": seq,
+                ":expires": expires_at,
+                ":tenant": tenant_id,
+                ":queued": DeliveryStatus.QUEUED.value,
+            },
+        )
+
     def record_attempt(
         self,
         delivery_id: str,

@@ -118,6 +118,12 @@ PARKED_MARK = "parked_endpoint"
 # mark. A table, not an index, so that reading an endpoint's lot is strongly consistent: the circuit closes
 # only on a lot read empty after the close began (services/parking.py), with no count kept per park.
 PARKING_LOT = TableSpec("ParkingLot", "PARKING_LOT_TABLE", partition_key="endpoint_id", sort_key="slot")
+# Pull delivery's mailboxes (domain/mailbox.py): per poll endpoint, its deliveries waiting for the consumer, in the
+# order they were posted (`seq`, zero-padded so that it sorts as a string), each removed when the consumer's cursor
+# passes it, or by TTL at its delivery's retention end.
+MAILBOXES = TableSpec(
+    "Mailboxes", "MAILBOXES_TABLE", partition_key="endpoint_id", sort_key="seq", ttl_attribute="expires_at"
+)
 # Redrive jobs: one record per redrive (progress and the resume cursor), kept for the retention window.
 REDRIVES = TableSpec("Redrives", "REDRIVES_TABLE", partition_key="id", ttl_attribute="expires_at")
 # Powertools idempotency's default layout.
@@ -138,6 +144,7 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     EVENTS,
     DELIVERIES,
     PARKING_LOT,
+    MAILBOXES,
     IDEMPOTENCY,
     REDRIVES,
     RATE_LIMITS,

@@ -62,6 +62,11 @@ class DestinationKind(StrEnum):
     SQS = "sqs"
     SNS = "sns"
     EVENTBRIDGE = "eventbridge"
+    POLL = "poll"  # pull delivery: the consumer reads its mailbox (domain/mailbox.py)
+
+
+# A poll endpoint's stored url: nothing is sent anywhere; its deliveries wait in its mailbox.
+POLL_URL = "poll:"
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,8 @@ def is_aws_target(url: str) -> bool:
 
 
 def kind_of(url: str) -> DestinationKind:
+    if url == POLL_URL:
+        return DestinationKind.POLL
     return aws_destination(url).kind if is_aws_target(url) else DestinationKind.HTTP
 
 

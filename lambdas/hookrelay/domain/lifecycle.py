@@ -138,7 +138,7 @@ def _never_attempted(delivery: Delivery) -> bool:
 def awaits_first_message(delivery: Delivery) -> bool:
     """A delivery whose first message may never have been sent (a crash between recording it and enqueueing it):
     queued, never attempted, not parked. Sending it (again) is harmless: the claim admits one first attempt."""
-    return _never_attempted(delivery) and delivery.parked_at is None
+    return _never_attempted(delivery) and delivery.parked_at is None and delivery.posted_at is None
 
 
 def parked_before_first_attempt(delivery: Delivery) -> bool:

@@ -226,3 +226,6 @@ class Delivery:
     # Its endpoint's queue shard, copied when the delivery is made (an endpoint's never changes): what its messages
     # are routed by wherever only the delivery is at hand (the reconciler, retry tickets). 0 before shards.
     queue_shard: int = 0
+    # A poll endpoint's delivery: when it was posted to the endpoint's mailbox, and where (domain/mailbox.py).
+    posted_at: datetime | None = None
+    mailbox_seq: int | None = None

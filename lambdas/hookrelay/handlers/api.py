@@ -33,6 +33,7 @@ from hookrelay.handlers.schemas import (
     DeliveryListQuery,
     EndpointListQuery,
     EventTypeListQuery,
+    MailboxQuery,
     RedriveRequest,
     RedriveStarted,
     RegisterEventType,
@@ -45,6 +46,7 @@ from hookrelay.handlers.schemas import (
     endpoint_view,
     event_type_view,
     event_view,
+    mailbox_page_view,
     portal_session_view,
     redrive_view,
     rotated_secret_view,
@@ -110,7 +112,7 @@ def create_endpoint() -> Response[str]:
     body = parse_body(app, CreateEndpoint)
     endpoint = wiring.endpoint_service().create(
         tenant_id,
-        url=body.url,
+        url=body.destination,
         event_types=body.event_types,
         description=body.description,
         max_in_flight=body.max_in_flight,
@@ -139,6 +141,15 @@ def update_endpoint(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     changes = parse_body(app, UpdateEndpoint).changes()
     return json_response(200, endpoint_view(wiring.endpoint_service().update(tenant_id, endpoint_id, **changes)))
+
+
+@app.get("/v1/endpoints/<endpoint_id>/messages")
+def read_messages(endpoint_id: str) -> Response[str]:
+    """Pull delivery (domain/mailbox.py): acknowledge up to `after`, then the next messages, oldest first."""
+    tenant_id = require_tenant(app)
+    query = MailboxQuery.model_validate(app.current_event.query_string_parameters or {})
+    page = wiring.mailbox_service().read(tenant_id, endpoint_id, after=query.after, limit=query.limit)
+    return json_response(200, mailbox_page_view(page))
 
 
 @app.delete("/v1/endpoints/<endpoint_id>")

@@ -7,10 +7,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_validator
 
-from hookrelay.domain import portal
+from hookrelay.domain import mailbox, portal
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
-from hookrelay.domain.destinations import external_id, kind_of
+from hookrelay.domain.destinations import POLL_URL, DestinationKind, external_id, kind_of
 from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
 from hookrelay.domain.matching import MAX_FILTERS, filter_problem
@@ -25,6 +25,7 @@ from hookrelay.services.endpoints import DEFAULT_SECRET_OVERLAP, MAX_SECRET_OVER
 from hookrelay.services.endpoints import MAX_PAGE_LIMIT as ENDPOINTS_MAX_LIMIT
 from hookrelay.services.event_types import DEFAULT_LIMIT as EVENT_TYPES_DEFAULT_LIMIT
 from hookrelay.services.event_types import MAX_LIMIT as EVENT_TYPES_MAX_LIMIT
+from hookrelay.services.mailbox import MailboxPage
 from hookrelay.services.ports import DeliveryFilter
 
 
@@ -56,12 +57,27 @@ RoleArn = Annotated[str, Field(min_length=1, max_length=2048)]  # an AWS destina
 
 
 class CreateEndpoint(Strict):
-    url: EndpointUrl
+    url: EndpointUrl | None = None  # required, unless kind is poll
+    # `poll`: pull delivery, no url (domain/mailbox.py); left out: what the url is (a webhook or an AWS destination).
+    kind: Literal["poll"] | None = None
     event_types: EventTypeFilters = Field(default_factory=lambda: ["*"])
     description: Description = None
     max_in_flight: MaxInFlight | None = None
     key_type: KeyType = KeyType.HMAC  # ed25519: v1a signatures, verified with the public key alone
     role_arn: RoleArn | None = None
+
+    @model_validator(mode="after")
+    def _url_unless_poll(self) -> CreateEndpoint:
+        if self.kind == "poll" and self.url is not None:
+            raise ValueError("a poll endpoint has no url: its consumer reads GET /v1/endpoints/{id}/messages")
+        if self.kind is None and self.url is None:
+            raise ValueError("url is required (or kind: poll, for pull delivery)")
+        return self
+
+    @property
+    def destination(self) -> str:
+        """The url to store: the one given, or a poll endpoint's (domain/destinations.py POLL_URL)."""
+        return POLL_URL if self.url is None else self.url
 
 
 class UpdateEndpoint(Strict):
@@ -149,6 +165,8 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
         "failing_since": _time(endpoint.failing_since),
         "disabled_reason": endpoint.disabled_reason,
     }
+    if view["kind"] == DestinationKind.POLL:  # nothing is sent: the consumer reads its messages here
+        view |= {"url": None, "messages_url": f"/v1/endpoints/{endpoint.id}/messages"}
     if endpoint.role_arn is not None:  # an AWS destination: the role, and the external ID its trust must require
         view |= {"role_arn": endpoint.role_arn, "external_id": external_id(endpoint.tenant_id)}
     if with_secret:  # only in the response that created the secret
@@ -382,6 +400,31 @@ class RegisterEventType(Strict):
 class EndpointListQuery(Strict):
     limit: int = Field(default=ENDPOINTS_DEFAULT_LIMIT, ge=1, le=ENDPOINTS_MAX_LIMIT)
     cursor: str | None = Field(default=None, min_length=1, max_length=1024)
+
+
+class MailboxQuery(Strict):
+    """A poll endpoint's read: the messages after `after` (0: from the oldest unacknowledged), acknowledging it."""
+
+    after: int = Field(default=0, ge=0)
+    limit: int = Field(default=mailbox.DEFAULT_READ_LIMIT, ge=1, le=mailbox.MAX_READ_LIMIT)
+
+
+def mailbox_page_view(page: MailboxPage) -> dict[str, Any]:
+    """Each message as its webhook would arrive: the signature headers and the exact body they sign."""
+    return {
+        "data": [
+            {
+                "seq": m.seq,
+                "delivery_id": m.delivery_id,
+                "event_id": m.event.id,
+                "type": m.event.type,
+                "headers": m.headers,
+                "body": m.event.body,
+            }
+            for m in page.messages
+        ],
+        "next_after": page.next_after,
+    }
 
 
 class EventTypeListQuery(Strict):

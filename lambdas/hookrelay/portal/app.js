@@ -13,7 +13,12 @@
   const STATUSES = ["queued", "attempting", "delivered", "retrying", "dead", "cancelled"];
   const PAGE_SIZE = 20;
   // An endpoint's url is a webhook's, or an AWS destination's ARN (the API's `kind`).
-  const DESTINATION_KINDS = { sqs: "Amazon SQS queue", sns: "Amazon SNS topic", eventbridge: "Amazon EventBridge bus" };
+  const DESTINATION_KINDS = {
+    sqs: "Amazon SQS queue",
+    sns: "Amazon SNS topic",
+    eventbridge: "Amazon EventBridge bus",
+    poll: "Pull delivery (your code reads its messages)",
+  };
   const POLL_MS = 1000;
   const main = document.getElementById("main");
   const nav = document.getElementById("nav");
@@ -178,7 +183,7 @@
     const card = el(
       "section",
       { class: "card endpoint", "data-endpoint": endpoint.id },
-      el("h3", { class: "endpoint-url" }, endpoint.url),
+      el("h3", { class: "endpoint-url" }, endpoint.url ?? `Pull delivery: GET ${endpoint.messages_url}`),
       endpoint.description ? el("p", { class: "muted" }, endpoint.description) : null,
       el(
         "div",

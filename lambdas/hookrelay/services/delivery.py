@@ -11,13 +11,14 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 
-from hookrelay.domain import circuit, lanes, platform_events
+from hookrelay.domain import circuit, lanes, mailbox, platform_events
 from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, FailureKind, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.destinations import external_id, is_aws_target, session_name
+from hookrelay.domain.destinations import DestinationKind, external_id, is_aws_target, kind_of, session_name
 from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry
+from hookrelay.domain.mailbox import MailboxEntry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.redrive import recovers
@@ -27,6 +28,7 @@ from hookrelay.domain.status import LATE_CLAIM_AFTER, DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DELIVERIES_PARKED,
+    DELIVERIES_POSTED,
     AttemptRecord,
     AttemptReport,
     CircuitCommand,
@@ -41,6 +43,7 @@ from hookrelay.services.ports import (
     DestinationSender,
     EndpointRepository,
     EventRepository,
+    Mailbox,
     ParkOutcome,
     PlatformEvents,
     RetryTicket,
@@ -107,6 +110,8 @@ class DeliveryService:
     claim_after: timedelta = LATE_CLAIM_AFTER
     # Sends to endpoints whose url is an AWS destination (domain/destinations.py); None: such attempts fail.
     destinations: DestinationSender | None = None
+    # Poll endpoints' mailboxes (domain/mailbox.py); None: this function posts to none.
+    mailbox: Mailbox | None = None
     _senders: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="send"), repr=False
     )
@@ -142,6 +147,8 @@ class DeliveryService:
             endpoint = self.endpoints.get(delivery.tenant_id, delivery.endpoint_id)
         if endpoint is None or endpoint.state is not EndpointState.ENABLED:
             return self._cancel(delivery, message, now)
+        if kind_of(endpoint.url) is DestinationKind.POLL:
+            return self._post(delivery, message, endpoint, now)
         event = self._event_of(message, delivery)
 
         started = self._not_before(delivery.next_attempt_at, now)
@@ -160,6 +167,22 @@ class DeliveryService:
             except Exception as error:  # likewise: the next attempt's result switches it
                 self.telemetry.bookkeeping_failed(LANE_ERRORS, delivery.id, error)
         return report
+
+    def _post(self, delivery: Delivery, message: DeliveryMessage, endpoint: Endpoint, now: datetime) -> AttemptReport:
+        """A poll endpoint's delivery: posted to its mailbox, where the consumer reads it (domain/mailbox.py).
+
+        The entry first, then the delivery's mark: if the process dies between the two, the message comes back and
+        posts it again under a new number, so the consumer may read it twice (at least once), never not at all. A
+        delivery marked posted already (a duplicate message, the reconciler's copy) posts nothing."""
+        if delivery.posted_at is None and delivery.status is DeliveryStatus.QUEUED:
+            if self.mailbox is None:
+                raise LookupError(f"delivery {delivery.id} is for a poll endpoint and this function has no mailbox")
+            seq = self.events.next_sequence(endpoint.tenant_id, mailbox.sequence_space(endpoint.id))
+            readable_until = retention_expiry(now + timedelta(seconds=self.schedule.horizon))
+            self.mailbox.post(MailboxEntry(endpoint.id, seq, delivery.id, delivery.event_id, now), readable_until)
+            self.deliveries.mark_posted(delivery.id, delivery.tenant_id, seq, now, readable_until)
+            self.telemetry.count(DELIVERIES_POSTED)
+        return AttemptReport(delivery.id, DeliveryStatus.QUEUED, message.attempt, sent=False)
 
     # --- Delivery lanes (domain/lanes.py) ---
 

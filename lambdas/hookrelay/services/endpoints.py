@@ -12,7 +12,7 @@ from typing import Any
 from hookrelay.domain import ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
-from hookrelay.domain.destinations import aws_destination, check_role, is_aws_target
+from hookrelay.domain.destinations import POLL_URL, aws_destination, check_role, is_aws_target
 from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidRequest, LimitExceeded, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
@@ -122,6 +122,8 @@ class EndpointService:
         key_type: KeyType = KeyType.HMAC,
         role_arn: str | None = None,
     ) -> Endpoint:
+        if url == POLL_URL and max_in_flight not in (None, 1):
+            raise InvalidRequest("a poll endpoint's messages are posted in order, one at a time: max_in_flight is 1")
         now = utcnow()
         endpoint_id = ids.endpoint_id()
         endpoint = Endpoint(
@@ -132,7 +134,8 @@ class EndpointService:
             event_types=self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint)),
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
-            max_in_flight=max_in_flight or self.default_max_in_flight,
+            # A poll endpoint's deliveries are posted to its mailbox in one message group, so in the order they came.
+            max_in_flight=1 if url == POLL_URL else max_in_flight or self.default_max_in_flight,
             created_at=now,
             updated_at=now,
             # Chosen here, once, and stored: routing reads the stored shard, so a later change to the deployment's
@@ -144,6 +147,8 @@ class EndpointService:
 
     def _checked_url(self, url: str) -> str:
         """A webhook's URL under the destination rule (domain/addresses.py); an AWS destination's ARN as one."""
+        if url == POLL_URL:  # pull delivery: nothing is sent anywhere
+            return url
         if is_aws_target(url):
             aws_destination(url)
             return url
@@ -236,7 +241,14 @@ class EndpointService:
 
         def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
             _not_deleted(endpoint)
-            check_role(changes.get("url", endpoint.url), changes.get("role_arn", endpoint.role_arn))
+            url = changes.get("url", endpoint.url)
+            if (url == POLL_URL) != (endpoint.url == POLL_URL):
+                raise InvalidRequest("a poll endpoint stays one, and no other becomes one: create a new endpoint")
+            if url == POLL_URL and changes.get("max_in_flight", 1) != 1:
+                raise InvalidRequest(
+                    "a poll endpoint's messages are posted in order, one at a time: max_in_flight is 1"
+                )
+            check_role(url, changes.get("role_arn", endpoint.role_arn))
             return replace(endpoint, **changes)
 
         return self._change(tenant_id, endpoint_id, apply)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 from hookrelay.domain.circuit import Via
 from hookrelay.domain.classification import FailureKind, Outcome
 from hookrelay.domain.lifecycle import first_attempt_number
+from hookrelay.domain.mailbox import MailboxEntry
 from hookrelay.domain.models import (
     ApiKey,
     Attempt,
@@ -278,6 +279,11 @@ class DeliveryRepository(Protocol):
         """Append the attempt and move the status on; False if the claim was lost. `unclaimed`: the attempt was made
         without a claim, and this write claims and records it at once (on that condition instead)."""
 
+    def mark_posted(self, delivery_id: str, tenant_id: str, seq: int, at: datetime, expires_at: int) -> bool:
+        """Record that the queued delivery was posted to its poll endpoint's mailbox as `seq`, to expire with its
+        entry unless acknowledged before; once: False if it was posted already, or is not the tenant's or queued."""
+        ...
+
     def set_status(
         self,
         delivery_id: str,
@@ -431,6 +437,22 @@ class WebhookSender(Protocol):
     def send(self, url: str, headers: dict[str, str], body: bytes) -> SendResult: ...
 
 
+class Mailbox(Protocol):
+    """A poll endpoint's mailbox (domain/mailbox.py)."""
+
+    def post(self, entry: MailboxEntry, expires_at: int) -> None: ...
+
+    def after(self, endpoint_id: str, after: int, limit: int) -> list[MailboxEntry]:
+        """The entries posted after `after`, oldest first."""
+        ...
+
+    def through(self, endpoint_id: str, through: int, limit: int) -> list[MailboxEntry]:
+        """The entries up to `through` (the acknowledged ones still there), oldest first."""
+        ...
+
+    def remove(self, endpoint_id: str, seq: int) -> None: ...
+
+
 @dataclass(frozen=True)
 class DestinationMessage:
     """One attempt for an AWS destination (domain/destinations.py): the webhook's body and signature headers (as
@@ -526,6 +548,7 @@ class RetryWorkflow(Protocol):
 # Metric: deliveries that went into the lot, counted by the function that parked them (ingest, on arrival; the
 # delivery function, a queued message), each under its own service: the total is the sum of both.
 DELIVERIES_PARKED = "DeliveriesParked"
+DELIVERIES_POSTED = "DeliveriesPosted"  # a poll endpoint's, to its mailbox (domain/mailbox.py)
 
 
 class DeliveryTelemetry(Protocol):
