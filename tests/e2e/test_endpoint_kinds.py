@@ -1,6 +1,7 @@
 """One endpoint of each kind, made through the API of the local stack, each receiving the same event (issue 29): a
 webhook, an SQS queue, an SNS topic and an EventBridge bus (the AWS ones in moto's server, as a consumer's account,
-each behind a role whose trust policy requires the tenant's external ID)."""
+each behind a role whose trust policy requires the tenant's external ID), and a poll endpoint whose consumer reads
+its messages."""
 
 from __future__ import annotations
 
@@ -69,8 +70,18 @@ def test_one_endpoint_of_each_kind_receives_the_event(stack: LocalStack, consume
     assert {kind: endpoint["kind"] for kind, endpoint in made.items()} == {k: k for k in made}
     assert all(endpoint["external_id"] == external_id for endpoint in made.values())
 
+    poll = stack.created("/v1/endpoints", tenant_key, {"kind": "poll"})
+    assert poll["kind"] == "poll"
+
     accepted = stack.publish(tenant_id, "order.created", {"order_id": 29})
-    assert len(accepted["delivery_ids"]) == 4
+    assert len(accepted["delivery_ids"]) == 5
+    polled = eventually(
+        lambda: stack.call("GET", poll["messages_url"], tenant_key).json()["data"], "the poll endpoint has its message"
+    )
+    [message] = polled
+    assert Webhook(poll["secret"]).verify(message["body"], message["headers"])["data"] == {"order_id": 29}
+    acknowledged = stack.call("GET", f"{poll['messages_url']}?after={message['seq']}", tenant_key)
+    assert acknowledged.status_code == 200 and acknowledged.json()["data"] == []
     for delivery_id in accepted["delivery_ids"]:
         eventually(
             lambda d=delivery_id: stack.delivery(tenant_key, d)["status"] == "delivered" or None,
