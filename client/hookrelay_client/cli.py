@@ -102,9 +102,9 @@ def json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"--data is not valid JSON: {error.msg}") from None
+        raise argparse.ArgumentTypeError(f"not valid JSON: {error.msg}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("--data must be a JSON object")
+        raise argparse.ArgumentTypeError("not a JSON object")
     return value
 
 
@@ -315,6 +315,7 @@ def show_event(client: HookrelayClient, args: argparse.Namespace) -> Result:
 
 
 KEY_TYPES = ("hmac", "ed25519")  # the API's KeyType (openapi.yaml); the server refuses any other
+FILTER_HELP = "a content filter: a JSON object, @file.json or - (the consumer guide says what it may hold)"
 ENDPOINT_COLUMNS = ("ID", "STATE", "URL", "EVENT TYPES", "MAX IN FLIGHT", "CREATED")
 
 
@@ -325,8 +326,10 @@ def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         description=args.description,
         max_in_flight=args.max_in_flight,
         key_type=args.key_type,
+        filter=args.filter,
     )
-    summary = fields([("id", endpoint.id), ("url", endpoint.url), ("event types", endpoint.event_types)])
+    rows = [("id", endpoint.id), ("url", endpoint.url), ("event types", endpoint.event_types)]
+    summary = fields([*rows, ("filter", describe_filter(endpoint.filter))])
     return Result(endpoint, f"{summary}\n{describe_issued_key(endpoint)}")
 
 
@@ -366,20 +369,28 @@ def describe_endpoint(e: Endpoint) -> str:
     )
     public_keys = ", ".join(s.public_key for s in e.signing_secrets if s.public_key)
     rows = [("id", e.id), ("state", e.state), ("url", e.url), ("event types", e.event_types)]
+    rows += [("filter", describe_filter(e.filter))]
     rows += [("description", e.description), ("max in flight", e.max_in_flight)]
     rows += [("secrets", secrets or None), ("public keys", public_keys or None)]
     rows += [("created", e.created_at), ("updated", e.updated_at)]
     return fields(rows)
 
 
+def describe_filter(content_filter: dict[str, Any] | None) -> str | None:
+    """The content filter as one line of compact JSON (None: no filter, shown as `-`)."""
+    return None if content_filter is None else json.dumps(content_filter, separators=(",", ":"), ensure_ascii=False)
+
+
 def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
     description = None if args.clear_description else (args.description if args.description is not None else UNCHANGED)
+    content_filter = None if args.clear_filter else (args.filter if args.filter is not None else UNCHANGED)
     endpoint = client.update_endpoint(
         args.endpoint_id,
         url=args.url,
         event_types=args.event_type,
         description=description,
         max_in_flight=args.max_in_flight,
+        filter=content_filter,
     )
     return Result(endpoint, describe_endpoint(endpoint))
 
@@ -638,6 +649,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--description")
     sub.add_argument("--max-in-flight", type=int)
     sub.add_argument("--key-type", choices=KEY_TYPES, help="hmac (a whsec_ secret; the default) or ed25519 (v1a)")
+    sub.add_argument("--filter", type=json_object, help=FILTER_HELP)
     sub = command(endpoints, "list", list_endpoints, "your endpoints, newest first (every page unless --limit)")
     sub.add_argument("--limit", type=int, help="page size: one page only")
     sub.add_argument("--cursor", help="the next_cursor of the previous page")
@@ -651,6 +663,9 @@ def build_parser() -> argparse.ArgumentParser:
     described.add_argument("--description")
     described.add_argument("--clear-description", action="store_true")
     sub.add_argument("--max-in-flight", type=int, help="concurrency of deliveries created from now on")
+    filtered = sub.add_mutually_exclusive_group()
+    filtered.add_argument("--filter", type=json_object, help=FILTER_HELP + "; replaces the current one")
+    filtered.add_argument("--clear-filter", action="store_true", help="remove the content filter")
     for name, run, help_text in (
         ("disable", disable_endpoint, "stop sending; new events are recorded as cancelled"),
         ("enable", enable_endpoint, "resume sending"),

@@ -46,7 +46,7 @@ class _Unchanged:
         return "UNCHANGED"
 
 
-UNCHANGED: Any = _Unchanged()  # "leave the description as it is": None is a value there (it clears it)
+UNCHANGED: Any = _Unchanged()  # "leave the description (or filter) as it is": None is a value there (it clears it)
 
 
 def _segment(value: str) -> str:
@@ -211,15 +211,18 @@ class HookrelayClient:
         description: str | None = None,
         max_in_flight: int | None = None,
         key_type: str | None = None,
+        filter: Mapping[str, Any] | None = None,
     ) -> CreatedEndpoint:
         """A new endpoint. `key_type="ed25519"` signs its deliveries with `v1a` signatures that consumers verify
-        with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now."""
+        with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now.
+        `filter`: a content filter (`{"data.amount": {"$gte": 100}}`), applied after the event types match."""
         body = {
             "url": url,
             "event_types": list(event_types),
             "description": description,
             "max_in_flight": max_in_flight,
             "key_type": key_type,
+            "filter": None if filter is None else dict(filter),
         }
         return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
 
@@ -246,10 +249,12 @@ class HookrelayClient:
         event_types: Sequence[str] | None = None,
         description: str | None = UNCHANGED,
         max_in_flight: int | None = None,
+        filter: Mapping[str, Any] | None = UNCHANGED,
     ) -> Endpoint:
-        """Change what is given (None leaves a field as it is; `description=None` clears the description).
+        """Change what is given (None leaves a field as it is; `description=None` clears the description, and
+        `filter=None` the content filter).
 
-        A new `max_in_flight` applies to deliveries created from now on.
+        A new `max_in_flight` or `filter` applies to events accepted from now on.
         """
         body = _without_none(
             {
@@ -260,6 +265,8 @@ class HookrelayClient:
         )
         if description is not UNCHANGED:
             body["description"] = description
+        if filter is not UNCHANGED:
+            body["filter"] = None if filter is None else dict(filter)
         return Endpoint.model_validate(self.request("PATCH", f"/v1/endpoints/{_segment(endpoint_id)}", body=body))
 
     def disable_endpoint(self, endpoint_id: str) -> Endpoint:

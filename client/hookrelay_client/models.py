@@ -86,6 +86,7 @@ class Endpoint(Model):
     id: str
     url: str
     event_types: list[str]
+    filter: dict[str, Any] | None = None  # the content filter, applied after the event types match; None: none
     description: str | None = None
     state: str | None = None  # enabled | disabled | deleted
     max_in_flight: int | None = None

@@ -100,6 +100,9 @@ class Endpoint:
     tenant_id: str
     url: str
     event_types: list[str]
+    # Its content filter (domain/content_filter.py), checked when written and stored as compact JSON text (not a
+    # DynamoDB map: numbers stay JSON numbers, and fan-out compiles a text once per process); None: no filter.
+    content_filter: str | None = None
     description: str | None = None
     state: EndpointState = EndpointState.ENABLED
     secrets: list[SigningSecret]

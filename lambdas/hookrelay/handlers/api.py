@@ -115,6 +115,7 @@ def create_endpoint() -> Response[str]:
         description=body.description,
         max_in_flight=body.max_in_flight,
         key_type=body.key_type,
+        content_filter=body.content_filter,
     )
     return json_response(201, endpoint_view(endpoint, with_secret=True))
 

@@ -12,6 +12,7 @@ from typing import Any
 from hookrelay.domain import ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
+from hookrelay.domain.content_filter import compile_filter
 from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidRequest, LimitExceeded, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
@@ -84,6 +85,11 @@ def _next_version(previous: datetime, now: datetime) -> datetime:
     return candidate if candidate > previous else previous + timedelta(milliseconds=1)
 
 
+def _filter_text(content_filter: dict[str, Any] | None) -> str | None:
+    """The filter checked and written out compactly, as stored; None: no filter."""
+    return None if content_filter is None else compile_filter(content_filter).text
+
+
 @dataclass(frozen=True)
 class EndpointPage:
     endpoints: list[Endpoint]
@@ -119,7 +125,10 @@ class EndpointService:
         description: str | None = None,
         max_in_flight: int | None = None,
         key_type: KeyType = KeyType.HMAC,
+        content_filter: dict[str, Any] | None = None,
     ) -> Endpoint:
+        """`content_filter`: the filter as given (domain/content_filter.py), checked here (a 422 naming its pointer
+        under `/filter`) and stored as compact JSON text."""
         now = utcnow()
         endpoint_id = ids.endpoint_id()
         endpoint = Endpoint(
@@ -127,6 +136,7 @@ class EndpointService:
             tenant_id=tenant_id,
             url=self._checked_url(url),
             event_types=self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint)),
+            content_filter=_filter_text(content_filter),
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
             max_in_flight=max_in_flight or self.default_max_in_flight,
@@ -207,12 +217,17 @@ class EndpointService:
         event_types: builtins.list[str] | _Keep = KEEP,  # builtins: `list` here is the method above
         description: str | _Keep | None = KEEP,
         max_in_flight: int | _Keep = KEEP,
+        content_filter: dict[str, Any] | _Keep | None = KEEP,
     ) -> Endpoint:
-        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on."""
+        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on; a
+        new `content_filter` (None clears it) applies to events accepted from now on. One conditional write, as
+        every change here: a process that dies before it changed nothing, after it the change is whole."""
         given = {"url": url, "event_types": event_types, "description": description, "max_in_flight": max_in_flight}
         changes: dict[str, Any] = {name: value for name, value in given.items() if value is not KEEP}
+        if content_filter is not KEEP:
+            changes["content_filter"] = _filter_text(content_filter)
         if not changes:
-            raise InvalidRequest("nothing to change: give url, event_types, description or max_in_flight")
+            raise InvalidRequest("nothing to change: give url, event_types, filter, description or max_in_flight")
         if isinstance(url, str):
             self._checked_url(url)
         if isinstance(event_types, builtins.list):
