@@ -7,18 +7,33 @@ from __future__ import annotations
 import io
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import boto3
+import jsonschema
 import pytest
+import yaml
 from hookrelay_client import HookrelayClient, HookrelayError
 from hookrelay_client.cli import main
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
 
 from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
 from hookrelay.domain.limits import MAX_FILTER_DEPTH, MAX_FILTER_IN_VALUES
 from tests.support.consumer import ScriptedConsumer
 from tests.support.gateway_adapter import GATEWAY_URL, gateway_session
 from tests.support.platform import Platform
+
+DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
+_REGISTRY = Registry().with_resource("urn:openapi", DRAFT202012.create_resource(yaml.safe_load(DOCUMENT.read_text())))
+
+
+def conforms(body: Any, path: str, method: str, status: int) -> None:
+    """The response body matches what openapi.yaml says this operation answers."""
+    pointer = "/paths/" + path.replace("/", "~1") + f"/{method}/responses/{status}/content/application~1json/schema"
+    jsonschema.Draft202012Validator({"$ref": f"urn:openapi#{pointer}"}, registry=_REGISTRY).validate(body)
+
 
 BIG_ORDERS = {"data.amount": {"$gte": 100}, "data.currency": {"$in": ["EUR", "USD"]}}
 
@@ -140,8 +155,11 @@ def test_the_filter_is_shown_changed_kept_and_cleared(platform: Platform, tenant
     tenant_id, token, _ = tenant
     created = create(platform, token, {"filter": BIG_ORDERS})
     assert created.status == 201 and created.json()["filter"] == BIG_ORDERS
+    conforms(created.json(), "/v1/endpoints", "post", 201)
     path = f"/v1/endpoints/{created.json()['id']}"
-    assert platform.call("GET", path, token).json()["filter"] == BIG_ORDERS
+    shown = platform.call("GET", path, token).json()
+    assert shown["filter"] == BIG_ORDERS
+    conforms(shown, "/v1/endpoints/{endpoint_id}", "get", 200)
     assert platform.call("GET", "/v1/endpoints", token).json()["data"][0]["filter"] == BIG_ORDERS
     # Stored as compact JSON text: numbers stay JSON numbers (no DynamoDB Decimal on the way back).
     stored = EndpointTable(boto3.resource("dynamodb").Table(os.environ["ENDPOINTS_TABLE"])).get(
@@ -156,6 +174,7 @@ def test_the_filter_is_shown_changed_kept_and_cleared(platform: Platform, tenant
     cleared = platform.call("PATCH", path, token, {"filter": None})
     assert cleared.status == 200 and cleared.json()["filter"] is None
     assert platform.call("GET", path, token).json()["filter"] is None
+    conforms(cleared.json(), "/v1/endpoints/{endpoint_id}", "patch", 200)
     assert create(platform, token, {}).json()["filter"] is None
 
 
