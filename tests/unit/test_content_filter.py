@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -287,3 +288,13 @@ def test_in_is_the_or_of_eq(document: Any, path: str, values: list[Any]) -> None
 def test_exists_is_whether_the_path_reaches_anything(document: Any, path: str) -> None:
     reached = bool(_reference_values(document, path.split(".")))
     assert compile_filter({f"data.{path}": {"$exists": True}}).matches({"data": document}) is reached
+
+
+def test_the_consumer_guides_example_is_a_valid_filter_that_means_what_it_says() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "consumer-guide.md").read_text()
+    section = guide.split("### Only some events of a type: content filters", 1)[1]
+    example = json.loads(section.split("```json", 1)[1].split("```", 1)[0])
+    guide_filter = compile_filter(example)
+    assert guide_filter.matches(ENVELOPE)  # 150 EUR from a gold customer cus_42
+    test_customer = {**ENVELOPE, "data": {**ENVELOPE["data"], "customer": {"id": "test_1", "tier": "gold"}}}
+    assert not guide_filter.matches(test_customer)
