@@ -89,14 +89,24 @@ def pointer_of(raw: Any) -> str:
         ({"data.empty": {"$exists": True}}, True),  # an empty array exists
         ({"data.tags": "vip"}, True),  # any element of a reached array
         ({"data.tags": "retail"}, False),
-        ({"data.items.sku": "B-7"}, True),  # a path goes on into every element
-        ({"data.items.qty": {"$gt": 1}}, True),
-        ({"data.items.extra.code": "x"}, True),
+        ({"data.items.sku": "B-7"}, False),  # a path does not go on through an array: index it
+        ({"data.items.sku": {"$exists": False}}, True),
+        ({"data.items.1.extra.0.code": "x"}, True),
+        ({"data.items.1.qty": {"$lt": 2}}, True),
         ({"data.items.0.sku": "A-1"}, True),  # an index segment
         ({"data.items.0.sku": "B-7"}, False),
         ({"data.items.5.sku": {"$exists": False}}, True),
         ({"data.matrix": 4}, True),  # nested arrays, element by element
+        ({"data.matrix": {"$gt": 3}}, True),
+        ({"data.matrix": {"$lt": 1}}, False),
         ({"data.matrix.1.0": 3}, True),
+        ({"data.matrix.1": 1}, False),
+        ({"data.tags": {"$startsWith": "b2"}}, True),  # any element
+        ({"data.tags": {"$startsWith": "c"}}, False),
+        ({"data.tags": {"$gt": "vip"}}, False),
+        ({"data.tags": {"$gte": "vip"}}, True),
+        ({"data.tags": {"$in": ["b2b", "x"]}}, True),
+        ({"data.tags": {"$nin": ["b2b"]}}, False),
         ({"data.007": "key, not index"}, True),  # a leading zero is a key
         ({"data.customer": "gold"}, False),  # an object is no scalar
         ({"$and": [{"data.amount": {"$gt": 100}}, {"data.currency": "EUR"}]}, True),
@@ -220,6 +230,15 @@ def test_a_stored_filter_is_compiled_once_per_process() -> None:
     assert compiled.cache_info().hits == 1
 
 
+def test_one_event_view_resolves_each_path_once_and_evaluates_each_filter_once() -> None:
+    view = content_filter.EventView(ENVELOPE)
+    first = compile_filter({"data.amount": {"$gt": 1, "$lt": 1000}, "$not": {"data.amount": 3}})
+    again = compile_filter({"data.amount": {"$gt": 1, "$lt": 1000}, "$not": {"data.amount": 3}})
+    assert view.passes(first) and view.passes(again)
+    assert list(view._summaries) == [first.root.children[0].path]  # type: ignore[union-attr]
+    assert view._outcomes == {first.text: True}
+
+
 def test_a_stored_filter_that_no_longer_passes_lets_everything_through() -> None:
     # Caps only tighten with a new version; nothing accepted is dropped for it: the caller sends as if unfiltered.
     assert compiled('{"data.x":{"$regex":"a"}}') is None
@@ -240,17 +259,26 @@ paths = st.lists(st.sampled_from(["a", "b", "c", "0", "1"]), min_size=1, max_siz
 
 
 def _reference_values(document: Any, path: list[str]) -> list[Any]:
-    """The values a path reaches, written the obvious recursive way."""
+    """What a path reaches (none or one value), written the obvious recursive way."""
     if not path:
         return [document]
-    if isinstance(document, list):
-        index = content_filter._index(path[0])
-        if index is not None:
-            return _reference_values(document[index], path[1:]) if index < len(document) else []
-        return [found for element in document for found in _reference_values(element, path)]
     if isinstance(document, dict) and path[0] in document:
         return _reference_values(document[path[0]], path[1:])
+    index = content_filter._index(path[0])
+    if isinstance(document, list) and index is not None and index < len(document):
+        return _reference_values(document[index], path[1:])
     return []
+
+
+def _flat(values: list[Any]) -> list[Any]:
+    """The scalars the reached values stand for: arrays element by element, recursively; objects none."""
+    out: list[Any] = []
+    for value in values:
+        if isinstance(value, list):
+            out += _flat(value)
+        elif not isinstance(value, dict):
+            out.append(value)
+    return out
 
 
 @settings(max_examples=300, deadline=None)
@@ -258,7 +286,7 @@ def _reference_values(document: Any, path: list[str]) -> list[Any]:
 def test_eq_holds_exactly_when_some_reached_value_equals(document: Any, path: str, value: Any) -> None:
     envelope = {"data": document}
     reached = _reference_values(document, path.split("."))
-    flat = content_filter._scalars(reached)
+    flat = _flat(reached)
     expected = any(_same(v, value) and v == value for v in flat)
     assert compile_filter({f"data.{path}": {"$eq": value}}).matches(envelope) is expected
     assert compile_filter({f"data.{path}": {"$neq": value}}).matches(envelope) is not expected
@@ -281,6 +309,27 @@ def test_in_is_the_or_of_eq(document: Any, path: str, values: list[Any]) -> None
     assert compile_filter({f"data.{path}": {"$in": values}}).matches(envelope) is compile_filter(either).matches(
         envelope
     )
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=documents, path=paths, operand=st.one_of(st.integers(-5, 5), st.sampled_from(["", "a", "b", "ab"])))
+def test_ordered_comparisons_and_prefixes_hold_when_some_value_of_the_operands_kind_does(
+    document: Any, path: str, operand: Any
+) -> None:
+    """The summaries (least, greatest, sorted strings) answer as a scan of every reached value would."""
+    envelope = {"data": document}
+    flat = [v for v in _flat(_reference_values(document, path.split("."))) if _same(v, operand)]
+    for operator, holds in (
+        ("$gt", lambda v: v > operand),
+        ("$gte", lambda v: v >= operand),
+        ("$lt", lambda v: v < operand),
+        ("$lte", lambda v: v <= operand),
+    ):
+        expected = any(holds(v) for v in flat)
+        assert compile_filter({f"data.{path}": {operator: operand}}).matches(envelope) is expected, operator
+    if isinstance(operand, str):
+        expected = any(v.startswith(operand) for v in flat)
+        assert compile_filter({f"data.{path}": {"$startsWith": operand}}).matches(envelope) is expected
 
 
 @settings(max_examples=300, deadline=None)

@@ -7,10 +7,11 @@ A filter is a JSON object, evaluated against the envelope the endpoint would rec
   `$or` take a non-empty list of filters, `$not` one filter. The keys of one object must all hold (an implicit and).
 - A path's value is a scalar (string, number, boolean, null: shorthand for `$eq`) or an object of operators, all of
   which must hold: `$eq`, `$neq`, `$in`, `$nin`, `$gt`, `$gte`, `$lt`, `$lte`, `$exists`, `$startsWith`.
-- Arrays: a path that meets an array (at a segment that is not an index) goes on into every element, and a test
-  holds when it holds for any value the path reaches; a reached array is tested by its elements
-  (`{"data.tags": "vip"}` holds when `tags` contains "vip"). `$exists` holds when the path reaches anything, null
-  and empty arrays included.
+- Arrays: a path reaches one value (each segment a key, or an index into an array: `data.items.0.sku`). When that
+  value is an array, a test holds when it holds for any of its elements (nested arrays too): `{"data.tags": "vip"}`
+  holds when `tags` contains "vip". A path does not go on through an array at a segment that is not an index: that
+  would make one path's cost the size of the payload, and the tenant's filters' cost their number times it.
+  `$exists` holds when the path reaches anything, null and empty arrays included.
 - No coercion: `$eq`/`$in` compare type and value (`1` is not `"1"`, `true` is not `1`; `1` is `1.0`); `$gt`…`$lte`
   compare numbers with numbers and strings with strings (by code point, so RFC 3339 UTC times order as times), and a
   value of another type never satisfies them. `$neq` is exactly "not `$eq`" and `$nin` "not `$in`": both hold when
@@ -18,11 +19,12 @@ A filter is a JSON object, evaluated against the envelope the endpoint would rec
 
 Bounded work: a filter is checked and compiled once, when it is written (`compile_filter`, the caps in
 domain/limits.py, each fault a problem naming its JSON pointer); the compiled form of a stored text is kept per
-process (`compiled`). Evaluating never uses a regex and never backtracks: each of the at most MAX_FILTER_NODES tests
-resolves its path once per event (a path shared by several tests is resolved once, `_Evaluation`), visiting each
-payload value under it at most once, and then tests each reached value in O(1) (`$in` is a set lookup;
-`$startsWith` compares at most its operand's length). So one event costs O(distinct paths x payload values) at
-worst, linear in the payload for any filter within the caps, and O(path segments) per test when no arrays are met.
+process (`compiled`). Evaluating never uses a regex and never backtracks. At fan-out every filter of the tenant reads
+one event through one `EventView`: each distinct path is looked up once per event (one step per segment) and what it
+reaches summarised once (a set of its scalars, the least and greatest number and string, its strings sorted), so
+each test is then a set lookup, a comparison or a binary search, and a filter shared by endpoints is evaluated once.
+One event costs O(distinct paths x segments + tests x log n + the scalars reached through arrays, each counted at most
+MAX_FILTER_PATH_SEGMENTS times): linear in the filters and in the payload, never their product.
 bench/content_filters.py measures a maximal filter against a large payload.
 """
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import json
 import math
+from bisect import bisect_left
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -113,8 +116,9 @@ class ContentFilter:
     nodes: int = field(repr=False)
 
     def matches(self, envelope: Mapping[str, Any]) -> bool:
-        """Whether the event whose envelope (the JSON object the endpoint would receive) this is passes."""
-        return _Evaluation(envelope).holds(self.root)
+        """Whether the event whose envelope (the JSON object the endpoint would receive) this is passes. Fan-out asks
+        through one `EventView` per event instead, shared by every endpoint's filter."""
+        return EventView(envelope).passes(self)
 
     @property
     def document(self) -> dict[str, Any]:
@@ -276,114 +280,146 @@ def compiled(text: str) -> ContentFilter | None:
 # --- Evaluating ---
 
 
-class _Evaluation:
-    """One event against one filter: each distinct path is resolved once, whatever number of tests share it."""
-
-    __slots__ = ("_envelope", "_reached", "_values")
-
-    def __init__(self, envelope: Mapping[str, Any]) -> None:
-        self._envelope = envelope
-        self._reached: dict[Path, list[Any]] = {}
-        self._values: dict[Path, list[Any]] = {}
-
-    def holds(self, node: Node) -> bool:
-        if isinstance(node, _Test):
-            return self._test(node)
-        if node.operator == AND:
-            return all(self.holds(child) for child in node.children)
-        if node.operator == OR:
-            return any(self.holds(child) for child in node.children)
-        return not self.holds(node.children[0])
-
-    def _test(self, test: _Test) -> bool:
-        if test.operator == EXISTS:
-            return bool(self.reached(test.path)) is test.operand
-        return _COMPARE[test.operator](self.values(test.path), test.operand)
-
-    def reached(self, path: Path) -> list[Any]:
-        found = self._reached.get(path)
-        if found is None:
-            found = self._reached[path] = resolve(self._envelope, path)
-        return found
-
-    def values(self, path: Path) -> list[Any]:
-        """The scalars tested: those reached, and the elements of arrays reached (nested arrays too)."""
-        found = self._values.get(path)
-        if found is None:
-            found = self._values[path] = _scalars(self.reached(path))
-        return found
+_MISSING: Any = object()  # what a path that reaches nothing resolves to
 
 
-def resolve(document: Any, path: Path) -> list[Any]:
-    """Every value `path` reaches in `document`: an index segment indexes an array; another segment is a key, and an
-    array met before it is gone through element by element (nested arrays too). Each value is visited at most once:
-    a document is a tree, and each of its values is met at one segment of the path only."""
-    current = [document]
+def resolve(document: Any, path: Path) -> Any:
+    """The one value `path` reaches in `document` (`_MISSING` when none): each segment a key of an object, or an index
+    of an array. One lookup per segment, whatever the document's size."""
+    node = document
     for segment in path:
-        following: list[Any] = []
-        for value in current:
-            _step(value, segment, following)
-        if not following:
-            return following
-        current = following
-    return current
-
-
-def _step(value: Any, segment: _Segment, into: list[Any]) -> None:
-    pending = [value]
-    while pending:
-        node = pending.pop()
         if isinstance(node, dict):
-            if segment.name in node:
-                into.append(node[segment.name])
-        elif isinstance(node, list):
-            if segment.index is None:
-                pending.extend(reversed(node))  # any element: in order, each once
-            elif segment.index < len(node):
-                into.append(node[segment.index])
+            if segment.name not in node:
+                return _MISSING
+            node = node[segment.name]
+        elif isinstance(node, list) and segment.index is not None and segment.index < len(node):
+            node = node[segment.index]
+        else:
+            return _MISSING
+    return node
 
 
-def _scalars(reached: list[Any]) -> list[Any]:
+def _scalars(node: Any) -> list[Any]:
+    """The scalars a reached value stands for: itself, or an array's elements (nested arrays too); an object none."""
+    if not isinstance(node, list):
+        return [] if isinstance(node, dict) or node is _MISSING else [node]
     out: list[Any] = []
-    pending = list(reversed(reached))
+    pending: list[Any] = [node]
     while pending:
-        node = pending.pop()
-        if isinstance(node, list):
-            pending.extend(reversed(node))
-        elif not isinstance(node, dict):
-            out.append(node)
+        value = pending.pop()
+        if isinstance(value, list):
+            pending.extend(value)
+        elif not isinstance(value, dict):
+            out.append(value)
     return out
 
 
-def _equal(values: list[Any], operand: Any) -> bool:
-    wanted = _key(operand)
-    return any(_key(value) == wanted for value in values)
+@dataclass(frozen=True, slots=True)
+class _Summary:
+    """What every test asks of the values one path reaches, worked out once per event: then `$eq`/`$in` are set
+    lookups, `$gt`…`$lte` compare with a minimum or maximum, and `$startsWith` is one binary search."""
+
+    exists: bool
+    keys: frozenset[tuple[str, Any]]
+    numbers: tuple[Any, Any] | None  # (least, greatest)
+    strings: tuple[str, ...]  # sorted: the least is the first, the greatest the last
+
+    @classmethod
+    def of(cls, node: Any) -> _Summary:
+        values = _scalars(node)
+        numbers = [v for v in values if _kind(v) == _NUMBER]
+        return cls(
+            exists=node is not _MISSING,
+            keys=frozenset(key for v in values if (key := _key(v)) is not None),
+            numbers=(min(numbers), max(numbers)) if numbers else None,
+            strings=tuple(sorted(v for v in values if isinstance(v, str))),
+        )
+
+    def bounds(self, operand: Any) -> tuple[Any, Any] | None:
+        """The least and greatest reached values of the operand's kind (number or string), if any."""
+        if isinstance(operand, str):
+            return (self.strings[0], self.strings[-1]) if self.strings else None
+        return self.numbers
+
+    def starts_with(self, prefix: str) -> bool:
+        # The strings starting with `prefix` sort together, from the first one not less than it.
+        at = bisect_left(self.strings, prefix)
+        return at < len(self.strings) and self.strings[at].startswith(prefix)
 
 
-def _among(values: list[Any], operand: frozenset[tuple[str, Any]]) -> bool:
-    return any(_key(value) in operand for value in values)
+class EventView:
+    """One event's envelope as every filter of a fan-out reads it: each distinct path is resolved and summarised once
+    per event, whatever number of tests and endpoints ask for it, and each distinct filter is evaluated once per event
+    (endpoints sharing a filter share its answer). So one event costs, over all the tenant's filters, one summary per
+    distinct path (a path's lookups plus, when it reaches an array, a sort of its scalars: each scalar of the payload is
+    in at most MAX_FILTER_PATH_SEGMENTS summaries, one per path through an array holding it) and O(log n) per test."""
+
+    __slots__ = ("_envelope", "_outcomes", "_summaries")
+
+    def __init__(self, envelope: Mapping[str, Any]) -> None:
+        self._envelope = envelope
+        self._summaries: dict[Path, _Summary] = {}
+        self._outcomes: dict[str, bool] = {}
+
+    def passes(self, content_filter: ContentFilter) -> bool:
+        outcome = self._outcomes.get(content_filter.text)
+        if outcome is None:
+            outcome = self._outcomes[content_filter.text] = self._holds(content_filter.root)
+        return outcome
+
+    def summary(self, path: Path) -> _Summary:
+        found = self._summaries.get(path)
+        if found is None:
+            found = self._summaries[path] = _Summary.of(resolve(self._envelope, path))
+        return found
+
+    def _holds(self, node: Node) -> bool:
+        if isinstance(node, _Test):
+            return _COMPARE[node.operator](self.summary(node.path), node.operand)
+        if node.operator == AND:
+            return all(self._holds(child) for child in node.children)
+        if node.operator == OR:
+            return any(self._holds(child) for child in node.children)
+        return not self._holds(node.children[0])
 
 
-def _ordered(holds: Callable[[Any, Any], bool]) -> Callable[[list[Any], Any], bool]:
-    def compare(values: list[Any], operand: Any) -> bool:
-        kind = _kind(operand)
-        return any(_kind(value) == kind and holds(value, operand) for value in values)
+def _equal(summary: _Summary, operand: Any) -> bool:
+    return _key(operand) in summary.keys
+
+
+def _among(summary: _Summary, operand: frozenset[tuple[str, Any]]) -> bool:
+    return not summary.keys.isdisjoint(operand)
+
+
+def _greatest(holds: Callable[[Any, Any], bool]) -> Callable[[_Summary, Any], bool]:
+    """`$gt`/`$gte`: some value exceeds the operand exactly when the greatest of its kind does."""
+
+    def compare(summary: _Summary, operand: Any) -> bool:
+        bounds = summary.bounds(operand)
+        return bounds is not None and holds(bounds[1], operand)
 
     return compare
 
 
-def _starts_with(values: list[Any], operand: str) -> bool:
-    return any(isinstance(value, str) and value.startswith(operand) for value in values)
+def _least(holds: Callable[[Any, Any], bool]) -> Callable[[_Summary, Any], bool]:
+    """`$lt`/`$lte`: some value is below the operand exactly when the least of its kind is."""
+
+    def compare(summary: _Summary, operand: Any) -> bool:
+        bounds = summary.bounds(operand)
+        return bounds is not None and holds(bounds[0], operand)
+
+    return compare
 
 
-_COMPARE: dict[str, Callable[[list[Any], Any], bool]] = {
+_COMPARE: dict[str, Callable[[_Summary, Any], bool]] = {
     EQ: _equal,
-    NEQ: lambda values, operand: not _equal(values, operand),
+    NEQ: lambda summary, operand: not _equal(summary, operand),
     IN: _among,
-    NIN: lambda values, operand: not _among(values, operand),
-    GT: _ordered(lambda value, operand: value > operand),
-    GTE: _ordered(lambda value, operand: value >= operand),
-    LT: _ordered(lambda value, operand: value < operand),
-    LTE: _ordered(lambda value, operand: value <= operand),
-    STARTS_WITH: _starts_with,
+    NIN: lambda summary, operand: not _among(summary, operand),
+    GT: _greatest(lambda value, operand: value > operand),
+    GTE: _greatest(lambda value, operand: value >= operand),
+    LT: _least(lambda value, operand: value < operand),
+    LTE: _least(lambda value, operand: value <= operand),
+    EXISTS: lambda summary, operand: summary.exists is operand,
+    STARTS_WITH: lambda summary, operand: summary.starts_with(operand),
 }

@@ -58,7 +58,7 @@ from pydantic import BaseModel
 
 from hookrelay.domain import ids
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.content_filter import compiled
+from hookrelay.domain.content_filter import EventView, compiled
 from hookrelay.domain.errors import (
     DomainError,
     IdempotencyKeyInFlight,
@@ -365,15 +365,16 @@ def _index(endpoints: list[Endpoint]) -> FilterIndex[Endpoint]:
 def _fan_out(event: Event, index: FilterIndex[Endpoint], now: datetime) -> list[Delivery]:
     """A delivery for each endpoint the event's type reaches and its content filter (if any) lets through; an event a
     filter excludes records nothing for that endpoint. The envelope is parsed once per event, and only if one of
-    those endpoints has a filter; each filter is compiled once per process (`content_filter.compiled`)."""
-    envelope: dict[str, Any] | None = None
+    those endpoints has a filter; each filter is compiled once per process (`content_filter.compiled`), and all of
+    them read the event through one `EventView` (each path resolved once, each distinct filter evaluated once)."""
+    view: EventView | None = None
     deliveries = []
     for endpoint in index.matching(event.type):
         if endpoint.content_filter is not None:
             content_filter = compiled(endpoint.content_filter)
             if content_filter is not None:
-                envelope = json.loads(event.body) if envelope is None else envelope
-                if not content_filter.matches(envelope):
+                view = EventView(json.loads(event.body)) if view is None else view
+                if not view.passes(content_filter):
                     continue
         deliveries.append(new_delivery(event, endpoint, now))
     return deliveries
