@@ -21,7 +21,7 @@ Bounded work: a filter is checked and compiled once, when it is written (`compil
 domain/limits.py, each fault a problem naming its JSON pointer); the compiled form of a stored text is kept per
 process (`compiled`). Evaluating never uses a regex and never backtracks. At fan-out every filter of the tenant reads
 one event through one `EventView`: each distinct path is looked up once per event (one step per segment) and what it
-reaches summarised once (a set of its scalars, the least and greatest number and string, its strings sorted), so
+reaches summarised once, each part when first asked (sets by kind, least and greatest, sorted strings), so
 each test is then a set lookup, a comparison or a binary search, and a filter shared by endpoints is evaluated once.
 One event costs O(distinct paths x segments + tests x log n + the scalars reached through arrays, each counted at most
 MAX_FILTER_PATH_SEGMENTS times): linear in the filters and in the payload, never their product.
@@ -300,51 +300,73 @@ def resolve(document: Any, path: Path) -> Any:
 
 
 def _scalars(node: Any) -> list[Any]:
-    """The scalars a reached value stands for: itself, or an array's elements (nested arrays too); an object none."""
-    if not isinstance(node, list):
-        return [] if isinstance(node, dict) or node is _MISSING else [node]
+    """The scalars a reached value stands for: itself, or an array's elements (nested arrays too); an object none.
+    Each array is split by comprehensions (in C), not element by element in Python."""
+    if type(node) is not list:
+        return [] if type(node) is dict or node is _MISSING else [node]
     out: list[Any] = []
-    pending: list[Any] = [node]
+    pending: list[list[Any]] = [node]
     while pending:
-        value = pending.pop()
-        if isinstance(value, list):
-            pending.extend(value)
-        elif not isinstance(value, dict):
-            out.append(value)
+        array = pending.pop()
+        out.extend([v for v in array if type(v) is not list and type(v) is not dict])
+        pending.extend([v for v in array if type(v) is list])
     return out
 
 
-@dataclass(frozen=True, slots=True)
 class _Summary:
-    """What every test asks of the values one path reaches, worked out once per event: then `$eq`/`$in` are set
-    lookups, `$gt`…`$lte` compare with a minimum or maximum, and `$startsWith` is one binary search."""
+    """What tests ask of the values one path reaches, each part worked out once per event and only when first asked:
+    `$eq`/`$in` are then set lookups, `$gt`…`$lte` compare with a least or greatest value, and `$startsWith` is one
+    binary search in the sorted strings."""
 
-    exists: bool
-    keys: frozenset[tuple[str, Any]]
-    numbers: tuple[Any, Any] | None  # (least, greatest)
-    strings: tuple[str, ...]  # sorted: the least is the first, the greatest the last
+    __slots__ = ("_number_bounds", "_numbers", "_others", "_sets", "_sorted", "_strings", "exists")
 
-    @classmethod
-    def of(cls, node: Any) -> _Summary:
+    def __init__(self, node: Any) -> None:
+        self.exists = node is not _MISSING
         values = _scalars(node)
-        numbers = [v for v in values if _kind(v) == _NUMBER]
-        return cls(
-            exists=node is not _MISSING,
-            keys=frozenset(key for v in values if (key := _key(v)) is not None),
-            numbers=(min(numbers), max(numbers)) if numbers else None,
-            strings=tuple(sorted(v for v in values if isinstance(v, str))),
-        )
+        # JSON's kinds, told apart by exact type: a bool is not a number here (nor 1 == True).
+        self._strings: list[str] = [v for v in values if type(v) is str]
+        self._numbers: list[Any] = [v for v in values if type(v) is int or type(v) is float]
+        self._others: list[Any] = [v for v in values if v is None or type(v) is bool]
+        self._sets: dict[str, frozenset[Any]] = {}
+        self._sorted: list[str] | None = None
+        self._number_bounds: tuple[Any, Any] | None = None
+
+    def _of_kind(self, kind: str) -> list[Any]:
+        if kind == _STRING:
+            return self._strings
+        if kind == _NUMBER:
+            return self._numbers
+        return [v for v in self._others if _kind(v) == kind]
+
+    def _set(self, kind: str) -> frozenset[Any]:
+        found = self._sets.get(kind)
+        if found is None:
+            found = self._sets[kind] = frozenset(self._of_kind(kind))
+        return found
+
+    def has(self, key: tuple[str, Any]) -> bool:
+        """Whether some reached value is `key`'s value, of its kind."""
+        return key[1] in self._set(key[0])
 
     def bounds(self, operand: Any) -> tuple[Any, Any] | None:
         """The least and greatest reached values of the operand's kind (number or string), if any."""
         if isinstance(operand, str):
-            return (self.strings[0], self.strings[-1]) if self.strings else None
-        return self.numbers
+            ordered = self.sorted_strings()
+            return (ordered[0], ordered[-1]) if ordered else None
+        if self._number_bounds is None and self._numbers:
+            self._number_bounds = (min(self._numbers), max(self._numbers))
+        return self._number_bounds
+
+    def sorted_strings(self) -> list[str]:
+        if self._sorted is None:
+            self._sorted = sorted(self._strings)
+        return self._sorted
 
     def starts_with(self, prefix: str) -> bool:
         # The strings starting with `prefix` sort together, from the first one not less than it.
-        at = bisect_left(self.strings, prefix)
-        return at < len(self.strings) and self.strings[at].startswith(prefix)
+        ordered = self.sorted_strings()
+        at = bisect_left(ordered, prefix)
+        return at < len(ordered) and ordered[at].startswith(prefix)
 
 
 class EventView:
@@ -370,7 +392,7 @@ class EventView:
     def summary(self, path: Path) -> _Summary:
         found = self._summaries.get(path)
         if found is None:
-            found = self._summaries[path] = _Summary.of(resolve(self._envelope, path))
+            found = self._summaries[path] = _Summary(resolve(self._envelope, path))
         return found
 
     def _holds(self, node: Node) -> bool:
@@ -384,11 +406,12 @@ class EventView:
 
 
 def _equal(summary: _Summary, operand: Any) -> bool:
-    return _key(operand) in summary.keys
+    key = _key(operand)
+    return key is not None and summary.has(key)
 
 
 def _among(summary: _Summary, operand: frozenset[tuple[str, Any]]) -> bool:
-    return not summary.keys.isdisjoint(operand)
+    return any(summary.has(key) for key in operand)  # at most MAX_FILTER_IN_VALUES lookups
 
 
 def _greatest(holds: Callable[[Any, Any], bool]) -> Callable[[_Summary, Any], bool]:
