@@ -203,3 +203,20 @@ def test_the_client_and_the_cli_set_show_and_clear_the_filter(platform: Platform
     argv = [*common, "--json", "endpoints", "update", endpoint.id, "--clear-filter"]
     assert main(argv, session=gateway_session(), stdout=io.StringIO()) == 0
     assert client.get_endpoint(endpoint.id).filter is None
+
+
+@pytest.mark.parametrize("levels", [MAX_FILTER_DEPTH + 1, 200, 900])
+def test_a_filter_nested_past_the_cap_is_a_422_at_the_level_past_it_never_a_500(
+    platform: Platform, tenant: tuple[str, str, str], levels: int
+) -> None:
+    _, token, _ = tenant
+    nested: dict[str, Any] = {"data.a": 1}
+    for _ in range(levels - 1):
+        nested = {"$not": nested}
+    assert problem_pointer(create(platform, token, {"filter": nested})) == "/filter" + "/$not" * MAX_FILTER_DEPTH
+
+
+def test_a_long_in_list_is_refused_naming_it(platform: Platform, tenant: tuple[str, str, str]) -> None:
+    _, token, _ = tenant
+    long_in = {"$and": [{"type": "a"}, {"data.id": {"$in": list(range(20_000))}}]}
+    assert problem_pointer(create(platform, token, {"filter": long_in})) == "/filter/$and/1/data.id/$in"
