@@ -266,7 +266,7 @@ def compile_filter(raw: Any, at: str = "/filter") -> ContentFilter:
     return ContentFilter(text=text, root=root, nodes=compiler.nodes)
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=1024)  # at most ~1,024 x MAX_FILTER_BYTES of filters kept; a miss costs one compilation
 def compiled(text: str) -> ContentFilter | None:
     """The compiled form of a stored filter, kept per process (fan-out compiles each endpoint's filter once, not once
     per event); None if it no longer passes the checks (a stored filter from a version with other caps): such an
