@@ -347,3 +347,26 @@ def test_the_consumer_guides_example_is_a_valid_filter_that_means_what_it_says()
     assert guide_filter.matches(ENVELOPE)  # 150 EUR from a gold customer cus_42
     test_customer = {**ENVELOPE, "data": {**ENVELOPE["data"], "customer": {"id": "test_1", "tier": "gold"}}}
     assert not guide_filter.matches(test_customer)
+
+
+def test_the_benchs_maximal_filter_is_at_the_caps_and_its_work_is_bounded_by_paths_not_tests_or_endpoints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worst case bench/content_filters.py times, counted instead of timed: 1,000 maximal filters reading one
+    event resolve and summarise each of its 18 distinct paths once, each summary splitting one list of scalars."""
+    from bench import content_filters as bench
+
+    worst = compile_filter(bench.maximal_filter())
+    assert worst.nodes == MAX_FILTER_NODES
+    assert pointer_of({"$or": [bench.maximal_filter()]}).startswith("/filter/$or/0")  # one more level is refused
+    event = bench.envelope(2_000)
+    summaries: list[Any] = []
+    real = content_filter._scalars
+    monkeypatch.setattr(content_filter, "_scalars", lambda node: summaries.append(node) or real(node))
+    view = content_filter.EventView(event)
+
+    outcomes = [view.passes(compile_filter(bench.maximal_filter(variant))) for variant in range(1_000)]
+
+    assert not any(outcomes)  # nothing held, so nothing short-circuited
+    assert len(summaries) == 2 * bench.NESTING  # one per distinct path, not per test or endpoint
+    assert sum(len(real(node)) for node in summaries) == 2 * bench.NESTING * 2_000  # each list split once per path
