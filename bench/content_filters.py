@@ -69,6 +69,7 @@ def failing_tests(variant: int) -> list[dict[str, Any]]:
     tests: list[dict[str, Any]] = []
     string_paths, number_paths = paths("s"), paths("n")
     for i in range(TESTS):
+        operator: tuple[str, Any]
         if i % 2:
             path = string_paths[i // 2 % NESTING]
             operator = ("$startsWith", f"zz{variant}") if i % 4 == 1 else ("$gt", f"t{variant}")
@@ -145,7 +146,7 @@ def main() -> int:
     one_s = median_seconds(args.repeat, lambda: worst.matches(event))
     small_s = median_seconds(args.repeat * 20, lambda: worst.matches(small))
     tenant_s = median_seconds(args.repeat, tenant)
-    deep = {"a": 1}
+    deep: dict[str, Any] = {"a": 1}
     for _ in range(900):
         deep = {"$not": deep}
     long_in = {"data.x": {"$in": list(range(100_000))}}
