@@ -21,6 +21,7 @@ SCRIPTS = (
     "cold_start.py",
     "schema_validation.py",
     "filter_limits.py",
+    "content_filters.py",
     "bad_night.py",
 )
 LIMIT_SECONDS = 300  # each benchmark finishes well within this on a 2-core machine

@@ -102,9 +102,9 @@ def json_object(text: str) -> dict[str, Any]:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise argparse.ArgumentTypeError(f"--data is not valid JSON: {error.msg}") from None
+        raise argparse.ArgumentTypeError(f"not valid JSON: {error.msg}") from None
     if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("--data must be a JSON object")
+        raise argparse.ArgumentTypeError("not a JSON object")
     return value
 
 
@@ -315,6 +315,7 @@ def show_event(client: HookrelayClient, args: argparse.Namespace) -> Result:
 
 
 KEY_TYPES = ("hmac", "ed25519")  # the API's KeyType (openapi.yaml); the server refuses any other
+FILTER_HELP = "a content filter: a JSON object, @file.json or - (the consumer guide says what it may hold)"
 ENDPOINT_COLUMNS = ("ID", "STATE", "URL", "EVENT TYPES", "MAX IN FLIGHT", "CREATED")
 
 
@@ -327,11 +328,12 @@ def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         max_in_flight=args.max_in_flight,
         key_type=args.key_type,
         role_arn=args.role_arn,
+        filter=args.filter,
     )
     rows = [("id", endpoint.id), ("url", endpoint.url or endpoint.messages_url), ("event types", endpoint.event_types)]
     if endpoint.role_arn:  # an AWS destination: what its role's trust policy must require
         rows += [("role", endpoint.role_arn), ("external id", endpoint.external_id)]
-    summary = fields(rows)
+    summary = fields([*rows, ("filter", describe_filter(endpoint.filter))])
     return Result(endpoint, f"{summary}\n{describe_issued_key(endpoint)}")
 
 
@@ -373,14 +375,21 @@ def describe_endpoint(e: Endpoint) -> str:
     rows = [("id", e.id), ("state", e.state), ("kind", e.kind), ("url", e.url), ("event types", e.event_types)]
     if e.role_arn:
         rows += [("role", e.role_arn), ("external id", e.external_id)]
+    rows += [("filter", describe_filter(e.filter))]
     rows += [("description", e.description), ("max in flight", e.max_in_flight)]
     rows += [("secrets", secrets or None), ("public keys", public_keys or None)]
     rows += [("created", e.created_at), ("updated", e.updated_at)]
     return fields(rows)
 
 
+def describe_filter(content_filter: dict[str, Any] | None) -> str | None:
+    """The content filter as one line of compact JSON (None: no filter, shown as `-`)."""
+    return None if content_filter is None else json.dumps(content_filter, separators=(",", ":"), ensure_ascii=False)
+
+
 def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
     description = None if args.clear_description else (args.description if args.description is not None else UNCHANGED)
+    content_filter = None if args.clear_filter else (args.filter if args.filter is not None else UNCHANGED)
     endpoint = client.update_endpoint(
         args.endpoint_id,
         url=args.url,
@@ -388,6 +397,7 @@ def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         description=description,
         max_in_flight=args.max_in_flight,
         role_arn=None if args.clear_role else (args.role_arn if args.role_arn is not None else UNCHANGED),
+        filter=content_filter,
     )
     return Result(endpoint, describe_endpoint(endpoint))
 
@@ -656,6 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--max-in-flight", type=int)
     sub.add_argument("--key-type", choices=KEY_TYPES, help="hmac (a whsec_ secret; the default) or ed25519 (v1a)")
     sub.add_argument("--role-arn", help="for an SQS, SNS or EventBridge ARN as --url: the role hookrelay assumes")
+    sub.add_argument("--filter", type=json_object, help=FILTER_HELP)
     sub = command(endpoints, "list", list_endpoints, "your endpoints, newest first (every page unless --limit)")
     sub.add_argument("--limit", type=int, help="page size: one page only")
     sub.add_argument("--cursor", help="the next_cursor of the previous page")
@@ -672,6 +683,9 @@ def build_parser() -> argparse.ArgumentParser:
     role = sub.add_mutually_exclusive_group()
     role.add_argument("--role-arn", help="an AWS destination's role (with an ARN as --url)")
     role.add_argument("--clear-role", action="store_true", help="with a webhook --url: the endpoint leaves AWS")
+    filtered = sub.add_mutually_exclusive_group()
+    filtered.add_argument("--filter", type=json_object, help=FILTER_HELP + "; replaces the current one")
+    filtered.add_argument("--clear-filter", action="store_true", help="remove the content filter")
     for name, run, help_text in (
         ("disable", disable_endpoint, "stop sending; new events are recorded as cancelled"),
         ("enable", enable_endpoint, "resume sending"),

@@ -47,7 +47,7 @@ class _Unchanged:
         return "UNCHANGED"
 
 
-UNCHANGED: Any = _Unchanged()  # "leave the description as it is": None is a value there (it clears it)
+UNCHANGED: Any = _Unchanged()  # "leave the description (or filter) as it is": None is a value there (it clears it)
 
 
 def _segment(value: str) -> str:
@@ -214,9 +214,11 @@ class HookrelayClient:
         key_type: str | None = None,
         role_arn: str | None = None,
         kind: str | None = None,
+        filter: Mapping[str, Any] | None = None,
     ) -> CreatedEndpoint:
         """A new endpoint. `key_type="ed25519"` signs its deliveries with `v1a` signatures that consumers verify
         with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now.
+        `filter`: a content filter (`{"data.amount": {"$gte": 100}}`), applied after the event types match.
 
         `url` may be an AWS destination's ARN (an SQS queue, SNS topic or EventBridge bus) with `role_arn`, the role
         hookrelay assumes with the endpoint's `.external_id` (README, "AWS destinations"). `kind="poll"` with
@@ -229,6 +231,7 @@ class HookrelayClient:
             "key_type": key_type,
             "role_arn": role_arn,
             "kind": kind,
+            "filter": None if filter is None else dict(filter),
         }
         return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
 
@@ -261,11 +264,12 @@ class HookrelayClient:
         description: str | None = UNCHANGED,
         max_in_flight: int | None = None,
         role_arn: str | None = UNCHANGED,
+        filter: Mapping[str, Any] | None = UNCHANGED,
     ) -> Endpoint:
-        """Change what is given (None leaves a field as it is; `description=None` clears the description, and
-        `role_arn=None` the role, for an endpoint moved back to a webhook URL).
+        """Change what is given (None leaves a field as it is; `description=None` clears the description,
+        `filter=None` the content filter, and `role_arn=None` the role, for an endpoint moved back to a webhook URL).
 
-        A new `max_in_flight` applies to deliveries created from now on.
+        A new `max_in_flight` or `filter` applies to events accepted from now on.
         """
         body = _without_none(
             {
@@ -278,6 +282,8 @@ class HookrelayClient:
             body["description"] = description
         if role_arn is not UNCHANGED:
             body["role_arn"] = role_arn
+        if filter is not UNCHANGED:
+            body["filter"] = None if filter is None else dict(filter)
         return Endpoint.model_validate(self.request("PATCH", f"/v1/endpoints/{_segment(endpoint_id)}", body=body))
 
     def disable_endpoint(self, endpoint_id: str) -> Endpoint:

@@ -90,6 +90,7 @@ class Endpoint(Model):
     role_arn: str | None = None  # an AWS destination's role, assumed with `external_id`
     external_id: str | None = None  # the external ID the role's trust policy must require
     event_types: list[str]
+    filter: dict[str, Any] | None = None  # the content filter, applied after the event types match; None: none
     description: str | None = None
     state: str | None = None  # enabled | disabled | deleted
     max_in_flight: int | None = None

@@ -46,6 +46,19 @@ def test_replace_writes_the_change_when_nobody_wrote_since_the_read(stores: Stor
     assert stored(stores) == changed
 
 
+def test_a_content_filter_is_kept_as_written_then_changed_and_removed_by_replace(stores: Stores) -> None:
+    """Stored as its compact JSON text (numbers stay JSON's: no Decimal on the way back); None removes it."""
+    read = an_endpoint(content_filter='{"data.amount":{"$gte":1.5},"type":"a"}')
+    stores.endpoints.put(read)
+    assert stored(stores) == read
+    changed = replace(read, content_filter='{"data.n":{"$in":[1,2]}}', updated_at=at(1))
+    assert stores.endpoints.replace(changed, expected_updated_at=read.updated_at)
+    assert stored(stores).content_filter == '{"data.n":{"$in":[1,2]}}'
+    cleared = replace(changed, content_filter=None, updated_at=at(2))
+    assert stores.endpoints.replace(cleared, expected_updated_at=changed.updated_at)
+    assert stored(stores) == cleared and stored(stores).content_filter is None
+
+
 def test_replace_is_refused_when_the_endpoint_was_written_since_the_read(stores: Stores) -> None:
     read = an_endpoint()
     stores.endpoints.put(read)

@@ -192,7 +192,10 @@ def test_event_data_and_responses_render_as_text(
 ) -> None:
     tenant_id, tenant_key = stack.new_tenant("hostile")
     tenant = HookrelayClient(stack.api_url, tenant_key)
-    endpoint = tenant.create_endpoint(hostile_consumer, ["*"], description=ATTRIBUTE_BREAKOUT)
+    # A content filter holding markup, which this event passes: the card shows the filter as text too.
+    endpoint = tenant.create_endpoint(
+        hostile_consumer, ["*"], description=ATTRIBUTE_BREAKOUT, filter={"data.note": SCRIPT}
+    )
     published = stack.publish(tenant_id, "order.created", {"note": SCRIPT, "name": ATTRIBUTE_BREAKOUT})
     [delivery_id] = published["delivery_ids"]
     eventually(lambda: stack.delivery(tenant_key, delivery_id)["attempts"], "the first attempt is recorded")
@@ -200,6 +203,7 @@ def test_event_data_and_responses_render_as_text(
     browser.open(stack.portal_link(tenant_key))
     card = browser.wait(f'.endpoint[data-endpoint="{endpoint.id}"]')
     assert ATTRIBUTE_BREAKOUT in card.text  # the description, as text
+    assert SCRIPT in card.text  # the content filter, as text
     browser.click("#nav-deliveries")
     browser.click(f'.row.delivery[data-delivery="{delivery_id}"]')
     data = browser.wait("#event-data").text

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.errors import Conflict, InvalidRequest
+from hookrelay.domain.errors import Conflict, InvalidDocument, InvalidRequest
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.domain.signing import KeyType
 from hookrelay.services.endpoints import MAX_ACTIVE_SECRETS, WRITE_ATTEMPTS, EndpointService, _next_version
@@ -141,3 +141,24 @@ def test_versions_strictly_increase_at_millisecond_precision() -> None:
     assert _next_version(read, read - timedelta(seconds=1)) == read + timedelta(milliseconds=1)  # clock behind
     later = read + timedelta(seconds=2, microseconds=1700)
     assert _next_version(read, later) == read + timedelta(seconds=2, milliseconds=1)
+
+
+def test_a_content_filter_is_checked_and_stored_compact_then_kept_changed_and_cleared() -> None:
+    service, _ = service_with(an_endpoint())
+    created = service.create("ten_1", url="https://example.com/in", event_types=["*"], content_filter={"type": "a"})
+    assert created.content_filter == '{"type":"a"}'
+    changed = service.update("ten_1", "ep_1", content_filter={"data.n": {"$gt": 1}})
+    assert changed.content_filter == '{"data.n":{"$gt":1}}'
+    assert service.update("ten_1", "ep_1", description="kept").content_filter == '{"data.n":{"$gt":1}}'
+    assert service.update("ten_1", "ep_1", content_filter=None).content_filter is None
+
+
+def test_a_bad_content_filter_changes_nothing_and_names_its_pointer() -> None:
+    service, endpoints = service_with(an_endpoint(content_filter='{"type":"a"}'))
+    with pytest.raises(InvalidDocument) as refused:
+        service.update("ten_1", "ep_1", content_filter={"$or": [{"type": {"$like": "a%"}}]})
+    assert refused.value.errors[0]["pointer"] == "/filter/$or/0/type/$like"
+    stored = endpoints.get("ten_1", "ep_1")
+    assert stored is not None and stored.content_filter == '{"type":"a"}'
+    with pytest.raises(InvalidDocument):
+        service.create("ten_1", url="https://example.com/in", event_types=["*"], content_filter={})

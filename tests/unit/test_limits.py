@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hookrelay.adapters import schema
-from hookrelay.domain.limits import DEFAULT_LIMITS, LIMITS, TenantLimits, limits_table
+from hookrelay.domain.limits import DEFAULT_LIMITS, LIMITS, TenantLimits, content_filter_caps_table, limits_table
 from hookrelay.function_environment import Resources, Settings, environment
 from hookrelay.functions import API, FUNCTIONS
 from stacks import config
@@ -73,3 +73,10 @@ def test_only_the_api_function_is_deployed_with_the_limits() -> None:
             assert env[schema.MAX_ENDPOINTS_PER_TENANT] == "7" and env[schema.MAX_FILTERS_PER_ENDPOINT] == "3"
         else:
             assert schema.MAX_ENDPOINTS_PER_TENANT not in env, function.name
+
+
+def test_the_consumer_guides_table_of_filter_caps_is_the_codes() -> None:
+    region = re.compile(r"<!-- filter-caps:begin[^\n]*-->\n(.*?)<!-- filter-caps:end -->", re.DOTALL)
+    match = region.search((ROOT / "docs" / "consumer-guide.md").read_text())
+    assert match, "docs/consumer-guide.md has no filter-caps:begin/filter-caps:end region"
+    assert match.group(1).strip() == content_filter_caps_table().strip()

@@ -11,7 +11,16 @@ from hookrelay_client.cli import KEY_TYPES
 from hookrelay_client.client import MAX_BATCH_EVENTS as CLIENT_MAX_BATCH_EVENTS
 from openapi_spec_validator import validate
 
+from hookrelay.domain.content_filter import OPERATORS
 from hookrelay.domain.event_types import MAX_DESCRIPTION
+from hookrelay.domain.limits import (
+    MAX_FILTER_BYTES,
+    MAX_FILTER_DEPTH,
+    MAX_FILTER_IN_VALUES,
+    MAX_FILTER_NODES,
+    MAX_FILTER_PATH_LENGTH,
+    MAX_FILTER_PATH_SEGMENTS,
+)
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
 from hookrelay.domain.signing import PUBLIC_KEY_PREFIX, SECRET_PREFIX, KeyType
 from hookrelay.functions import PUBLIC_ROUTES, SERVED_ROUTES
@@ -142,3 +151,27 @@ def test_a_batch_documents_the_servers_item_pattern_and_cap(document: dict[str, 
     assert CLIENT_MAX_BATCH_EVENTS == MAX_BATCH_EVENTS  # the client splits its batches at the server's cap
     item_fields = set(schemas["PublishBatchItem"]["properties"])
     assert item_fields == set(schemas["PublishEvent"]["properties"]) - {"tenant_id"} | {"idempotency_key"}
+
+
+def test_content_filters_are_documented_with_the_servers_own_caps_and_operators(document: dict[str, Any]) -> None:
+    """The ContentFilter schema states every cap (domain/limits.py) and operator (domain/content_filter.py), and every
+    endpoint body and view carries it."""
+    schemas = document["components"]["schemas"]
+    described = " ".join(schemas["ContentFilter"]["description"].split())
+    for bound in (
+        f"at most {MAX_FILTER_BYTES} bytes",
+        f"at most {MAX_FILTER_DEPTH} levels",
+        f"at most {MAX_FILTER_NODES} nodes",
+        f"at most {MAX_FILTER_IN_VALUES} values",
+        f"at most {MAX_FILTER_PATH_SEGMENTS} segments and {MAX_FILTER_PATH_LENGTH} characters",
+    ):
+        assert bound in described
+    assert all(f"`{operator}`" in described for operator in OPERATORS)
+    reference = {"$ref": "#/components/schemas/ContentFilter"}
+    for operation in (
+        document["paths"]["/v1/endpoints"]["post"],
+        document["paths"]["/v1/endpoints/{endpoint_id}"]["patch"],
+    ):
+        body = operation["requestBody"]["content"]["application/json"]["schema"]["properties"]
+        assert body["filter"]["oneOf"] == [reference, {"type": "null"}]
+    assert schemas["Endpoint"]["properties"]["filter"]["oneOf"] == [reference, {"type": "null"}]

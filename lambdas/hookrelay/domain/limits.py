@@ -86,3 +86,33 @@ def limits_table() -> str:
     rows = ["| Setting (CDK context) | Default | Most a deployment may set | Bounds |", "|---|---|---|---|"]
     rows += [f"| `{name}` | {default:,} | {ceiling:,} | {what} |" for name, default, ceiling, what in LIMITS]
     return "\n".join(rows)
+
+
+# Content filters on an endpoint (domain/content_filter.py): fixed caps, the same on every deployment, published in
+# the API document and the consumer guide (both tested against these). They bound what one filter may cost at
+# fan-out: at most MAX_FILTER_NODES tests, each a path lookup of at most MAX_FILTER_PATH_SEGMENTS steps (and, where
+# the path meets arrays, one visit per payload value under it), so evaluation is linear in the payload for any
+# filter within them, and no filter can nest deep enough to exhaust a stack.
+MAX_FILTER_BYTES = 8 * 1024  # the filter written out compactly (JSON, UTF-8)
+MAX_FILTER_DEPTH = 8  # the filter object is level 1; each `$and`, `$or` or `$not` nests one level deeper
+MAX_FILTER_NODES = 64  # tests (one per operator applied to a path) plus `$and`, `$or` and `$not` nodes
+MAX_FILTER_IN_VALUES = 100  # values in one `$in` or `$nin` list
+MAX_FILTER_PATH_SEGMENTS = 10  # dot-separated segments of one path
+MAX_FILTER_PATH_LENGTH = 256  # characters of one path
+
+# The consumer guide's table: (cap, value, what it bounds).
+CONTENT_FILTER_CAPS: tuple[tuple[str, int, str], ...] = (
+    ("size", MAX_FILTER_BYTES, "bytes of the filter written out as compact JSON"),
+    ("depth", MAX_FILTER_DEPTH, "levels: the filter is level 1, each `$and`, `$or` or `$not` one level deeper"),
+    ("nodes", MAX_FILTER_NODES, "tests (an operator on a path) plus `$and`, `$or` and `$not` operators"),
+    ("`$in` / `$nin` values", MAX_FILTER_IN_VALUES, "values in one list"),
+    ("path segments", MAX_FILTER_PATH_SEGMENTS, "dot-separated segments in one path"),
+    ("path length", MAX_FILTER_PATH_LENGTH, "characters in one path"),
+)
+
+
+def content_filter_caps_table() -> str:
+    """The consumer guide's table of content-filter caps, generated from `CONTENT_FILTER_CAPS`."""
+    rows = ["| Cap | At most | Of |", "|---|---|---|"]
+    rows += [f"| {name} | {value:,} | {what} |" for name, value, what in CONTENT_FILTER_CAPS]
+    return "\n".join(rows)

@@ -100,6 +100,9 @@ class Endpoint:
     tenant_id: str
     url: str  # an https:// URL, or an AWS destination's ARN (domain/destinations.py)
     event_types: list[str]
+    # Its content filter (domain/content_filter.py), checked when written and stored as compact JSON text (not a
+    # DynamoDB map: numbers stay JSON numbers, and fan-out compiles a text once per process); None: no filter.
+    content_filter: str | None = None
     description: str | None = None
     # The role in the consumer's account assumed to send to an AWS destination (domain/destinations.py); None: a
     # webhook.

@@ -118,6 +118,7 @@ def create_endpoint() -> Response[str]:
         max_in_flight=body.max_in_flight,
         key_type=body.key_type,
         role_arn=body.role_arn,
+        content_filter=body.content_filter,
     )
     return json_response(201, endpoint_view(endpoint, with_secret=True))
 

@@ -198,6 +198,8 @@
         endpoint.role_arn && ["Role", endpoint.role_arn],
         endpoint.external_id && ["External ID", endpoint.external_id],
         ["Event types", endpoint.event_types.join(", ")],
+        // The content filter, read-only, as the API shows it (compact JSON; text, never markup).
+        ["Content filter", endpoint.filter ? JSON.stringify(endpoint.filter) : "none: every event of these types"],
         [
           "Success rate",
           health.success_rate === null ? "no attempts yet" : `${Math.round(health.success_rate * 100)}% of the last ${health.sample.size}`,

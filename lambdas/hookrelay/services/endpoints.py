@@ -12,6 +12,7 @@ from typing import Any
 from hookrelay.domain import ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
+from hookrelay.domain.content_filter import compile_filter
 from hookrelay.domain.destinations import POLL_URL, aws_destination, check_role, is_aws_target
 from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidRequest, LimitExceeded, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
@@ -85,6 +86,11 @@ def _next_version(previous: datetime, now: datetime) -> datetime:
     return candidate if candidate > previous else previous + timedelta(milliseconds=1)
 
 
+def _filter_text(content_filter: dict[str, Any] | None) -> str | None:
+    """The filter checked and written out compactly, as stored; None: no filter."""
+    return None if content_filter is None else compile_filter(content_filter).text
+
+
 @dataclass(frozen=True)
 class EndpointPage:
     endpoints: list[Endpoint]
@@ -121,7 +127,10 @@ class EndpointService:
         max_in_flight: int | None = None,
         key_type: KeyType = KeyType.HMAC,
         role_arn: str | None = None,
+        content_filter: dict[str, Any] | None = None,
     ) -> Endpoint:
+        """`content_filter`: the filter as given (domain/content_filter.py), checked here (a 422 naming its pointer
+        under `/filter`) and stored as compact JSON text. `role_arn`: an AWS destination's (domain/destinations.py)."""
         if url == POLL_URL and max_in_flight not in (None, 1):
             raise InvalidRequest("a poll endpoint's messages are posted in order, one at a time: max_in_flight is 1")
         now = utcnow()
@@ -132,6 +141,7 @@ class EndpointService:
             url=self._checked_url(url),
             role_arn=check_role(url, role_arn),
             event_types=self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint)),
+            content_filter=_filter_text(content_filter),
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
             # A poll endpoint's deliveries are posted to its mailbox in one message group, so in the order they came.
@@ -220,10 +230,13 @@ class EndpointService:
         description: str | _Keep | None = KEEP,
         max_in_flight: int | _Keep = KEEP,
         role_arn: str | _Keep | None = KEEP,
+        content_filter: dict[str, Any] | _Keep | None = KEEP,
     ) -> Endpoint:
-        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on.
-        A url and its role are checked together, as they will stand: moving a webhook to an AWS destination
-        gives its role_arn, and back clears it (null)."""
+        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on; a
+        new `content_filter` (None clears it) applies to events accepted from now on. A url and its role are checked
+        together, as they will stand: moving a webhook to an AWS destination gives its role_arn, and back clears it
+        (null). One conditional write, as every change here: a process that dies before it changed nothing, after it
+        the change is whole."""
         given = {
             "url": url,
             "event_types": event_types,
@@ -232,8 +245,12 @@ class EndpointService:
             "role_arn": role_arn,
         }
         changes: dict[str, Any] = {name: value for name, value in given.items() if value is not KEEP}
+        if content_filter is not KEEP:
+            changes["content_filter"] = _filter_text(content_filter)
         if not changes:
-            raise InvalidRequest("nothing to change: give url, event_types, description, max_in_flight or role_arn")
+            raise InvalidRequest(
+                "nothing to change: give url, event_types, filter, description, max_in_flight or role_arn"
+            )
         if isinstance(url, str):
             self._checked_url(url)
         if isinstance(event_types, builtins.list):

@@ -31,6 +31,10 @@ Which endpoints an event reaches is decided once per distinct event type of a re
 tenant's endpoints are indexed by their filters for the request (`domain/matching.FilterIndex`: exact types in a
 dict, each distinct wildcard pattern evaluated once, in linear time), so a batch of 100 events of 3 types costs 3
 matchings; the bound for the worst tenant the limits allow is in FilterIndex's docstring (domain/limits.py).
+Then each endpoint reached that has a content filter evaluates it against the event's envelope (`_fan_out`,
+domain/content_filter.py: linear in the payload, bounded by the filter caps); an event it excludes gets no delivery
+for that endpoint at all, and its id is not in the answer. No write is added: the filter decides which deliveries
+the writes above carry. A keyed retry fans out again with the filters as they are then, as with event types.
 
 A delivery to an endpoint whose circuit ingest reads open (or draining) is parked on arrival instead of enqueued:
 written marked as parked in the same batch write as the others, then its lot entry, then the endpoint read again
@@ -44,6 +48,7 @@ and sends nothing for a delivery written parked.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -53,6 +58,7 @@ from pydantic import BaseModel
 
 from hookrelay.domain import ids
 from hookrelay.domain.clock import utcnow
+from hookrelay.domain.content_filter import EventView, compiled
 from hookrelay.domain.errors import (
     DomainError,
     IdempotencyKeyInFlight,
@@ -357,7 +363,21 @@ def _index(endpoints: list[Endpoint]) -> FilterIndex[Endpoint]:
 
 
 def _fan_out(event: Event, index: FilterIndex[Endpoint], now: datetime) -> list[Delivery]:
-    return [new_delivery(event, e, now) for e in index.matching(event.type)]
+    """A delivery for each endpoint the event's type reaches and its content filter (if any) lets through; an event a
+    filter excludes records nothing for that endpoint. The envelope is parsed once per event, and only if one of
+    those endpoints has a filter; each filter is compiled once per process (`content_filter.compiled`), and all of
+    them read the event through one `EventView` (each path resolved once, each distinct filter evaluated once)."""
+    view: EventView | None = None
+    deliveries = []
+    for endpoint in index.matching(event.type):
+        if endpoint.content_filter is not None:
+            content_filter = compiled(endpoint.content_filter)
+            if content_filter is not None:
+                view = EventView(json.loads(event.body)) if view is None else view
+                if not view.passes(content_filter):
+                    continue
+        deliveries.append(new_delivery(event, endpoint, now))
+    return deliveries
 
 
 def _same_event(stored: Event, tenant_id: str, item: BatchItem) -> bool:

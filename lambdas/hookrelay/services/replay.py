@@ -1,7 +1,9 @@
 """New deliveries of recorded events: a replay, a redrive's replays, the test event.
 
 A replay resends what was recorded (same event id, same body bytes), as a new delivery with its own
-attempts; the endpoint's event-type filter is not re-evaluated.
+attempts; the endpoint's event-type filter and content filter are not re-evaluated: a replay, a redrive and the test
+event name their delivery or endpoint explicitly, and a delivery that exists passed the filters its endpoint had when
+its event arrived (domain/content_filter.py applies at fan-out only).
 """
 
 from __future__ import annotations
