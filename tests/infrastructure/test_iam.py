@@ -151,15 +151,17 @@ def test_only_idempotency_records_and_parking_lot_entries_are_deleted(synthesize
     """Records are revoked, soft-deleted or expired by TTL, never deleted; Powertools idempotency deletes the
     record of a request that failed, a parked delivery's lot entry goes when it leaves the lot, and ingest's batch
     writes carry the write grant as a whole. (An admin's DELETE of an event type removes a definition from the
-    catalogue, which no record refers to.)"""
+    catalogue, which no record refers to; a poll endpoint's mailbox entry goes when its consumer acknowledges it,
+    its delivery recorded delivered first.)"""
     idempotency = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Idempotency")
     lot = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ParkingLot")
     catalogue = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/EventTypes")
+    mailboxes = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Mailboxes")
     for name in ACCESS:
         if name == "ingest":
             continue
         statements = role_statements(synthesized, function_role(synthesized, name))
         for statement in statements:
             if "dynamodb:DeleteItem" in as_list(statement["Action"]):
-                deletable = {idempotency, lot} | ({catalogue} if name == "api" else set())
+                deletable = {idempotency, lot} | ({catalogue, mailboxes} if name == "api" else set())
                 assert {table_of(r) for r in as_list(statement["Resource"])} <= deletable, name

@@ -36,6 +36,7 @@ PINNED_TABLE_IDS = {
     "ParkingLot": "StorageParkingLot027D8C8F",
     "EventTypes": "StorageEventTypes37E4DCD5",  # new with the event catalogue: created empty on deploy
     "PortalSessions": "StoragePortalSessions2D33C212",
+    "Mailboxes": "StorageMailboxes442A6634",  # new with pull delivery: created empty on deploy
 }
 
 
