@@ -32,7 +32,7 @@ from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.auto_disable import WARNINGS
 from hookrelay.services.reconcile import RECONCILE_GRACE, RECONCILE_LOOKBACK
-from local import gateway, lambda_runtime
+from local import gateway, lambda_runtime, trust
 from local.as_deployed import LocalDeployment, local_deployment, local_settings
 from local.aws_endpoint import AwsEndpoints, start_aws_endpoints, use_utc
 from local.function_workers import FunctionWorkers
@@ -107,7 +107,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--json",
         action="store_true",
         help="once ready, print one line of JSON (api_url, admin_key, producer_key, tenant_id, tenant_key,"
-        " aws_endpoint_url, dynamodb_endpoint_url, portal_url), and nothing else, on stdout",
+        " aws_endpoint_url, dynamodb_endpoint_url, portal_url, delivery_role_arn), and nothing else, on stdout",
     )
     parser.add_argument(
         "--concurrency",
@@ -213,6 +213,8 @@ class LocalStack:
             "aws_endpoint_url": self.aws.url,
             "dynamodb_endpoint_url": self.aws.dynamodb.url,
             "portal_url": self.portal_url,
+            # What a role for an AWS destination trusts here, as the stack's DeliveryRoleArn output in AWS.
+            "delivery_role_arn": trust.caller_role(functions.DELIVERY.name),
         }
 
     def stop(self) -> None:

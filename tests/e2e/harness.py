@@ -147,6 +147,7 @@ class LocalStack:
         self.aws_endpoint_url: str = ready["aws_endpoint_url"]
         self.dynamodb_endpoint_url: str = ready["dynamodb_endpoint_url"]  # DynamoDB has a server of its own
         self.portal_url: str = ready["portal_url"]  # the demo tenant's portal link
+        self.delivery_role_arn: str = ready["delivery_role_arn"]  # what an AWS destination's role trusts
         self.http = requests.Session()
 
     def call(self, method: str, path: str, token: str, body: Any = None) -> requests.Response:

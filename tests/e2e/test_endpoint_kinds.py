@@ -12,19 +12,19 @@ from typing import Any
 import pytest
 from standardwebhooks import Webhook
 
-from local.trust import caller_role
 from tests.e2e.harness import Consumer, LocalStack, eventually
 
 pytestmark = pytest.mark.e2e
 
 
 def _role(stack: LocalStack, name: str, external_id: str) -> str:
+    """A consumer's role trusting the delivery role the stack names, only with the tenant's external ID."""
     trust = {
         "Version": "2012-10-17",
         "Statement": [
             {
                 "Effect": "Allow",
-                "Principal": {"AWS": caller_role("delivery")},
+                "Principal": {"AWS": stack.delivery_role_arn},
                 "Action": "sts:AssumeRole",
                 "Condition": {"StringEquals": {"sts:ExternalId": external_id}},
             }
