@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import SUMMARY, Consumer, LocalStack, kill_leftovers
+from tests.e2e.harness import SECRETS, SUMMARY, Consumer, LocalStack, Process, kill_leftovers
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -17,6 +17,25 @@ def no_process_outlives_the_tests() -> Iterator[None]:
     """Whatever a failed test or fixture left running is killed when the session ends."""
     yield
     kill_leftovers()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_the_platform_s_logs() -> Iterator[None]:
+    """When the session ends (every local stack stopped, its log complete): no line of any local stack's log holds
+    a secret the tests gave it (tests/e2e/harness.py SECRETS). The count is printed with the session's figures."""
+    yield
+    stacks = [path for path, name in Process.logs.items() if name == "local-stack" and path.exists()]
+    found = [
+        f"{path}:{number}"
+        for path in stacks
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if any(secret in line for secret in SECRETS)
+    ]
+    SUMMARY.append(
+        f"secrets in the local stacks' logs: {len(found)} lines "
+        f"({len(SECRETS)} secrets searched for in {len(stacks)} logs)"
+    )
+    assert not found, f"a secret was logged: {found[:5]}"
 
 
 @pytest.fixture(scope="module")

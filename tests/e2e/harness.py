@@ -35,6 +35,9 @@ T = TypeVar("T")
 
 # Lines a test adds for the session's summary (its measured figures), printed by tests/e2e/conftest.py.
 SUMMARY: list[str] = []
+# Secrets the tests gave the platform (credentials, secret header values, tokens, signing secrets): no line of a local
+# stack's log may hold one (checked when the session ends, tests/e2e/conftest.py).
+SECRETS: set[str] = set()
 
 
 class Process:
@@ -45,10 +48,12 @@ class Process:
     """
 
     running: ClassVar[set[Process]] = set()
+    logs: ClassVar[dict[Path, str]] = {}  # every process's log file, and the process's name
 
     def __init__(self, name: str, args: list[str], log_dir: Path) -> None:
         self.name = name
         self.log_path = log_dir / f"{name}.log"
+        Process.logs[self.log_path] = name
         self._log = self.log_path.open("a")
         self.popen = subprocess.Popen(  # noqa: S603 - our own interpreter and module, fixed arguments
             [sys.executable, *args],
@@ -162,7 +167,14 @@ class LocalStack:
     def created(self, path: str, token: str, body: Any) -> dict[str, Any]:
         response = self.call("POST", path, token, body)
         assert response.status_code in (201, 202), f"POST {path}: {response.status_code} {response.text}"
-        return response.json()
+        document: dict[str, Any] = response.json()
+        # What the API shows once and the platform must never log: a new signing secret, a new tenant's API key.
+        SECRETS.update(
+            value
+            for value in (document.get("secret"), (document.get("api_key") or {}).get("token"))
+            if isinstance(value, str)
+        )
+        return document
 
     def new_tenant(self, name: str) -> tuple[str, str]:
         tenant = self.created("/v1/tenants", self.admin_key, {"name": name})
