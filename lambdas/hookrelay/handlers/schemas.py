@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_validator
 
-from hookrelay.domain import portal
+from hookrelay.domain import custom_headers, endpoint_auth, portal
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
@@ -53,32 +53,91 @@ Description = Annotated[str | None, Field(max_length=500)]
 MaxInFlight = Annotated[int, Field(ge=1, le=50)]
 
 
+class HeaderSpec(Strict):
+    """A custom header (domain/custom_headers.py holds the rules on names and values, and says why one is refused);
+    a secret one may leave `value` out on an update to keep the value stored under its name."""
+
+    name: str = Field(min_length=1, max_length=custom_headers.MAX_NAME_LENGTH)
+    value: str | None = Field(default=None, max_length=custom_headers.MAX_VALUE_LENGTH)
+    secret: bool = False
+
+    def given(self) -> custom_headers.GivenHeader:
+        return custom_headers.GivenHeader(self.name, self.value, self.secret)
+
+
+_Secret = Annotated[str | None, Field(default=None, min_length=1, max_length=endpoint_auth.MAX_SECRET_LENGTH)]
+_AuthField = Annotated[str | None, Field(default=None, min_length=1, max_length=endpoint_auth.MAX_FIELD_LENGTH)]
+
+
+class AuthSpec(Strict):
+    """How the platform authenticates to the endpoint; which fields each kind takes is domain/endpoint_auth.py's.
+    On an update, a secret field left out keeps the stored one when the kind stays the same."""
+
+    kind: endpoint_auth.AuthKind
+    username: _AuthField = None
+    password: _Secret = None
+    token: _Secret = None
+    token_url: Annotated[str | None, Field(min_length=1, max_length=endpoint_auth.MAX_URL_LENGTH)] = None
+    client_id: _AuthField = None
+    client_secret: _Secret = None
+    scope: _AuthField = None
+    audience: _AuthField = None
+
+    def fields(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+Headers = Annotated[list[HeaderSpec], Field(max_length=custom_headers.MAX_HEADERS)]
+
+
 class CreateEndpoint(Strict):
     url: EndpointUrl
     event_types: EventTypeFilters = Field(default_factory=lambda: ["*"])
     description: Description = None
     max_in_flight: MaxInFlight | None = None
     key_type: KeyType = KeyType.HMAC  # ed25519: v1a signatures, verified with the public key alone
+    headers: Headers = Field(default_factory=list)
+    auth: AuthSpec | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments for `EndpointService.create`."""
+        return {
+            "url": self.url,
+            "event_types": self.event_types,
+            "description": self.description,
+            "max_in_flight": self.max_in_flight,
+            "key_type": self.key_type,
+            "headers": [h.given() for h in self.headers],
+            "auth": self.auth.fields() if self.auth else None,
+        }
 
 
 class UpdateEndpoint(Strict):
-    """A partial update: only the fields given change; `description: null` clears the description."""
+    """A partial update: only the fields given change; `description: null` clears the description and `auth: null`
+    removes the endpoint's auth; `headers` replaces the list (`[]` removes them all)."""
 
     url: EndpointUrl | None = None
     event_types: EventTypeFilters | None = None
     description: Description = None
     max_in_flight: MaxInFlight | None = None
+    headers: Headers | None = None
+    auth: AuthSpec | None = None
 
     @model_validator(mode="after")
-    def _only_description_is_nullable(self) -> UpdateEndpoint:
-        for name in ("url", "event_types", "max_in_flight"):
+    def _only_description_and_auth_are_nullable(self) -> UpdateEndpoint:
+        for name in ("url", "event_types", "max_in_flight", "headers"):
             if name in self.model_fields_set and getattr(self, name) is None:
                 raise ValueError(f"{name} cannot be null: leave it out to keep it")
         return self
 
     def changes(self) -> dict[str, Any]:
         """Exactly the fields the request gave, as keyword arguments for `EndpointService.update`."""
-        return {name: getattr(self, name) for name in self.model_fields_set}
+        changes = {name: getattr(self, name) for name in self.model_fields_set}
+        if self.headers is not None:
+            changes["headers"] = [h.given() for h in self.headers]
+        if self.auth is not None:
+            changes["auth"] = self.auth.fields()
+        return changes
 
 
 class CreatePortalSession(Strict):
@@ -139,6 +198,9 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
             for s in endpoint.secrets
             if s.active(now)
         ],
+        # Custom headers and auth: a secret header by name alone, the auth by its kind and what is not secret.
+        "headers": [custom_headers.masked(h) for h in endpoint.headers],
+        "auth": _auth_view(endpoint.auth),
         "created_at": _time(endpoint.created_at),
         "updated_at": _time(endpoint.updated_at),
         "failing_since": _time(endpoint.failing_since),
@@ -147,6 +209,10 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
     if with_secret:  # only in the response that created the secret
         view |= issued_key_view(endpoint.secrets[-1].secret)
     return view
+
+
+def _auth_view(auth: endpoint_auth.EndpointAuth | None) -> dict[str, Any] | None:
+    return None if auth is None else endpoint_auth.masked(auth) | {"set_at": _time(auth.set_at)}
 
 
 def issued_key_view(secret: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from hookrelay.domain import circuit, lanes, platform_events
 from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
+from hookrelay.domain.custom_headers import outbound_headers
 from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
@@ -36,6 +37,7 @@ from hookrelay.services.ports import (
     DeliveryRepository,
     DeliveryTelemetry,
     EndpointRepository,
+    EndpointSender,
     EventRepository,
     ParkOutcome,
     PlatformEvents,
@@ -101,6 +103,9 @@ class DeliveryService:
     lanes: Lanes | None = None
     # How long an unclaimed attempt may go unanswered before it is claimed (domain.status.LATE_CLAIM_AFTER).
     claim_after: timedelta = LATE_CLAIM_AFTER
+    # Sends an attempt with the endpoint's auth (services/endpoint_requests.py), through `sender`; None: endpoints
+    # without auth only.
+    requests: EndpointSender | None = None
     _senders: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="send"), repr=False
     )
@@ -141,7 +146,10 @@ class DeliveryService:
         started = self._not_before(delivery.next_attempt_at, now)
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
-        result, delivery = self._send(delivery, message, endpoint.url, headers, event.body.encode())
+        # The endpoint's custom headers under the platform's: the rule refuses clashes, and this keeps it so for a
+        # header stored before the rule did (domain/custom_headers.py).
+        headers = outbound_headers(endpoint.headers, has_auth=endpoint.auth is not None) | headers
+        result, delivery = self._send(delivery, message, endpoint, headers, event.body.encode())
         report = self._record(delivery, event, message, endpoint, started, result)
         if report.sent:
             delivered = report.status is DeliveryStatus.DELIVERED
@@ -261,7 +269,7 @@ class DeliveryService:
         )
 
     def _send(
-        self, delivery: Delivery, message: DeliveryMessage, url: str, headers: dict[str, str], body: bytes
+        self, delivery: Delivery, message: DeliveryMessage, endpoint: Endpoint, headers: dict[str, str], body: bytes
     ) -> tuple[SendResult, Delivery]:
         """Send the attempt; one made unclaimed is claimed if it has not answered within `claim_after`, so that
         it is seen `attempting` while it runs long. Returns the delivery as `_record` settles it: claimed (late or
@@ -270,15 +278,22 @@ class DeliveryService:
         The claim is written here, on the invocation's own thread, while the send waits on another. If the process
         dies before the claim, the delivery is still `queued`; after it, `attempting` until the claim is stale: either
         way the message comes back and the attempt is made again (domain/lifecycle.py, the crash rules)."""
+        post = self.requests.send if self.requests is not None else self._unauthenticated
         if delivery.status is DeliveryStatus.ATTEMPTING:
-            return self.sender.send(url, headers, body), delivery
-        sending = self._senders.submit(contextvars.copy_context().run, self.sender.send, url, headers, body)
+            return post(endpoint, headers, body), delivery
+        sending = self._senders.submit(contextvars.copy_context().run, post, endpoint, headers, body)
         try:
             return sending.result(timeout=self.claim_after.total_seconds()), delivery
         except StillSending:
             pass
         delivery = self._late_claim(delivery, message)  # while the send goes on
         return sending.result(), delivery
+
+    def _unauthenticated(self, endpoint: Endpoint, headers: dict[str, str], body: bytes) -> SendResult:
+        """The send of a service wired without `requests`: for endpoints without auth only, never sent without it."""
+        if endpoint.auth is not None:
+            raise RuntimeError("an endpoint with auth needs the delivery service's `requests` (wiring.py)")
+        return self.sender.send(endpoint.url, headers, body)
 
     def _late_claim(self, delivery: Delivery, message: DeliveryMessage) -> Delivery:
         """Claim an unclaimed attempt in flight. Its claim is the usual one (so a stale one is taken over as any

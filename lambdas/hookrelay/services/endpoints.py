@@ -9,10 +9,12 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from hookrelay.domain import ids
+from hookrelay.domain import custom_headers, endpoint_auth, ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
-from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidRequest, LimitExceeded, NotFound
+from hookrelay.domain.custom_headers import CustomHeader, GivenHeader
+from hookrelay.domain.endpoint_auth import EndpointAuth
+from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidDocument, InvalidRequest, LimitExceeded, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.matching import validate_filters
@@ -119,9 +121,12 @@ class EndpointService:
         description: str | None = None,
         max_in_flight: int | None = None,
         key_type: KeyType = KeyType.HMAC,
+        headers: builtins.list[GivenHeader] | None = None,
+        auth: dict[str, Any] | None = None,
     ) -> Endpoint:
         now = utcnow()
         endpoint_id = ids.endpoint_id()
+        custom, endpoint_auth = self._outbound(headers or [], auth, stored_headers=[], stored_auth=None, now=now)
         endpoint = Endpoint(
             id=endpoint_id,
             tenant_id=tenant_id,
@@ -130,6 +135,8 @@ class EndpointService:
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
             max_in_flight=max_in_flight or self.default_max_in_flight,
+            headers=custom,
+            auth=endpoint_auth,
             created_at=now,
             updated_at=now,
             # Chosen here, once, and stored: routing reads the stored shard, so a later change to the deployment's
@@ -141,6 +148,47 @@ class EndpointService:
 
     def _checked_url(self, url: str) -> str:
         return validate_endpoint_url(url, allow_private=self.allow_private_destinations, ports=self.endpoint_ports)
+
+    def _outbound(
+        self,
+        headers: builtins.list[GivenHeader] | _Keep,
+        auth: dict[str, Any] | _Keep | None,
+        *,
+        stored_headers: builtins.list[CustomHeader],
+        stored_auth: EndpointAuth | None,
+        now: datetime,
+    ) -> tuple[builtins.list[CustomHeader], EndpointAuth | None]:
+        """The custom headers and auth to store: those given (a secret left out kept from what is stored), else
+        the stored ones; held to the rules together (Authorization is the auth's once there is one). Every problem
+        is a 422 naming its field by JSON pointer (domain/custom_headers.py, domain/endpoint_auth.py)."""
+        found: builtins.list[dict[str, str]] = []
+        final_auth = stored_auth
+        if isinstance(auth, dict):
+            fields = endpoint_auth.with_kept_secrets(auth, stored_auth)
+            found += endpoint_auth.problems(fields)
+            if fields.get("token_url") and not found:
+                found += self._url_problems(fields["token_url"], "/auth/token_url")
+            final_auth = endpoint_auth.build(fields, now) if not found else None
+        elif auth is None:
+            final_auth = None
+        if isinstance(headers, builtins.list):
+            final_headers, unresolved = custom_headers.resolve(headers, stored_headers)
+            has_auth = final_auth is not None or isinstance(auth, dict)
+            found += unresolved or custom_headers.problems(final_headers, has_auth=has_auth)
+        else:
+            final_headers = stored_headers
+            if final_auth is not None and any(h.name.lower() == custom_headers.AUTHORIZATION for h in final_headers):
+                found.append({"pointer": "/auth", "detail": "the endpoint's headers set Authorization: remove it"})
+        if found:
+            raise InvalidDocument("the endpoint's headers or auth are refused", found)
+        return final_headers, final_auth
+
+    def _url_problems(self, url: str, pointer: str) -> builtins.list[dict[str, str]]:
+        try:
+            self._checked_url(url)
+        except InvalidRequest as refused:
+            return [{"pointer": pointer, "detail": refused.detail}]
+        return []
 
     def _add(self, endpoint: Endpoint) -> None:
         """Write the new endpoint only while its tenant is below `max_endpoints_per_tenant` (else 409)."""
@@ -207,20 +255,34 @@ class EndpointService:
         event_types: builtins.list[str] | _Keep = KEEP,  # builtins: `list` here is the method above
         description: str | _Keep | None = KEEP,
         max_in_flight: int | _Keep = KEEP,
+        headers: builtins.list[GivenHeader] | _Keep = KEEP,
+        auth: dict[str, Any] | _Keep | None = KEEP,
     ) -> Endpoint:
-        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on."""
+        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on.
+
+        New `headers` replace the list; new `auth` replaces the credentials (`null` removes them). Either takes
+        effect whole on the next attempt: the change is one conditional write of the endpoint, which every attempt
+        reads, and an OAuth2 token of the old credentials is never used again (domain/endpoint_auth.py). Nothing is
+        written in two steps, so a crash leaves the endpoint as it was or as it was asked to be."""
         given = {"url": url, "event_types": event_types, "description": description, "max_in_flight": max_in_flight}
         changes: dict[str, Any] = {name: value for name, value in given.items() if value is not KEEP}
-        if not changes:
-            raise InvalidRequest("nothing to change: give url, event_types, description or max_in_flight")
+        if not changes and headers is KEEP and auth is KEEP:
+            raise InvalidRequest(
+                "nothing to change: give url, event_types, description, max_in_flight, headers or auth"
+            )
         if isinstance(url, str):
             self._checked_url(url)
         if isinstance(event_types, builtins.list):
             self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint))
 
-        def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
+        def apply(endpoint: Endpoint, now: datetime) -> Endpoint:
             _not_deleted(endpoint)
-            return replace(endpoint, **changes)
+            outbound: dict[str, Any] = {}
+            if headers is not KEEP or auth is not KEEP:
+                outbound["headers"], outbound["auth"] = self._outbound(
+                    headers, auth, stored_headers=endpoint.headers, stored_auth=endpoint.auth, now=now
+                )
+            return replace(endpoint, **changes, **outbound)
 
         return self._change(tenant_id, endpoint_id, apply)
 
@@ -258,13 +320,14 @@ class EndpointService:
     def delete(self, tenant_id: str, endpoint_id: str) -> None:
         """Soft delete: the record stays (its deliveries keep pointing at it) but never delivers again.
 
-        Its secrets are dropped at once: nothing will be signed for it again. Deleting twice is harmless.
+        Its secrets are dropped at once (signing secrets, custom headers, auth credentials): nothing will be sent to
+        it again. Deleting twice is harmless.
         """
 
         def remove(endpoint: Endpoint, _: datetime) -> Endpoint | None:
             if endpoint.state is EndpointState.DELETED:
                 return None
-            return replace(endpoint, state=EndpointState.DELETED, secrets=[])
+            return replace(endpoint, state=EndpointState.DELETED, secrets=[], headers=[], auth=None)
 
         if self.counter is None:
             self._change(tenant_id, endpoint_id, remove)
