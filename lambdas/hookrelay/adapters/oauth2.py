@@ -115,7 +115,8 @@ class CachedTokens:
             except BlockedDestination as blocked:
                 raise TokenUnavailable(f"the token URL is refused: {blocked}") from None
             except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as error:
-                why = "within the attempt's deadline" if deadline.expired else f"({type(error).__name__})"
+                timed_out = deadline.expired or isinstance(error, (requests.Timeout, urllib3.exceptions.TimeoutError))
+                why = "within the attempt's deadline" if timed_out else f"({type(error).__name__})"
                 raise TokenUnavailable(f"the token URL gave no answer {why}") from None
         if len(body) > MAX_TOKEN_RESPONSE_BYTES:
             raise TokenUnavailable(f"the token URL's answer is over {MAX_TOKEN_RESPONSE_BYTES} bytes")
