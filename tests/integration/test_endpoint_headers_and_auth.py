@@ -14,11 +14,14 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import pytest
+from hookrelay_client import HookrelayClient, basic_auth, bearer_auth, header, oauth2_client_credentials
+from hookrelay_client.cli import main as cli_main
 from standardwebhooks import Webhook
 
 from tests.integration.test_asymmetric_signatures import conforms
 from tests.integration.test_endpoint_lifecycle import Tenant, stored
 from tests.support.consumer import Received, Reply, ScriptedConsumer
+from tests.support.gateway_adapter import GATEWAY_URL, gateway_session
 from tests.support.platform import Platform
 
 TOKEN_SECRET = "s3cr3t-client-secret"
@@ -410,3 +413,72 @@ def test_no_secret_appears_in_any_log_line_of_a_delivery(
     encoded = base64.b64encode(f"u:{BASIC_PASSWORD}".encode()).decode()
     for secret in (TOKEN_SECRET, BASIC_PASSWORD, BEARER_TOKEN, HEADER_SECRET, "tok-logged-never", encoded):
         assert secret not in text, secret
+
+
+# --- The client and the CLI ---
+
+
+def test_the_client_sets_shows_and_changes_headers_and_auth(
+    platform: Platform, consumer: ScriptedConsumer, token_server: ScriptedConsumer
+) -> None:
+    tenant = Tenant(platform)
+    client = HookrelayClient(GATEWAY_URL, tenant.token, session=gateway_session())
+    created = client.create_endpoint(
+        consumer.url,
+        headers=[header("X-Route", "eu"), header("X-Api-Key", HEADER_SECRET, secret=True)],
+        auth=oauth2_client_credentials(token_url(token_server), "cid", TOKEN_SECRET, scope="s"),
+    )
+    shown = client.get_endpoint(created.id)
+    assert [(h.name, h.value, h.secret) for h in shown.headers] == [("X-Route", "eu", False), ("X-Api-Key", None, True)]
+    assert shown.auth is not None and (shown.auth.kind, shown.auth.client_id) == ("oauth2_client_credentials", "cid")
+    assert TOKEN_SECRET not in repr(shown) and HEADER_SECRET not in repr(shown)
+
+    changed = client.update_endpoint(created.id, headers=[header("X-Api-Key", secret=True)], auth=bearer_auth("t2"))
+    assert [h.name for h in changed.headers] == ["X-Api-Key"] and changed.auth and changed.auth.kind == "bearer"
+    assert stored(tenant, created.id).headers[0].value == HEADER_SECRET  # kept, never sent back
+    assert client.update_endpoint(created.id, auth=None).auth is None
+    basic = client.update_endpoint(created.id, auth=basic_auth("u", "p"))
+    assert basic.auth and basic.auth.username == "u"
+    assert client.update_endpoint(created.id, description="unchanged auth").auth == basic.auth
+
+
+def test_the_cli_reads_every_secret_from_the_environment(
+    platform: Platform, consumer: ScriptedConsumer, token_server: ScriptedConsumer
+) -> None:
+    tenant = Tenant(platform)
+
+    def cli(*argv: str) -> tuple[int, str]:
+        out = io.StringIO()
+        env = {
+            "HOOKRELAY_URL": GATEWAY_URL,
+            "HOOKRELAY_TOKEN": tenant.token,
+            "GATEWAY_KEY": HEADER_SECRET,
+            "CLIENT_SECRET": TOKEN_SECRET,
+            "PASSWORD": BASIC_PASSWORD,
+        }
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in env.items():
+                patch.setenv(name, value)
+            code = cli_main(list(argv), session=gateway_session(), stdout=out, stderr=io.StringIO())
+        return code, out.getvalue()
+
+    code, out = cli(
+        "--json", "endpoints", "create", "--url", consumer.url,
+        "--header", "X-Route=eu", "--secret-header", "X-Api-Key=GATEWAY_KEY",
+        "--auth", "oauth2_client_credentials", "--token-url", token_url(token_server),
+        "--client-id", "cid", "--client-secret-env", "CLIENT_SECRET",
+    )  # fmt: skip
+    assert code == 0, out
+    endpoint_id = json.loads(out)["id"]
+    assert stored(tenant, endpoint_id).headers[1].value == HEADER_SECRET
+    code, out = cli("endpoints", "show", endpoint_id)
+    assert code == 0 and "X-Route: eu" in out and "X-Api-Key: (secret)" in out and "client_id=cid" in out
+    assert HEADER_SECRET not in out and TOKEN_SECRET not in out
+    code, out = cli(
+        "endpoints", "update", endpoint_id, "--auth", "basic", "--username", "u", "--password-env", "PASSWORD"
+    )
+    assert code == 0 and "basic username=u" in out and BASIC_PASSWORD not in out
+    code, out = cli("endpoints", "update", endpoint_id, "--clear-headers", "--auth", "none")
+    assert code == 0
+    cleared = stored(tenant, endpoint_id)
+    assert cleared.headers == [] and cleared.auth is None
