@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -391,3 +393,16 @@ def test_a_token_server_that_hangs_is_cut_off_at_the_timeout(token_server: Scrip
     token_server.queue([Reply(200, b"{}", delay=3)])
     with pytest.raises(TokenUnavailable, match="no answer within the attempt's deadline"):
         local_tokens().token("ep_1", oauth(token_url=token_server.url), timeout=0.5)
+
+
+# --- The portal shows them, read-only ---
+
+
+def test_the_portal_shows_every_field_of_the_auth_that_the_api_shows() -> None:
+    script = (Path(__file__).resolve().parents[2] / "lambdas" / "hookrelay" / "portal" / "app.js").read_text()
+    listed = re.search(r"const shown = \[([^\]]*)\]\.filter", script)
+    assert listed is not None
+    names = set(re.findall(r'"(\w+)"', listed.group(1)))
+    every = {name for kind in AuthKind for name in (*endpoint_auth.REQUIRED[kind], *endpoint_auth.OPTIONAL[kind])}
+    assert names == every - endpoint_auth.SECRET_FIELDS
+    assert "(secret)" in script and "headersText(endpoint.headers)" in script
