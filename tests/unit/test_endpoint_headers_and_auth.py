@@ -406,3 +406,17 @@ def test_the_portal_shows_every_field_of_the_auth_that_the_api_shows() -> None:
     every = {name for kind in AuthKind for name in (*endpoint_auth.REQUIRED[kind], *endpoint_auth.OPTIONAL[kind])}
     assert names == every - endpoint_auth.SECRET_FIELDS
     assert "(secret)" in script and "headersText(endpoint.headers)" in script
+
+
+def test_the_consumer_guide_states_the_rules_the_code_enforces() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "consumer-guide.md").read_text()
+    section = guide[guide.index("## Custom headers and authentication") :]
+    section = section[: section.index("\n## ", 1)].lower()
+    for name in (*custom_headers.CONNECTION_HEADERS, *custom_headers.PLATFORM_HEADERS, "authorization", "webhook-*"):
+        assert f"`{name}`" in section, name
+    assert "proxy-*" in section and f"up to {custom_headers.MAX_HEADERS} headers" in section
+    assert f"{custom_headers.MAX_TOTAL_BYTES // 1024} kib" in section
+    assert f"`{FailureKind.TOKEN.value}`" in section
+    assert f"{int(endpoint_auth.UNSTATED_LIFETIME_SECONDS // 60)} minutes" in section
+    for kind in AuthKind:
+        assert f'"kind": "{kind.value}"' in section
