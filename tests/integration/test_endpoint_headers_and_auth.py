@@ -129,6 +129,24 @@ def test_each_reserved_or_malformed_header_name_is_refused(platform: Platform, n
     assert "/headers/0/name" in problems(tenant.call("POST", "/v1/endpoints", body))
 
 
+def test_caps_and_values_are_refused_with_their_pointers(platform: Platform) -> None:
+    tenant = Tenant(platform)
+    url = "http://127.0.0.1:9/a"
+    eleven = [{"name": f"X-{i}", "value": "v"} for i in range(11)]
+    assert list(problems(tenant.call("POST", "/v1/endpoints", {"url": url, "headers": eleven}))) == ["/headers"]
+    long_name = [{"name": "X-" + "a" * 70, "value": "v"}]
+    assert list(problems(tenant.call("POST", "/v1/endpoints", {"url": url, "headers": long_name}))) == [
+        "/headers/0/name"
+    ]
+    split = [{"name": "X-A", "value": "a\r\nX-Injected: 1"}, {"name": "X-B", "value": "b" * 1025}]
+    assert list(problems(tenant.call("POST", "/v1/endpoints", {"url": url, "headers": split}))) == [
+        "/headers/0/value",
+        "/headers/1/value",
+    ]
+    long_secret = {"kind": "bearer", "token": "t" * 1025}
+    assert list(problems(tenant.call("POST", "/v1/endpoints", {"url": url, "auth": long_secret}))) == ["/auth/token"]
+
+
 def test_authorization_is_the_auth_s_once_there_is_one(platform: Platform) -> None:
     tenant = Tenant(platform)
     header = {"name": "Authorization", "value": "Token abc"}

@@ -54,40 +54,38 @@ MaxInFlight = Annotated[int, Field(ge=1, le=50)]
 
 
 class HeaderSpec(Strict):
-    """A custom header (domain/custom_headers.py holds the rules on names and values, and says why one is refused);
-    a secret one may leave `value` out on an update to keep the value stored under its name."""
+    """A custom header. Only its shape is checked here: domain/custom_headers.py holds the rules on names, values and
+    their number and sizes, and refuses with the JSON pointer of each fault (the body's size bounds what is parsed).
+    A secret one may leave `value` out on an update to keep the value stored under its name."""
 
-    name: str = Field(min_length=1, max_length=custom_headers.MAX_NAME_LENGTH)
-    value: str | None = Field(default=None, max_length=custom_headers.MAX_VALUE_LENGTH)
+    name: str
+    value: str | None = None
     secret: bool = False
 
     def given(self) -> custom_headers.GivenHeader:
         return custom_headers.GivenHeader(self.name, self.value, self.secret)
 
 
-_Secret = Annotated[str | None, Field(default=None, min_length=1, max_length=endpoint_auth.MAX_SECRET_LENGTH)]
-_AuthField = Annotated[str | None, Field(default=None, min_length=1, max_length=endpoint_auth.MAX_FIELD_LENGTH)]
-
-
 class AuthSpec(Strict):
-    """How the platform authenticates to the endpoint; which fields each kind takes is domain/endpoint_auth.py's.
-    On an update, a secret field left out keeps the stored one when the kind stays the same."""
+    """How the platform authenticates to the endpoint. Only its shape is checked here: which fields each kind takes,
+    and their syntax and sizes, are domain/endpoint_auth.py's, refused with the JSON pointer of each fault. On an
+    update, a secret field left out keeps the stored one when the kind stays the same."""
 
     kind: endpoint_auth.AuthKind
-    username: _AuthField = None
-    password: _Secret = None
-    token: _Secret = None
-    token_url: Annotated[str | None, Field(min_length=1, max_length=endpoint_auth.MAX_URL_LENGTH)] = None
-    client_id: _AuthField = None
-    client_secret: _Secret = None
-    scope: _AuthField = None
-    audience: _AuthField = None
+    username: str | None = None
+    password: str | None = None
+    token: str | None = None
+    token_url: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    scope: str | None = None
+    audience: str | None = None
 
     def fields(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_none=True)
 
 
-Headers = Annotated[list[HeaderSpec], Field(max_length=custom_headers.MAX_HEADERS)]
+Headers = list[HeaderSpec]
 
 
 class CreateEndpoint(Strict):
