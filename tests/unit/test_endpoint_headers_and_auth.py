@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from hookrelay.adapters.http_sender import RequestsSender
 from hookrelay.adapters.oauth2 import CachedTokens
 from hookrelay.domain import custom_headers, endpoint_auth
 from hookrelay.domain.classification import FailureKind, Outcome, classify
@@ -420,3 +421,13 @@ def test_the_consumer_guide_states_the_rules_the_code_enforces() -> None:
     assert f"{int(endpoint_auth.UNSTATED_LIFETIME_SECONDS // 60)} minutes" in section
     for kind in AuthKind:
         assert f'"kind": "{kind.value}"' in section
+
+
+def test_the_sender_keeps_to_what_is_left_of_the_attempt(token_server: ScriptedConsumer) -> None:
+    token_server.queue([Reply(200, b"late", delay=2)])
+    result = RequestsSender(timeout_seconds=8, allow_private_destinations=True).send(
+        token_server.url, {}, b"{}", timeout=0.5
+    )
+    assert (
+        result.error is FailureKind.TIMEOUT and result.error_detail == "no complete response within the 0.5 s deadline"
+    )
