@@ -145,6 +145,28 @@ def test_new_credentials_get_a_new_version_and_auth_null_removes_them() -> None:
     assert endpoints.get("ten_1", "ep_1").auth is None
 
 
+def test_a_change_of_credentials_is_one_write_so_a_crash_leaves_the_old_ones_whole() -> None:
+    service, endpoints = service_with(an_endpoint(auth=auth_of(AuthKind.BASIC, username="u", password="old")))
+
+    def crash() -> None:
+        raise SystemExit("the process dies before its write")
+
+    endpoints.before_write = crash
+    with pytest.raises(SystemExit):
+        service.update(
+            "ten_1",
+            "ep_1",
+            headers=[GivenHeader("X-New", "1")],
+            auth={"kind": "basic", "username": "v", "password": "new"},
+        )
+    kept = endpoints.get("ten_1", "ep_1")
+    assert kept.headers == [] and kept.auth is not None and (kept.auth.username, kept.auth.password) == ("u", "old")
+    endpoints.before_write = None  # the request again (the client saw no answer): applied whole
+    service.update("ten_1", "ep_1", headers=[GivenHeader("X-New", "1")], auth={"kind": "bearer", "token": "t"})
+    changed = endpoints.get("ten_1", "ep_1")
+    assert [h.name for h in changed.headers] == ["X-New"] and changed.auth is not None and changed.auth.token == "t"
+
+
 def test_delete_drops_the_headers_and_the_credentials() -> None:
     service, endpoints = service_with(
         an_endpoint(
