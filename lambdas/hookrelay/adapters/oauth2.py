@@ -6,7 +6,7 @@ host resolves to vetted and the connection pinned to the vetted one (`PinnedAddr
 whole request, no redirects, no ambient proxy, and a capped read of the answer.
 
 The cache is keyed on the endpoint and its credentials' version (domain/endpoint_auth.py): new credentials never
-get a token the old ones obtained. One lock per key: concurrent attempts to one endpoint fetch one token between
+get a token the old ones obtained. One lock per endpoint: concurrent attempts to one endpoint fetch one token between
 them, and a 401 makes one new token however many attempts saw it (`stale`). Nothing here logs; a failure's message
 names the step that failed and, at most, the token URL's status and `error` code.
 """
@@ -63,13 +63,13 @@ class CachedTokens:
         self.session.mount("https://", adapter)
         self.session.mount("http://", adapter)
         self._cache: dict[_Key, tuple[str, float]] = {}
-        self._locks: dict[_Key, threading.Lock] = {}
+        self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self.fetches = 0  # tokens fetched by this container (read by tests and the bench)
 
     def token(self, endpoint_id: str, auth: EndpointAuth, *, timeout: float, stale: str | None = None) -> str:
         key = (endpoint_id, auth.version)
-        with self._lock(key):
+        with self._lock(endpoint_id):
             cached = self._cache.get(key)
             if cached is not None and cached[0] != stale and cached[1] > self.clock():
                 return cached[0]
@@ -77,9 +77,10 @@ class CachedTokens:
             self._keep(key, issued.access_token, self.clock() + issued.cache_seconds)
             return issued.access_token
 
-    def _lock(self, key: _Key) -> threading.Lock:
+    def _lock(self, endpoint_id: str) -> threading.Lock:
+        """The endpoint's lock (one per endpoint the container has delivered to, whatever its credentials)."""
         with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
+            return self._locks.setdefault(endpoint_id, threading.Lock())
 
     def _keep(self, key: _Key, token: str, until: float) -> None:
         with self._guard:

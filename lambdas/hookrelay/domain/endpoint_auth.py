@@ -74,9 +74,6 @@ class EndpointAuth:
     scope: str | None = None
     audience: str | None = None
 
-    def secret_values(self) -> list[str]:
-        return [v for v in (self.password, self.token, self.client_secret) if v]
-
 
 class TokenUnavailable(Exception):
     """The token URL gave no usable token: the attempt fails with `token_error`, retried on the schedule. The
