@@ -453,3 +453,13 @@ def test_the_sender_keeps_to_what_is_left_of_the_attempt(token_server: ScriptedC
     assert (
         result.error is FailureKind.TIMEOUT and result.error_detail == "no complete response within the 0.5 s deadline"
     )
+
+
+def test_a_token_url_that_is_no_url_is_a_422_and_never_a_crash() -> None:
+    service, _ = service_with(an_endpoint())
+    auth = {"kind": "oauth2_client_credentials", "token_url": "https://[::1/t", "client_id": "c", "client_secret": "s"}
+    with pytest.raises(InvalidDocument) as refused:
+        service.update("ten_1", "ep_1", auth=auth)
+    assert [e["pointer"] for e in refused.value.errors] == ["/auth/token_url"]
+    with pytest.raises(TokenUnavailable, match="refused"):
+        local_tokens().token("ep_1", oauth(token_url="https://[::1/t"), timeout=1)
