@@ -236,6 +236,7 @@ def test_how_long_a_token_is_cached() -> None:
     assert endpoint_auth.cache_seconds(30) == 27
     assert endpoint_auth.cache_seconds(None) == endpoint_auth.UNSTATED_LIFETIME_SECONDS
     assert endpoint_auth.cache_seconds(True) == endpoint_auth.UNSTATED_LIFETIME_SECONDS
+    assert endpoint_auth.cache_seconds("3600") == 3540 and endpoint_auth.cache_seconds("soon") == 300
     assert endpoint_auth.cache_seconds(10**9) < endpoint_auth.MAX_CACHE_SECONDS
 
 

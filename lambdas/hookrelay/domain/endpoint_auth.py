@@ -178,7 +178,10 @@ def _error_code(body: bytes) -> str:
 
 
 def cache_seconds(expires_in: Any) -> float:
-    """How long a token is used: until a margin before it expires (a tenth of its life at most)."""
+    """How long a token is used: until a margin before it expires (a tenth of its life at most). Some issuers write
+    `expires_in` as a string of digits: read as the number."""
+    if isinstance(expires_in, str) and expires_in.isdigit():
+        expires_in = int(expires_in)
     if isinstance(expires_in, bool) or not isinstance(expires_in, int | float) or expires_in <= 0:
         return UNSTATED_LIFETIME_SECONDS
     lifetime = min(float(expires_in), MAX_CACHE_SECONDS)
