@@ -126,7 +126,7 @@ class EndpointService:
     ) -> Endpoint:
         now = utcnow()
         endpoint_id = ids.endpoint_id()
-        custom, endpoint_auth = self._outbound(headers or [], auth, stored_headers=[], stored_auth=None, now=now)
+        custom, credentials = self._outbound(headers or [], auth, stored_headers=[], stored_auth=None, now=now)
         endpoint = Endpoint(
             id=endpoint_id,
             tenant_id=tenant_id,
@@ -136,7 +136,7 @@ class EndpointService:
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
             max_in_flight=max_in_flight or self.default_max_in_flight,
             headers=custom,
-            auth=endpoint_auth,
+            auth=credentials,
             created_at=now,
             updated_at=now,
             # Chosen here, once, and stored: routing reads the stored shard, so a later change to the deployment's
