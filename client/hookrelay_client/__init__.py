@@ -1,6 +1,14 @@
 """A small client for the hookrelay API, and a CLI on it (`python -m hookrelay_client --help`)."""
 
-from hookrelay_client.client import UNCHANGED, HookrelayClient, __version__
+from hookrelay_client.client import (
+    UNCHANGED,
+    HookrelayClient,
+    __version__,
+    basic_auth,
+    bearer_auth,
+    header,
+    oauth2_client_credentials,
+)
 from hookrelay_client.errors import HookrelayError, Problem
 from hookrelay_client.models import (
     Attempt,
@@ -12,6 +20,8 @@ from hookrelay_client.models import (
     DeliveryPage,
     DeliverySummary,
     Endpoint,
+    EndpointAuth,
+    EndpointHeader,
     EndpointHealth,
     EndpointTestSent,
     Event,
@@ -42,6 +52,8 @@ __all__ = [
     "DeliveryPage",
     "DeliverySummary",
     "Endpoint",
+    "EndpointAuth",
+    "EndpointHeader",
     "EndpointHealth",
     "EndpointTestSent",
     "Event",
@@ -63,4 +75,8 @@ __all__ = [
     "RotatedSecret",
     "SecretLifetime",
     "__version__",
+    "basic_auth",
+    "bearer_auth",
+    "header",
+    "oauth2_client_credentials",
 ]

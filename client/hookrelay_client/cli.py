@@ -22,12 +22,13 @@ from typing import Any, TextIO
 import requests
 from pydantic import BaseModel
 
-from hookrelay_client.client import MAX_BATCH_EVENTS, UNCHANGED, HookrelayClient
+from hookrelay_client.client import MAX_BATCH_EVENTS, UNCHANGED, HookrelayClient, header
 from hookrelay_client.errors import HookrelayError, Problem
 from hookrelay_client.models import (
     BatchEventResult,
     Delivery,
     Endpoint,
+    EndpointAuth,
     EndpointHealth,
     EventType,
     IssuedSigningKey,
@@ -319,6 +320,56 @@ FILTER_HELP = "a content filter: a JSON object, @file.json or - (the consumer gu
 ENDPOINT_COLUMNS = ("ID", "STATE", "URL", "EVENT TYPES", "MAX IN FLIGHT", "CREATED")
 
 
+AUTH_KINDS = ("basic", "bearer", "oauth2_client_credentials")  # the API's EndpointAuthKind (openapi.yaml)
+
+
+def _secret_from_env(variable: str | None, what: str) -> str | None:
+    """A credential named by the environment variable that holds it: never on the command line (shell history,
+    the process list)."""
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise SystemExit(f"{what}: the environment variable {variable} is not set")
+    return value
+
+
+def _headers(args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """--header NAME=VALUE and --secret-header NAME=ENV_VAR (the value read from the environment; NAME alone, on
+    an update, keeps the stored value); None when neither was given (and --clear-headers was not)."""
+    given: list[dict[str, Any]] = []
+    for item in args.header or []:
+        name, equals, value = item.partition("=")
+        if not equals:
+            raise SystemExit(f"--header {item!r}: give NAME=VALUE")
+        given.append(header(name, value))
+    for item in args.secret_header or []:
+        name, equals, variable = item.partition("=")
+        given.append(
+            header(name, _secret_from_env(variable, f"--secret-header {name}") if equals else None, secret=True)
+        )
+    if given or getattr(args, "clear_headers", False):
+        return given
+    return None
+
+
+def _auth(args: argparse.Namespace) -> dict[str, Any] | None:
+    if args.auth in (None, "none"):
+        return None
+    given = {
+        "kind": args.auth,
+        "username": args.username,
+        "password": _secret_from_env(args.password_env, "--password-env"),
+        "token": _secret_from_env(args.token_env, "--token-env"),
+        "token_url": args.token_url,
+        "client_id": args.client_id,
+        "client_secret": _secret_from_env(args.client_secret_env, "--client-secret-env"),
+        "scope": args.scope,
+        "audience": args.audience,
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
     endpoint = client.create_endpoint(
         args.url,
@@ -329,6 +380,8 @@ def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         key_type=args.key_type,
         role_arn=args.role_arn,
         filter=args.filter,
+        headers=_headers(args),
+        auth=_auth(args),
     )
     rows = [("id", endpoint.id), ("url", endpoint.url or endpoint.messages_url), ("event types", endpoint.event_types)]
     if endpoint.role_arn:  # an AWS destination: what its role's trust policy must require
@@ -378,6 +431,8 @@ def describe_endpoint(e: Endpoint) -> str:
     rows += [("filter", describe_filter(e.filter))]
     rows += [("description", e.description), ("max in flight", e.max_in_flight)]
     rows += [("secrets", secrets or None), ("public keys", public_keys or None)]
+    headers = ", ".join(f"{h.name}: (secret)" if h.secret else f"{h.name}: {h.value}" for h in e.headers)
+    rows += [("headers", headers or None), ("auth", describe_auth(e.auth))]
     rows += [("created", e.created_at), ("updated", e.updated_at)]
     return fields(rows)
 
@@ -385,6 +440,43 @@ def describe_endpoint(e: Endpoint) -> str:
 def describe_filter(content_filter: dict[str, Any] | None) -> str | None:
     """The content filter as one line of compact JSON (None: no filter, shown as `-`)."""
     return None if content_filter is None else json.dumps(content_filter, separators=(",", ":"), ensure_ascii=False)
+
+
+def describe_auth(auth: EndpointAuth | None) -> str | None:
+    """The auth's kind and what is not secret (the server never returns the rest)."""
+    if auth is None:
+        return None
+    shown = [(name, getattr(auth, name)) for name in ("username", "client_id", "token_url", "scope", "audience")]
+    return " ".join([auth.kind, *(f"{name}={value}" for name, value in shown if value)])
+
+
+def add_outbound_options(sub: argparse.ArgumentParser, *, update: bool) -> None:
+    """Custom headers and auth; every secret is read from an environment variable, never given on the line."""
+    replaces = " (replaces the headers)" if update else ""
+    sub.add_argument("--header", action="append", metavar="NAME=VALUE", help=f"a custom header; repeatable{replaces}")
+    sub.add_argument(
+        "--secret-header",
+        action="append",
+        metavar="NAME=ENV_VAR",
+        help="a secret header, its value read from ENV_VAR; repeatable"
+        + ("; NAME alone keeps the stored value" if update else ""),
+    )
+    if update:
+        sub.add_argument("--clear-headers", action="store_true", help="remove every custom header")
+    kinds = (*AUTH_KINDS, "none") if update else AUTH_KINDS
+    sub.add_argument(
+        "--auth", choices=kinds, help="how to authenticate to the endpoint" + (" (none: remove)" if update else "")
+    )
+    sub.add_argument("--username", help="basic")
+    sub.add_argument("--password-env", metavar="ENV_VAR", help="basic: the variable holding the password")
+    sub.add_argument("--token-env", metavar="ENV_VAR", help="bearer: the variable holding the token")
+    sub.add_argument("--token-url", help="oauth2_client_credentials: the token endpoint")
+    sub.add_argument("--client-id", help="oauth2_client_credentials")
+    sub.add_argument(
+        "--client-secret-env", metavar="ENV_VAR", help="oauth2_client_credentials: the variable holding it"
+    )
+    sub.add_argument("--scope", help="oauth2_client_credentials (optional)")
+    sub.add_argument("--audience", help="oauth2_client_credentials (optional)")
 
 
 def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
@@ -398,6 +490,8 @@ def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         max_in_flight=args.max_in_flight,
         role_arn=None if args.clear_role else (args.role_arn if args.role_arn is not None else UNCHANGED),
         filter=content_filter,
+        headers=_headers(args),
+        auth=UNCHANGED if args.auth is None else _auth(args),
     )
     return Result(endpoint, describe_endpoint(endpoint))
 
@@ -667,6 +761,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--key-type", choices=KEY_TYPES, help="hmac (a whsec_ secret; the default) or ed25519 (v1a)")
     sub.add_argument("--role-arn", help="for an SQS, SNS or EventBridge ARN as --url: the role hookrelay assumes")
     sub.add_argument("--filter", type=json_object, help=FILTER_HELP)
+    add_outbound_options(sub, update=False)
     sub = command(endpoints, "list", list_endpoints, "your endpoints, newest first (every page unless --limit)")
     sub.add_argument("--limit", type=int, help="page size: one page only")
     sub.add_argument("--cursor", help="the next_cursor of the previous page")
@@ -686,6 +781,7 @@ def build_parser() -> argparse.ArgumentParser:
     filtered = sub.add_mutually_exclusive_group()
     filtered.add_argument("--filter", type=json_object, help=FILTER_HELP + "; replaces the current one")
     filtered.add_argument("--clear-filter", action="store_true", help="remove the content filter")
+    add_outbound_options(sub, update=True)
     for name, run, help_text in (
         ("disable", disable_endpoint, "stop sending; new events are recorded as cancelled"),
         ("enable", enable_endpoint, "resume sending"),

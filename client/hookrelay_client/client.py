@@ -50,6 +50,42 @@ class _Unchanged:
 UNCHANGED: Any = _Unchanged()  # "leave the description (or filter) as it is": None is a value there (it clears it)
 
 
+def header(name: str, value: str | None = None, *, secret: bool = False) -> dict[str, Any]:
+    """A custom header for `create_endpoint`/`update_endpoint`; a secret one's value is never shown again."""
+    given: dict[str, Any] = {"name": name, "secret": secret}
+    if value is not None:
+        given["value"] = value
+    return given
+
+
+def basic_auth(username: str, password: str) -> dict[str, Any]:
+    return {"kind": "basic", "username": username, "password": password}
+
+
+def bearer_auth(token: str) -> dict[str, Any]:
+    return {"kind": "bearer", "token": token}
+
+
+def oauth2_client_credentials(
+    token_url: str,
+    client_id: str,
+    client_secret: str | None = None,
+    *,
+    scope: str | None = None,
+    audience: str | None = None,
+) -> dict[str, Any]:
+    """OAuth2 client credentials; on an update, `client_secret=None` keeps the stored secret."""
+    given = {
+        "kind": "oauth2_client_credentials",
+        "token_url": token_url,
+        "client_id": client_id,
+        "client_secret": client_secret,
+        "scope": scope,
+        "audience": audience,
+    }
+    return {name: value for name, value in given.items() if value is not None}
+
+
 def _segment(value: str) -> str:
     """An id as one path segment: never lets a value add path components or a query string."""
     return quote(value, safe="")
@@ -215,10 +251,15 @@ class HookrelayClient:
         role_arn: str | None = None,
         kind: str | None = None,
         filter: Mapping[str, Any] | None = None,
+        headers: Sequence[Mapping[str, Any]] | None = None,
+        auth: Mapping[str, Any] | None = None,
     ) -> CreatedEndpoint:
         """A new endpoint. `key_type="ed25519"` signs its deliveries with `v1a` signatures that consumers verify
         with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now.
         `filter`: a content filter (`{"data.amount": {"$gte": 100}}`), applied after the event types match.
+
+        `headers`: custom headers sent with every webhook (`header(...)`); `auth`: how the platform authenticates
+        to the endpoint (`basic_auth(...)`, `bearer_auth(...)`, `oauth2_client_credentials(...)`).
 
         `url` may be an AWS destination's ARN (an SQS queue, SNS topic or EventBridge bus) with `role_arn`, the role
         hookrelay assumes with the endpoint's `.external_id` (README, "AWS destinations"). `kind="poll"` with
@@ -232,6 +273,8 @@ class HookrelayClient:
             "role_arn": role_arn,
             "kind": kind,
             "filter": None if filter is None else dict(filter),
+            "headers": None if headers is None else [dict(h) for h in headers],
+            "auth": None if auth is None else dict(auth),
         }
         return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
 
@@ -265,17 +308,22 @@ class HookrelayClient:
         max_in_flight: int | None = None,
         role_arn: str | None = UNCHANGED,
         filter: Mapping[str, Any] | None = UNCHANGED,
+        headers: Sequence[Mapping[str, Any]] | None = None,
+        auth: Mapping[str, Any] | None = UNCHANGED,
     ) -> Endpoint:
         """Change what is given (None leaves a field as it is; `description=None` clears the description,
         `filter=None` the content filter, and `role_arn=None` the role, for an endpoint moved back to a webhook URL).
 
-        A new `max_in_flight` or `filter` applies to events accepted from now on.
+        A new `max_in_flight` or `filter` applies to events accepted from now on. `headers` replaces the custom
+        headers (`[]` removes them; a secret `header(name, secret=True)` without a value keeps the stored one);
+        `auth` replaces the credentials from the next attempt on (`auth=None` removes them).
         """
         body = _without_none(
             {
                 "url": url,
                 "event_types": None if event_types is None else list(event_types),
                 "max_in_flight": max_in_flight,
+                "headers": None if headers is None else [dict(h) for h in headers],
             }
         )
         if description is not UNCHANGED:
@@ -284,6 +332,8 @@ class HookrelayClient:
             body["role_arn"] = role_arn
         if filter is not UNCHANGED:
             body["filter"] = None if filter is None else dict(filter)
+        if auth is not UNCHANGED:
+            body["auth"] = None if auth is None else dict(auth)
         return Endpoint.model_validate(self.request("PATCH", f"/v1/endpoints/{_segment(endpoint_id)}", body=body))
 
     def disable_endpoint(self, endpoint_id: str) -> Endpoint:

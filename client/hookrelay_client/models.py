@@ -82,6 +82,27 @@ class SecretLifetime(Model):
     public_key: str | None = None
 
 
+class EndpointHeader(Model):
+    """A custom header sent with every webhook; a secret one is shown by name alone (`value` None)."""
+
+    name: str
+    value: str | None = None
+    secret: bool = False
+
+
+class EndpointAuth(Model):
+    """How the platform authenticates to the endpoint: its kind (basic, bearer, oauth2_client_credentials) and
+    what is not secret; a password, token or client secret is never shown after it is set."""
+
+    kind: str
+    set_at: datetime | None = None
+    username: str | None = None
+    token_url: str | None = None
+    client_id: str | None = None
+    scope: str | None = None
+    audience: str | None = None
+
+
 class Endpoint(Model):
     id: str
     url: str | None = None  # a webhook's URL, or an AWS destination's ARN; None for a poll endpoint
@@ -95,6 +116,8 @@ class Endpoint(Model):
     state: str | None = None  # enabled | disabled | deleted
     max_in_flight: int | None = None
     signing_secrets: list[SecretLifetime] = Field(default_factory=list)
+    headers: list[EndpointHeader] = Field(default_factory=list)
+    auth: EndpointAuth | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
     failing_since: datetime | None = None  # the first failed attempt since the last success; None while healthy

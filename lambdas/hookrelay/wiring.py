@@ -351,19 +351,28 @@ def delivery_service() -> DeliveryService:
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable
     from hookrelay.adapters.http_sender import RequestsSender
     from hookrelay.adapters.mailbox import DynamoMailbox
+    from hookrelay.adapters.oauth2 import CachedTokens
     from hookrelay.adapters.sqs import SqsDeliveryQueue
     from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
     from hookrelay.domain.lanes import DEFAULT_SLOW_LANE_AFTER_MS
     from hookrelay.services.delivery import DeliveryService, Lanes
+    from hookrelay.services.endpoint_requests import EndpointRequests
 
+    attempt_timeout = float(os.environ.get(schema.ATTEMPT_TIMEOUT_SECONDS, ATTEMPT_TIMEOUT_SECONDS))
+    sender = RequestsSender(
+        timeout_seconds=attempt_timeout,
+        allow_private_destinations=allow_private_destinations(),
+        endpoint_ports=endpoint_ports(),
+    )
     return DeliveryService(
         deliveries=delivery_table(),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         events=EventTable(_table(schema.EVENTS)),
-        sender=RequestsSender(
-            timeout_seconds=float(os.environ.get(schema.ATTEMPT_TIMEOUT_SECONDS, ATTEMPT_TIMEOUT_SECONDS)),
-            allow_private_destinations=allow_private_destinations(),
-            endpoint_ports=endpoint_ports(),
+        sender=sender,
+        requests=EndpointRequests(
+            sender,
+            CachedTokens(allow_private_destinations=allow_private_destinations(), endpoint_ports=endpoint_ports()),
+            budget_seconds=attempt_timeout,
         ),
         destinations=AwsDestinations(),
         mailbox=DynamoMailbox(_table(schema.MAILBOXES)),

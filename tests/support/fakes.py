@@ -348,7 +348,7 @@ class ScriptedSender:
         self.results: deque[SendResult] = deque(results)
         self.sent: list[SentRequest] = []
 
-    def send(self, url: str, headers: dict[str, str], body: bytes) -> SendResult:
+    def send(self, url: str, headers: dict[str, str], body: bytes, timeout: float | None = None) -> SendResult:
         self.sent.append(SentRequest(url, headers, body))
         result = self.results.popleft()
         self.clock.advance(result.latency_ms / 1000)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,9 @@ from hookrelay_client.cli import KEY_TYPES
 from hookrelay_client.client import MAX_BATCH_EVENTS as CLIENT_MAX_BATCH_EVENTS
 from openapi_spec_validator import validate
 
+from hookrelay.domain import custom_headers, endpoint_auth
 from hookrelay.domain.content_filter import OPERATORS
+from hookrelay.domain.endpoint_auth import OPTIONAL, REQUIRED, SECRET_FIELDS
 from hookrelay.domain.event_types import MAX_DESCRIPTION
 from hookrelay.domain.limits import (
     MAX_FILTER_BYTES,
@@ -175,3 +178,21 @@ def test_content_filters_are_documented_with_the_servers_own_caps_and_operators(
         body = operation["requestBody"]["content"]["application/json"]["schema"]["properties"]
         assert body["filter"]["oneOf"] == [reference, {"type": "null"}]
     assert schemas["Endpoint"]["properties"]["filter"]["oneOf"] == [reference, {"type": "null"}]
+
+
+def test_custom_headers_and_auth_are_documented_with_the_servers_own_caps_and_kinds(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    headers = schemas["CustomHeadersRequest"]
+    assert headers["maxItems"] == custom_headers.MAX_HEADERS
+    name, value = headers["items"]["properties"]["name"], headers["items"]["properties"]["value"]
+    assert (name["maxLength"], value["maxLength"]) == (custom_headers.MAX_NAME_LENGTH, custom_headers.MAX_VALUE_LENGTH)
+    assert re.fullmatch(name["pattern"], "X-Api_Key.v1~") and not re.fullmatch(name["pattern"], "X Key")
+    assert f"{custom_headers.MAX_TOTAL_BYTES} bytes" in headers["description"]
+    for refused in [*custom_headers.CONNECTION_HEADERS, *custom_headers.PLATFORM_HEADERS]:
+        assert refused.lower() in headers["description"].lower(), refused
+    assert schemas["EndpointAuthKind"]["enum"] == [kind.value for kind in endpoint_auth.AuthKind]
+    auth = schemas["EndpointAuthRequest"]["properties"]
+    fields = {name for kind in endpoint_auth.AuthKind for name in (*REQUIRED[kind], *OPTIONAL[kind])}
+    assert set(auth) == {"kind", *fields}
+    shown = schemas["Endpoint"]["properties"]["auth"]["oneOf"][1]["properties"]
+    assert not set(shown) & endpoint_auth.SECRET_FIELDS and set(shown) == {"kind", "set_at", *fields} - SECRET_FIELDS

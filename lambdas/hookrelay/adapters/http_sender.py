@@ -245,20 +245,21 @@ class RequestsSender:
         self.session.mount("https://", adapter)
         self.session.mount("http://", adapter)
 
-    def send(self, url: str, headers: dict[str, str], body: bytes) -> SendResult:
+    def send(self, url: str, headers: dict[str, str], body: bytes, timeout: float | None = None) -> SendResult:
         started = time.monotonic()
+        limit = self.timeout if timeout is None else min(timeout, self.timeout)
 
         def elapsed_ms() -> int:
             return int((time.monotonic() - started) * 1000)
 
-        with Deadline(self.timeout) as deadline:
+        with Deadline(limit) as deadline:
             status_code: int | None = None
             try:
                 response = self.session.post(
                     url,
                     data=body,
                     headers=headers,
-                    timeout=(min(3.0, self.timeout), self.timeout),
+                    timeout=(min(3.0, limit), limit),
                     allow_redirects=False,
                     stream=True,
                 )
@@ -271,17 +272,19 @@ class RequestsSender:
                     response.close()
             except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as error:
                 if deadline.expired:
-                    return self._past_deadline(status_code, elapsed_ms())
+                    return self._past_deadline(status_code, elapsed_ms(), limit)
                 detail = str(error) if isinstance(error, BlockedDestination) else type(error).__name__
                 return SendResult(status_code, elapsed_ms(), _failure_kind(error), detail)
         latency = elapsed_ms()
-        if deadline.expired or latency > self.timeout * 1000:  # the last bytes raced the watchdog: late all the same
-            return self._past_deadline(status_code, latency, excerpt)
+        if deadline.expired or latency > limit * 1000:  # the last bytes raced the watchdog: late all the same
+            return self._past_deadline(status_code, latency, limit, excerpt)
         return SendResult(status_code, latency, None, None, excerpt, retry_after)
 
-    def _past_deadline(self, status_code: int | None, latency_ms: int, excerpt: str | None = None) -> SendResult:
+    def _past_deadline(
+        self, status_code: int | None, latency_ms: int, limit: float, excerpt: str | None = None
+    ) -> SendResult:
         # A failure even when a status line arrived: delivered means a whole 2xx response within the timeout.
-        detail = f"no complete response within the {self.timeout:g} s deadline"
+        detail = f"no complete response within the {limit:.3g} s deadline"
         return SendResult(status_code, latency_ms, FailureKind.TIMEOUT, detail, excerpt)
 
     @staticmethod

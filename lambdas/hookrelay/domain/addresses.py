@@ -165,7 +165,10 @@ def validate_endpoint_url(url: str, *, allow_private: bool, ports: EndpointPorts
 
     A host name is accepted as written: what it resolves to is checked at every attempt, since it may change.
     """
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed IPv6 bracket, for one: a 422, never a 500
+        raise InvalidRequest("url must be an absolute https:// URL") from None
     if parts.scheme not in SCHEME_PORTS or not parts.hostname:
         raise InvalidRequest("url must be an absolute https:// URL")
     if parts.username or parts.password:

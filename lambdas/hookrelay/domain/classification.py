@@ -33,6 +33,8 @@ class FailureKind(StrEnum):
     TLS = "tls_error"
     # The endpoint resolved to a private/metadata address, or its URL names a port or host the rule refuses.
     BLOCKED = "blocked_address"
+    # The endpoint's OAuth2 token URL gave no token (down, refused the client, blocked address): nothing was sent.
+    TOKEN = "token_error"
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ RESPONSE_RULES: tuple[ResponseRule, ...] = (
         Outcome.RETRY,
         failures=frozenset({FailureKind.TIMEOUT, FailureKind.CONNECTION, FailureKind.DNS, FailureKind.TLS}),
     ),
+    ResponseRule("OAuth2 token URL failure (nothing sent)", Outcome.RETRY, failures=frozenset({FailureKind.TOKEN})),
     ResponseRule("3xx (redirects are never followed)", Outcome.RETRY_LIMITED, code_range=(300, 399)),
     ResponseRule("400, 401, 403, 404, 410 and other 4xx", Outcome.RETRY_LIMITED, code_range=(400, 499)),
     ResponseRule(

@@ -18,6 +18,8 @@ from typing import Any
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import FailureKind, Outcome
+from hookrelay.domain.custom_headers import CustomHeader
+from hookrelay.domain.endpoint_auth import EndpointAuth
 from hookrelay.domain.portal import DEFAULT_CAPABILITIES, Capability
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.signing import KeyType, key_type_of, public_key
@@ -110,6 +112,10 @@ class Endpoint:
     state: EndpointState = EndpointState.ENABLED
     secrets: list[SigningSecret]
     max_in_flight: int = 1  # the endpoint's concurrency: the number of FIFO message groups it gets
+    # Sent with every attempt (domain/custom_headers.py, domain/endpoint_auth.py): the values of secret headers and
+    # the credentials are never shown after they are set, nor logged.
+    headers: list[CustomHeader] = field(default_factory=list)
+    auth: EndpointAuth | None = None
     created_at: datetime
     updated_at: datetime
     # The first failed attempt since the last successful one; None while healthy. Written by the delivery

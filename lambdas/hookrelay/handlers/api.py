@@ -110,16 +110,7 @@ def _api_url() -> str:
 def create_endpoint() -> Response[str]:
     tenant_id = require_tenant(app)
     body = parse_body(app, CreateEndpoint)
-    endpoint = wiring.endpoint_service().create(
-        tenant_id,
-        url=body.destination,
-        event_types=body.event_types,
-        description=body.description,
-        max_in_flight=body.max_in_flight,
-        key_type=body.key_type,
-        role_arn=body.role_arn,
-        content_filter=body.content_filter,
-    )
+    endpoint = wiring.endpoint_service().create(tenant_id, **body.settings())
     return json_response(201, endpoint_view(endpoint, with_secret=True))
 
 

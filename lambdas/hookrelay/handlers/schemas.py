@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_validator
 
-from hookrelay.domain import mailbox, portal
+from hookrelay.domain import custom_headers, endpoint_auth, mailbox, portal
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.destinations import POLL_URL, DestinationKind, external_id, kind_of
@@ -58,6 +58,41 @@ MaxInFlight = Annotated[int, Field(ge=1, le=50)]
 RoleArn = Annotated[str, Field(min_length=1, max_length=2048)]  # an AWS destination's (domain/destinations.py)
 
 
+class HeaderSpec(Strict):
+    """A custom header. Only its shape is checked here: domain/custom_headers.py holds the rules on names, values and
+    their number and sizes, and refuses with the JSON pointer of each fault (the body's size bounds what is parsed).
+    A secret one may leave `value` out on an update to keep the value stored under its name."""
+
+    name: str
+    value: str | None = None
+    secret: bool = False
+
+    def given(self) -> custom_headers.GivenHeader:
+        return custom_headers.GivenHeader(self.name, self.value, self.secret)
+
+
+class AuthSpec(Strict):
+    """How the platform authenticates to the endpoint. Only its shape is checked here: which fields each kind takes,
+    and their syntax and sizes, are domain/endpoint_auth.py's, refused with the JSON pointer of each fault. On an
+    update, a secret field left out keeps the stored one when the kind stays the same."""
+
+    kind: endpoint_auth.AuthKind
+    username: str | None = None
+    password: str | None = None
+    token: str | None = None
+    token_url: str | None = None
+    client_id: str | None = None
+    client_secret: str | None = None
+    scope: str | None = None
+    audience: str | None = None
+
+    def fields(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+Headers = list[HeaderSpec]
+
+
 class CreateEndpoint(Strict):
     url: EndpointUrl | None = None  # required, unless kind is poll
     # `poll`: pull delivery, no url (domain/mailbox.py); left out: what the url is (a webhook or an AWS destination).
@@ -70,6 +105,8 @@ class CreateEndpoint(Strict):
     # The content filter (domain/content_filter.py): checked by the endpoint service, whose 422 names the pointer of
     # the fault inside it. Named `filter` in the API; the model's field may not shadow the builtin.
     content_filter: ContentFilterBody = Field(default=None, alias="filter")
+    headers: Headers = Field(default_factory=list)
+    auth: AuthSpec | None = None
 
     @model_validator(mode="after")
     def _url_unless_poll(self) -> CreateEndpoint:
@@ -79,14 +116,25 @@ class CreateEndpoint(Strict):
             raise ValueError("url is required (or kind: poll, for pull delivery)")
         return self
 
-    @property
-    def destination(self) -> str:
-        """The url to store: the one given, or a poll endpoint's (domain/destinations.py POLL_URL)."""
-        return POLL_URL if self.url is None else self.url
+    def settings(self) -> dict[str, Any]:
+        """The keyword arguments for `EndpointService.create`: a poll endpoint's url is domain/destinations.py's
+        POLL_URL."""
+        return {
+            "url": POLL_URL if self.url is None else self.url,
+            "event_types": self.event_types,
+            "description": self.description,
+            "max_in_flight": self.max_in_flight,
+            "key_type": self.key_type,
+            "role_arn": self.role_arn,
+            "content_filter": self.content_filter,
+            "headers": [h.given() for h in self.headers],
+            "auth": self.auth.fields() if self.auth else None,
+        }
 
 
 class UpdateEndpoint(Strict):
-    """A partial update: only the fields given change; `description: null` clears the description."""
+    """A partial update: only the fields given change; `description: null` clears the description and `auth: null`
+    removes the endpoint's auth; `headers` replaces the list (`[]` removes them all)."""
 
     url: EndpointUrl | None = None
     event_types: EventTypeFilters | None = None
@@ -94,17 +142,24 @@ class UpdateEndpoint(Strict):
     max_in_flight: MaxInFlight | None = None
     role_arn: RoleArn | None = None  # null clears it (an endpoint moved back to a webhook URL)
     content_filter: ContentFilterBody = Field(default=None, alias="filter")  # null clears it
+    headers: Headers | None = None
+    auth: AuthSpec | None = None
 
     @model_validator(mode="after")
-    def _only_description_is_nullable(self) -> UpdateEndpoint:
-        for name in ("url", "event_types", "max_in_flight"):
+    def _only_description_and_auth_are_nullable(self) -> UpdateEndpoint:
+        for name in ("url", "event_types", "max_in_flight", "headers"):
             if name in self.model_fields_set and getattr(self, name) is None:
                 raise ValueError(f"{name} cannot be null: leave it out to keep it")
         return self
 
     def changes(self) -> dict[str, Any]:
         """Exactly the fields the request gave, as keyword arguments for `EndpointService.update`."""
-        return {name: getattr(self, name) for name in self.model_fields_set}
+        changes = {name: getattr(self, name) for name in self.model_fields_set}
+        if self.headers is not None:
+            changes["headers"] = [h.given() for h in self.headers]
+        if self.auth is not None:
+            changes["auth"] = self.auth.fields()
+        return changes
 
 
 class CreatePortalSession(Strict):
@@ -167,6 +222,9 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
             for s in endpoint.secrets
             if s.active(now)
         ],
+        # Custom headers and auth: a secret header by name alone, the auth by its kind and what is not secret.
+        "headers": [custom_headers.masked(h) for h in endpoint.headers],
+        "auth": _auth_view(endpoint.auth),
         "created_at": _time(endpoint.created_at),
         "updated_at": _time(endpoint.updated_at),
         "failing_since": _time(endpoint.failing_since),
@@ -179,6 +237,10 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
     if with_secret:  # only in the response that created the secret
         view |= issued_key_view(endpoint.secrets[-1].secret)
     return view
+
+
+def _auth_view(auth: endpoint_auth.EndpointAuth | None) -> dict[str, Any] | None:
+    return None if auth is None else endpoint_auth.masked(auth) | {"set_at": _time(auth.set_at)}
 
 
 def issued_key_view(secret: str) -> dict[str, Any]:

@@ -175,6 +175,16 @@
     });
   }
 
+  // Custom headers and auth, read-only: the API never returns a secret header's value nor a credential.
+  function headersText(headers) {
+    return headers.map((h) => (h.secret ? `${h.name}: (secret)` : `${h.name}: ${h.value}`)).join(", ");
+  }
+
+  function authText(auth) {
+    const shown = ["username", "client_id", "token_url", "scope", "audience"].filter((name) => auth[name]);
+    return [auth.kind, ...shown.map((name) => `${name} ${auth[name]}`), `set ${when(auth.set_at)}`].join(", ");
+  }
+
   function endpointCard(endpoint, health) {
     const path = `/v1/endpoints/${encodeURIComponent(endpoint.id)}`;
     const circuit = health.circuit;
@@ -213,6 +223,8 @@
         ],
         ["Circuit", `${circuit.state}, ${circuit.parked} parked${circuit.next_probe_at ? `, next probe ${when(circuit.next_probe_at)}` : ""}`],
         endpoint.disabled_reason && ["Disabled because", endpoint.disabled_reason],
+        endpoint.headers && endpoint.headers.length ? ["Custom headers", headersText(endpoint.headers)] : null,
+        endpoint.auth ? ["Authentication", authText(endpoint.auth)] : null,
       ]),
     );
     const act = (label, run, cls) =>

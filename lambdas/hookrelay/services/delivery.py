@@ -15,6 +15,7 @@ from hookrelay.domain import circuit, lanes, mailbox, platform_events
 from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, FailureKind, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
+from hookrelay.domain.custom_headers import outbound_headers
 from hookrelay.domain.destinations import DestinationKind, external_id, is_aws_target, kind_of, session_name
 from hookrelay.domain.envelope import retry_group_id
 from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry
@@ -42,6 +43,7 @@ from hookrelay.services.ports import (
     DestinationMessage,
     DestinationSender,
     EndpointRepository,
+    EndpointSender,
     EventRepository,
     Mailbox,
     ParkOutcome,
@@ -112,6 +114,9 @@ class DeliveryService:
     destinations: DestinationSender | None = None
     # Poll endpoints' mailboxes (domain/mailbox.py); None: this function posts to none.
     mailbox: Mailbox | None = None
+    # Sends an attempt with the endpoint's auth (services/endpoint_requests.py), through `sender`; None: endpoints
+    # without auth only.
+    requests: EndpointSender | None = None
     _senders: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="send"), repr=False
     )
@@ -154,6 +159,9 @@ class DeliveryService:
         started = self._not_before(delivery.next_attempt_at, now)
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
+        # The endpoint's custom headers under the platform's: the rule refuses clashes, and this keeps it so for a
+        # header stored before the rule did (domain/custom_headers.py).
+        headers = outbound_headers(endpoint.headers, has_auth=endpoint.auth is not None) | headers
         result, delivery = self._send(delivery, message, self._transmission(endpoint, delivery, event, headers))
         report = self._record(delivery, event, message, endpoint, started, result)
         if report.sent:
@@ -295,7 +303,8 @@ class DeliveryService:
         """The attempt's send, to a webhook or to an AWS destination (domain/destinations.py), not yet made."""
         body = event.body.encode()
         if endpoint.role_arn is None or not is_aws_target(endpoint.url):
-            return partial(self.sender.send, endpoint.url, headers, body)
+            post = self.requests.send if self.requests is not None else self._unauthenticated
+            return partial(post, endpoint, headers, body)
         if self.destinations is None:  # a deployment always has them; a fake without them fails the attempt
             return lambda: SendResult(None, 0, FailureKind.BLOCKED, "AWS destinations are not available")
         message = DestinationMessage(
@@ -333,6 +342,12 @@ class DeliveryService:
             pass
         delivery = self._late_claim(delivery, message)  # while the send goes on
         return sending.result(), delivery
+
+    def _unauthenticated(self, endpoint: Endpoint, headers: dict[str, str], body: bytes) -> SendResult:
+        """The send of a service wired without `requests`: for endpoints without auth only, never sent without it."""
+        if endpoint.auth is not None:
+            raise RuntimeError("an endpoint with auth needs the delivery service's `requests` (wiring.py)")
+        return self.sender.send(endpoint.url, headers, body)
 
     def _late_claim(self, delivery: Delivery, message: DeliveryMessage) -> Delivery:
         """Claim an unclaimed attempt in flight. Its claim is the usual one (so a stale one is taken over as any

@@ -9,12 +9,14 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from hookrelay.domain import ids
+from hookrelay.domain import custom_headers, endpoint_auth, ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.content_filter import compile_filter
-from hookrelay.domain.destinations import POLL_URL, aws_destination, check_role, is_aws_target
-from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidRequest, LimitExceeded, NotFound
+from hookrelay.domain.custom_headers import CustomHeader, GivenHeader
+from hookrelay.domain.destinations import POLL_URL, DestinationKind, aws_destination, check_role, is_aws_target, kind_of
+from hookrelay.domain.endpoint_auth import EndpointAuth
+from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidDocument, InvalidRequest, LimitExceeded, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.matching import validate_filters
@@ -86,6 +88,12 @@ def _next_version(previous: datetime, now: datetime) -> datetime:
     return candidate if candidate > previous else previous + timedelta(milliseconds=1)
 
 
+def _webhooks_only(url: str, headers: list[CustomHeader], auth: EndpointAuth | None) -> None:
+    """Custom headers and auth are a webhook's: an AWS destination is sent to as its role, a poll endpoint never."""
+    if (headers or auth is not None) and kind_of(url) is not DestinationKind.HTTP:
+        raise InvalidRequest("custom headers and auth are for webhooks (an https:// url), not for this endpoint's kind")
+
+
 def _filter_text(content_filter: dict[str, Any] | None) -> str | None:
     """The filter checked and written out compactly, as stored; None: no filter."""
     return None if content_filter is None else compile_filter(content_filter).text
@@ -128,6 +136,8 @@ class EndpointService:
         key_type: KeyType = KeyType.HMAC,
         role_arn: str | None = None,
         content_filter: dict[str, Any] | None = None,
+        headers: builtins.list[GivenHeader] | None = None,
+        auth: dict[str, Any] | None = None,
     ) -> Endpoint:
         """`content_filter`: the filter as given (domain/content_filter.py), checked here (a 422 naming its pointer
         under `/filter`) and stored as compact JSON text. `role_arn`: an AWS destination's (domain/destinations.py)."""
@@ -135,6 +145,8 @@ class EndpointService:
             raise InvalidRequest("a poll endpoint's messages are posted in order, one at a time: max_in_flight is 1")
         now = utcnow()
         endpoint_id = ids.endpoint_id()
+        custom, credentials = self._outbound(headers or [], auth, stored_headers=[], stored_auth=None, now=now)
+        _webhooks_only(url, custom, credentials)
         endpoint = Endpoint(
             id=endpoint_id,
             tenant_id=tenant_id,
@@ -146,6 +158,8 @@ class EndpointService:
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
             # A poll endpoint's deliveries are posted to its mailbox in one message group, so in the order they came.
             max_in_flight=1 if url == POLL_URL else max_in_flight or self.default_max_in_flight,
+            headers=custom,
+            auth=credentials,
             created_at=now,
             updated_at=now,
             # Chosen here, once, and stored: routing reads the stored shard, so a later change to the deployment's
@@ -163,6 +177,47 @@ class EndpointService:
             aws_destination(url)
             return url
         return validate_endpoint_url(url, allow_private=self.allow_private_destinations, ports=self.endpoint_ports)
+
+    def _outbound(
+        self,
+        headers: builtins.list[GivenHeader] | _Keep,
+        auth: dict[str, Any] | _Keep | None,
+        *,
+        stored_headers: builtins.list[CustomHeader],
+        stored_auth: EndpointAuth | None,
+        now: datetime,
+    ) -> tuple[builtins.list[CustomHeader], EndpointAuth | None]:
+        """The custom headers and auth to store: those given (a secret left out kept from what is stored), else
+        the stored ones; held to the rules together (Authorization is the auth's once there is one). Every problem
+        is a 422 naming its field by JSON pointer (domain/custom_headers.py, domain/endpoint_auth.py)."""
+        found: builtins.list[dict[str, str]] = []
+        final_auth = stored_auth
+        if isinstance(auth, dict):
+            fields = endpoint_auth.with_kept_secrets(auth, stored_auth)
+            found += endpoint_auth.problems(fields)
+            if fields.get("token_url") and not found:
+                found += self._url_problems(fields["token_url"], "/auth/token_url")
+            final_auth = endpoint_auth.build(fields, now) if not found else None
+        elif auth is None:
+            final_auth = None
+        if isinstance(headers, builtins.list):
+            final_headers, unresolved = custom_headers.resolve(headers, stored_headers)
+            has_auth = final_auth is not None or isinstance(auth, dict)
+            found += unresolved or custom_headers.problems(final_headers, has_auth=has_auth)
+        else:
+            final_headers = stored_headers
+            if final_auth is not None and any(h.name.lower() == custom_headers.AUTHORIZATION for h in final_headers):
+                found.append({"pointer": "/auth", "detail": "the endpoint's headers set Authorization: remove it"})
+        if found:
+            raise InvalidDocument("the endpoint's headers or auth are refused", found)
+        return final_headers, final_auth
+
+    def _url_problems(self, url: str, pointer: str) -> builtins.list[dict[str, str]]:
+        try:
+            self._checked_url(url)
+        except InvalidRequest as refused:
+            return [{"pointer": pointer, "detail": refused.detail}]
+        return []
 
     def _add(self, endpoint: Endpoint) -> None:
         """Write the new endpoint only while its tenant is below `max_endpoints_per_tenant` (else 409)."""
@@ -231,12 +286,18 @@ class EndpointService:
         max_in_flight: int | _Keep = KEEP,
         role_arn: str | _Keep | None = KEEP,
         content_filter: dict[str, Any] | _Keep | None = KEEP,
+        headers: builtins.list[GivenHeader] | _Keep = KEEP,
+        auth: dict[str, Any] | _Keep | None = KEEP,
     ) -> Endpoint:
         """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on; a
         new `content_filter` (None clears it) applies to events accepted from now on. A url and its role are checked
         together, as they will stand: moving a webhook to an AWS destination gives its role_arn, and back clears it
-        (null). One conditional write, as every change here: a process that dies before it changed nothing, after it
-        the change is whole."""
+        (null).
+
+        New `headers` replace the list; new `auth` replaces the credentials (`null` removes them). Either takes
+        effect whole on the next attempt: the change is one conditional write of the endpoint, which every attempt
+        reads, and an OAuth2 token of the old credentials is never used again (domain/endpoint_auth.py). Nothing is
+        written in two steps, so a crash leaves the endpoint as it was or as it was asked to be."""
         given = {
             "url": url,
             "event_types": event_types,
@@ -247,16 +308,17 @@ class EndpointService:
         changes: dict[str, Any] = {name: value for name, value in given.items() if value is not KEEP}
         if content_filter is not KEEP:
             changes["content_filter"] = _filter_text(content_filter)
-        if not changes:
+        if not changes and headers is KEEP and auth is KEEP:
             raise InvalidRequest(
-                "nothing to change: give url, event_types, filter, description, max_in_flight or role_arn"
+                "nothing to change: give url, event_types, filter, description, max_in_flight, role_arn, headers"
+                " or auth"
             )
         if isinstance(url, str):
             self._checked_url(url)
         if isinstance(event_types, builtins.list):
             self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint))
 
-        def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
+        def apply(endpoint: Endpoint, now: datetime) -> Endpoint:
             _not_deleted(endpoint)
             url = changes.get("url", endpoint.url)
             if (url == POLL_URL) != (endpoint.url == POLL_URL):
@@ -266,7 +328,13 @@ class EndpointService:
                     "a poll endpoint's messages are posted in order, one at a time: max_in_flight is 1"
                 )
             check_role(url, changes.get("role_arn", endpoint.role_arn))
-            return replace(endpoint, **changes)
+            outbound: dict[str, Any] = {}
+            if headers is not KEEP or auth is not KEEP:
+                outbound["headers"], outbound["auth"] = self._outbound(
+                    headers, auth, stored_headers=endpoint.headers, stored_auth=endpoint.auth, now=now
+                )
+            _webhooks_only(url, outbound.get("headers", endpoint.headers), outbound.get("auth", endpoint.auth))
+            return replace(endpoint, **changes, **outbound)
 
         return self._change(tenant_id, endpoint_id, apply)
 
@@ -304,13 +372,14 @@ class EndpointService:
     def delete(self, tenant_id: str, endpoint_id: str) -> None:
         """Soft delete: the record stays (its deliveries keep pointing at it) but never delivers again.
 
-        Its secrets are dropped at once: nothing will be signed for it again. Deleting twice is harmless.
+        Its secrets are dropped at once (signing secrets, custom headers, auth credentials): nothing will be sent to
+        it again. Deleting twice is harmless.
         """
 
         def remove(endpoint: Endpoint, _: datetime) -> Endpoint | None:
             if endpoint.state is EndpointState.DELETED:
                 return None
-            return replace(endpoint, state=EndpointState.DELETED, secrets=[])
+            return replace(endpoint, state=EndpointState.DELETED, secrets=[], headers=[], auth=None)
 
         if self.counter is None:
             self._change(tenant_id, endpoint_id, remove)

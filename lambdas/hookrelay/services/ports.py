@@ -29,6 +29,7 @@ from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 
 if TYPE_CHECKING:  # the event catalogue's types: only the functions serving the catalogue load them
+    from hookrelay.domain.endpoint_auth import EndpointAuth
     from hookrelay.domain.event_types import EventType, Violation
 
 
@@ -434,7 +435,24 @@ class SendResult:
 
 
 class WebhookSender(Protocol):
-    def send(self, url: str, headers: dict[str, str], body: bytes) -> SendResult: ...
+    def send(self, url: str, headers: dict[str, str], body: bytes, timeout: float | None = None) -> SendResult:
+        """POST the webhook within the attempt timeout, or within `timeout` seconds when that is shorter (what is
+        left of an attempt that fetched an OAuth2 token first)."""
+
+
+class EndpointSender(Protocol):
+    def send(self, endpoint: Endpoint, headers: dict[str, str], body: bytes) -> SendResult:
+        """POST an attempt to the endpoint as it asks to be called (its auth), within the attempt timeout."""
+
+
+class TokenSource(Protocol):
+    """OAuth2 access tokens for endpoints' client credentials (domain/endpoint_auth.py), cached per endpoint and
+    credential version until shortly before they expire."""
+
+    def token(self, endpoint_id: str, auth: EndpointAuth, *, timeout: float, stale: str | None = None) -> str:
+        """The cached token, or a new one fetched within `timeout` seconds; `stale`: a token the endpoint refused,
+        never given again (a new one is fetched, unless another attempt has replaced it already). Raises
+        TokenUnavailable, whose message is safe to record."""
 
 
 class Mailbox(Protocol):
