@@ -86,3 +86,10 @@ def limits_table() -> str:
     rows = ["| Setting (CDK context) | Default | Most a deployment may set | Bounds |", "|---|---|---|---|"]
     rows += [f"| `{name}` | {default:,} | {ceiling:,} | {what} |" for name, default, ceiling, what in LIMITS]
     return "\n".join(rows)
+
+
+# --- Per-endpoint rate limit (domain/pacing.py): deliveries a second, set by the tenant on the endpoint ---
+# At least one a second. At most 500: each paced send reserves its slot on one DynamoDB item per endpoint (one or two
+# writes), and one item takes at most 1,000 write units a second.
+MIN_RATE_LIMIT_PER_SECOND = 1
+MAX_RATE_LIMIT_PER_SECOND = 500

@@ -104,6 +104,8 @@ class Endpoint:
     state: EndpointState = EndpointState.ENABLED
     secrets: list[SigningSecret]
     max_in_flight: int = 1  # the endpoint's concurrency: the number of FIFO message groups it gets
+    # Deliveries a second the tenant allows (domain/pacing.py); None: no limit, and no pacing cost at all.
+    rate_limit_per_second: int | None = None
     created_at: datetime
     updated_at: datetime
     # The first failed attempt since the last successful one; None while healthy. Written by the delivery

@@ -115,6 +115,7 @@ def create_endpoint() -> Response[str]:
         description=body.description,
         max_in_flight=body.max_in_flight,
         key_type=body.key_type,
+        rate_limit_per_second=body.rate_limit_per_second,
     )
     return json_response(201, endpoint_view(endpoint, with_secret=True))
 

@@ -12,15 +12,17 @@ from typing import Any
 from hookrelay.domain import ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
-from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidRequest, LimitExceeded, NotFound
+from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidDocument, InvalidRequest, LimitExceeded, NotFound
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summarize
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.matching import validate_filters
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
+from hookrelay.domain.pacing import check_rate_limit
 from hookrelay.domain.paging import FOREIGN_CURSOR, decode_cursor, encode_cursor
 from hookrelay.domain.queues import shard_for
 from hookrelay.domain.signing import KeyType, generate_key
 from hookrelay.services.event_types import EventTypeCatalogue
+from hookrelay.services.pacing import Pacing
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DeliveryFilter,
@@ -109,6 +111,8 @@ class EndpointService:
     counter: EndpointCount | None = None
     # The deployment's delivery queue shards when an endpoint is created: its shard is chosen among them, once.
     queue_shards: int = 1
+    # Rate-limited endpoints' send slots, read for health (how far ahead they are taken); None: not shown.
+    pacing: Pacing | None = None
 
     def create(
         self,
@@ -119,9 +123,11 @@ class EndpointService:
         description: str | None = None,
         max_in_flight: int | None = None,
         key_type: KeyType = KeyType.HMAC,
+        rate_limit_per_second: int | None = None,
     ) -> Endpoint:
         now = utcnow()
         endpoint_id = ids.endpoint_id()
+        max_in_flight = max_in_flight or self.default_max_in_flight
         endpoint = Endpoint(
             id=endpoint_id,
             tenant_id=tenant_id,
@@ -129,7 +135,8 @@ class EndpointService:
             event_types=self._registered(validate_filters(event_types, self.limits.max_filters_per_endpoint)),
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
-            max_in_flight=max_in_flight or self.default_max_in_flight,
+            max_in_flight=max_in_flight,
+            rate_limit_per_second=_checked_rate_limit(rate_limit_per_second, max_in_flight),
             created_at=now,
             updated_at=now,
             # Chosen here, once, and stored: routing reads the stored shard, so a later change to the deployment's
@@ -207,12 +214,22 @@ class EndpointService:
         event_types: builtins.list[str] | _Keep = KEEP,  # builtins: `list` here is the method above
         description: str | _Keep | None = KEEP,
         max_in_flight: int | _Keep = KEEP,
+        rate_limit_per_second: int | _Keep | None = KEEP,
     ) -> Endpoint:
-        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on."""
-        given = {"url": url, "event_types": event_types, "description": description, "max_in_flight": max_in_flight}
+        """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on; a
+        new `rate_limit_per_second` holds the next sends (None clears it)."""
+        given = {
+            "url": url,
+            "event_types": event_types,
+            "description": description,
+            "max_in_flight": max_in_flight,
+            "rate_limit_per_second": rate_limit_per_second,
+        }
         changes: dict[str, Any] = {name: value for name, value in given.items() if value is not KEEP}
         if not changes:
-            raise InvalidRequest("nothing to change: give url, event_types, description or max_in_flight")
+            raise InvalidRequest(
+                "nothing to change: give url, event_types, description, max_in_flight or rate_limit_per_second"
+            )
         if isinstance(url, str):
             self._checked_url(url)
         if isinstance(event_types, builtins.list):
@@ -220,7 +237,9 @@ class EndpointService:
 
         def apply(endpoint: Endpoint, _: datetime) -> Endpoint:
             _not_deleted(endpoint)
-            return replace(endpoint, **changes)
+            changed = replace(endpoint, **changes)
+            _checked_rate_limit(changed.rate_limit_per_second, changed.max_in_flight)  # the two together
+            return changed
 
         return self._change(tenant_id, endpoint_id, apply)
 
@@ -309,9 +328,10 @@ class EndpointService:
         assert deadline is not None and secret is not None  # set by the write that succeeded
         return RotatedSecret(endpoint=endpoint, secret=secret, previous_expire_at=deadline)
 
-    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, int]:
+    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, int, float | None]:
         """Summarised on read from the endpoint's newest deliveries (one bounded index read, no scan), with how
-        many deliveries are parked behind its circuit (its lot is read only while the circuit is not closed)."""
+        many deliveries are parked behind its circuit (its lot is read only while the circuit is not closed) and,
+        for a rate-limited endpoint, how many seconds of send slots are already taken ahead (one item read)."""
         endpoint = self.get(tenant_id, endpoint_id)
         now = utcnow()
         where = DeliveryFilter(tenant_id=tenant_id, endpoint_id=endpoint_id)
@@ -319,7 +339,8 @@ class EndpointService:
         health = summarize(
             page.deliveries, now, older_not_sampled=page.resume_after is not None, failing_since=endpoint.failing_since
         )
-        return endpoint, health, self.parking.parked_behind(endpoint)
+        paced = None if self.pacing is None else self.pacing.backlog_seconds(endpoint, now)
+        return endpoint, health, self.parking.parked_behind(endpoint), paced
 
     def _change(
         self,
@@ -346,3 +367,10 @@ class EndpointService:
             if (write or self.endpoints.replace)(changed, expected_updated_at=current.updated_at, read=current):
                 return changed
         raise Conflict(f"endpoint {endpoint_id!r} kept changing while this request tried to write it: try again")
+
+
+def _checked_rate_limit(limit: int | None, max_in_flight: int) -> int | None:
+    try:
+        return check_rate_limit(limit, max_in_flight)
+    except ValueError as error:
+        raise InvalidDocument(str(error), [{"pointer": "/rate_limit_per_second", "detail": str(error)}]) from error
