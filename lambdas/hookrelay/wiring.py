@@ -380,7 +380,9 @@ def delivery_service() -> DeliveryService:
         parking=_parking(),
         claim_timeout=timedelta(seconds=schema.DELIVERY_CLAIM_TIMEOUT_SECONDS),
         platform_events=_EmitterOnFirstUse(),
-        pacing=_pacing(),
+        # The delivery function holds the rate-limit table (functions.DELIVERY); the sweeper, whose circuit service
+        # builds this one but never makes an attempt with it, does not.
+        pacing=_pacing() if schema.RATE_LIMITS.env_var in os.environ else None,
         lanes=Lanes(
             queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
             slow_after_ms=int(os.environ.get(schema.SLOW_LANE_AFTER_MS, DEFAULT_SLOW_LANE_AFTER_MS)),
