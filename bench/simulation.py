@@ -810,9 +810,13 @@ class Night:
             self.parked.remove(n)
         start = taken.slot_us / self.pacing.MICROS
 
+        def answered() -> None:
+            self.landed(n)
+            then()
+
         def send() -> None:
             self.sent(n)
-            self.at(self.now + CONSUMER_SECONDS + DELIVERY_OVERHEAD_SECONDS / 2, lambda: (self.landed(n), then()))
+            self.at(self.now + CONSUMER_SECONDS + DELIVERY_OVERHEAD_SECONDS / 2, answered)
 
         self.at(start, send)
         return True
