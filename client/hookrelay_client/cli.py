@@ -325,6 +325,7 @@ def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         description=args.description,
         max_in_flight=args.max_in_flight,
         key_type=args.key_type,
+        rate_limit_per_second=args.rate_limit,
     )
     summary = fields([("id", endpoint.id), ("url", endpoint.url), ("event types", endpoint.event_types)])
     return Result(endpoint, f"{summary}\n{describe_issued_key(endpoint)}")
@@ -367,6 +368,7 @@ def describe_endpoint(e: Endpoint) -> str:
     public_keys = ", ".join(s.public_key for s in e.signing_secrets if s.public_key)
     rows = [("id", e.id), ("state", e.state), ("url", e.url), ("event types", e.event_types)]
     rows += [("description", e.description), ("max in flight", e.max_in_flight)]
+    rows += [("rate limit", f"{e.rate_limit_per_second}/s" if e.rate_limit_per_second else "none")]
     rows += [("secrets", secrets or None), ("public keys", public_keys or None)]
     rows += [("created", e.created_at), ("updated", e.updated_at)]
     return fields(rows)
@@ -374,12 +376,14 @@ def describe_endpoint(e: Endpoint) -> str:
 
 def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
     description = None if args.clear_description else (args.description if args.description is not None else UNCHANGED)
+    rate_limit = None if args.clear_rate_limit else (args.rate_limit if args.rate_limit is not None else UNCHANGED)
     endpoint = client.update_endpoint(
         args.endpoint_id,
         url=args.url,
         event_types=args.event_type,
         description=description,
         max_in_flight=args.max_in_flight,
+        rate_limit_per_second=rate_limit,
     )
     return Result(endpoint, describe_endpoint(endpoint))
 
@@ -428,6 +432,9 @@ def describe_health(h: EndpointHealth) -> str:
             ("last failure", failure),
             ("failing streak", f"{h.consecutive_failures} attempts"),
             ("oldest retrying", retrying),
+            ("rate limit", f"{h.rate_limit_per_second}/s" if h.rate_limit_per_second else "none"),
+            ("parked", h.backlog.parked),
+            ("slots taken ahead", f"{h.backlog.paced_seconds:g} s" if h.backlog.paced_seconds is not None else None),
         ]
     )
 
@@ -637,6 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--event-type", action="append", help="a type or filter such as order.*; repeatable (*)")
     sub.add_argument("--description")
     sub.add_argument("--max-in-flight", type=int)
+    sub.add_argument("--rate-limit", type=int, help="deliveries a second the endpoint accepts (none by default)")
     sub.add_argument("--key-type", choices=KEY_TYPES, help="hmac (a whsec_ secret; the default) or ed25519 (v1a)")
     sub = command(endpoints, "list", list_endpoints, "your endpoints, newest first (every page unless --limit)")
     sub.add_argument("--limit", type=int, help="page size: one page only")
@@ -651,6 +659,9 @@ def build_parser() -> argparse.ArgumentParser:
     described.add_argument("--description")
     described.add_argument("--clear-description", action="store_true")
     sub.add_argument("--max-in-flight", type=int, help="concurrency of deliveries created from now on")
+    limited = sub.add_mutually_exclusive_group()
+    limited.add_argument("--rate-limit", type=int, help="deliveries a second the endpoint accepts")
+    limited.add_argument("--clear-rate-limit", action="store_true", help="no rate limit")
     for name, run, help_text in (
         ("disable", disable_endpoint, "stop sending; new events are recorded as cancelled"),
         ("enable", enable_endpoint, "resume sending"),

@@ -211,6 +211,7 @@ class HookrelayClient:
         description: str | None = None,
         max_in_flight: int | None = None,
         key_type: str | None = None,
+        rate_limit_per_second: int | None = None,
     ) -> CreatedEndpoint:
         """A new endpoint. `key_type="ed25519"` signs its deliveries with `v1a` signatures that consumers verify
         with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now."""
@@ -220,6 +221,7 @@ class HookrelayClient:
             "description": description,
             "max_in_flight": max_in_flight,
             "key_type": key_type,
+            "rate_limit_per_second": rate_limit_per_second,
         }
         return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
 
@@ -246,10 +248,12 @@ class HookrelayClient:
         event_types: Sequence[str] | None = None,
         description: str | None = UNCHANGED,
         max_in_flight: int | None = None,
+        rate_limit_per_second: int | None = UNCHANGED,
     ) -> Endpoint:
-        """Change what is given (None leaves a field as it is; `description=None` clears the description).
+        """Change what is given (None leaves a field as it is; `description=None` clears the description,
+        `rate_limit_per_second=None` the rate limit).
 
-        A new `max_in_flight` applies to deliveries created from now on.
+        A new `max_in_flight` applies to deliveries created from now on; a new rate limit to the next sends.
         """
         body = _without_none(
             {
@@ -260,6 +264,8 @@ class HookrelayClient:
         )
         if description is not UNCHANGED:
             body["description"] = description
+        if rate_limit_per_second is not UNCHANGED:
+            body["rate_limit_per_second"] = rate_limit_per_second
         return Endpoint.model_validate(self.request("PATCH", f"/v1/endpoints/{_segment(endpoint_id)}", body=body))
 
     def disable_endpoint(self, endpoint_id: str) -> Endpoint:
