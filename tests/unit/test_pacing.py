@@ -13,7 +13,7 @@ import pytest
 
 from hookrelay.domain import pacing
 from hookrelay.domain.circuit import CircuitState, Via
-from hookrelay.domain.limits import MAX_RATE_LIMIT_PER_SECOND
+from hookrelay.domain.limits import MAX_RATE_LIMIT_PER_SECOND, MIN_RATE_LIMIT_PER_SECOND
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.delivery import Lanes
@@ -181,3 +181,12 @@ def test_a_hundred_sends_in_a_row_hold_the_limit(world: World) -> None:
     per_second = Counter(int(s.timestamp()) for s in starts)
     assert max(per_second.values()) <= 10
     assert starts_per_window([round(s.timestamp() * pacing.MICROS) for s in starts]) <= 10
+
+
+def test_the_consumer_guide_states_the_limits_numbers() -> None:
+    from pathlib import Path
+
+    guide = (Path(__file__).parents[2] / "docs" / "consumer-guide.md").read_text()
+    assert f"a whole number from {MIN_RATE_LIMIT_PER_SECOND} to {MAX_RATE_LIMIT_PER_SECOND}" in guide
+    assert f"at most {pacing.WAIT_SECONDS} x the limit" in guide and f"about {pacing.WAIT_SECONDS} seconds" in guide
+    assert f"with {pacing.HEADROOM:.0%} to spare" in guide
