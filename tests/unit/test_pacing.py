@@ -77,11 +77,13 @@ def test_the_limit_is_optional_a_whole_number_in_range_and_serves_its_message_gr
         pacing.check_rate_limit(1, pacing.WAIT_SECONDS + 1)
 
 
-def test_the_drain_keeps_a_few_seconds_of_the_limit_in_flight() -> None:
+def test_the_drain_keeps_what_its_releases_budget_holds_in_flight() -> None:
     assert pacing.drain_room(500, None) == 500
-    assert pacing.drain_room(500, 50) == 50 * pacing.DRAIN_AHEAD_SECONDS
+    room = pacing.drain_room(500, 50)  # the slots that fit a release's budget, more than a second of the limit
+    assert room > 50 and pacing.reserve(None, 0, pacing.slot_interval_us(50), None) is not None
+    assert (room - 1) * pacing.slot_interval_us(50) <= pacing.WAIT_SECONDS * pacing.MICROS
     assert pacing.drain_room(200, 1_000) == 200
-    assert pacing.drain_room(200, 1) == pacing.DRAIN_AHEAD_SECONDS
+    assert pacing.drain_room(200, 1) == 1
 
 
 def test_the_backlog_is_how_far_ahead_the_slots_are_taken() -> None:

@@ -34,12 +34,11 @@ MICROS = 1_000_000
 # wakes) without pushing limit + 1 starts into one second. 2% costs a drain 2% of its time.
 HEADROOM = 0.02
 # The most a send waits for its slot in its invocation (its budget), and what the delivery function's timeout
-# allows for it (adapters/schema.py).
-WAIT_SECONDS = 5
+# allows for it (adapters/schema.py): 2 s keeps a crashed invocation's hold on its message group within 90 s
+# (tests/unit/test_crash_cost.py). A slow lane's first attempt may wait up to SLOW_LANE_WAIT_SECONDS (see above); its
+# second half comes out of the time the timeout keeps for throttled AWS calls' backoff (30 s), rarely both at once.
+WAIT_SECONDS = 2
 SLOW_LANE_WAIT_SECONDS = 2 * WAIT_SECONDS
-# The drain keeps at most this many seconds of the limit released at once (domain/circuit.drain_window otherwise):
-# released deliveries wait for their slots in their own invocations, within their budget.
-DRAIN_AHEAD_SECONDS = 2
 # A pacing item outlives its last slot by this much (TTL), then goes: an idle endpoint's item is worthless.
 ITEM_LIFETIME_SECONDS = 3600
 
@@ -90,11 +89,13 @@ def wait_budget_us(lane_cap_seconds: float, spare_seconds: float | None) -> int:
 
 
 def drain_room(window: int, limit: int | None) -> int:
-    """How many released deliveries the drain keeps in flight: its window, and no more than DRAIN_AHEAD_SECONDS of
-    the limit (the rest stay parked, in order, where a pause or a reopen need not take them back)."""
+    """How many released deliveries the drain keeps in flight: its window, and with a limit no more slots than fit in
+    a release's budget (WAIT_SECONDS), so that its releases find their slots (the rest stay parked, in order, where a
+    pause or a reopen need not take them back). Still more than a second of the limit: the drain, looking every
+    second, never runs dry between looks."""
     if limit is None:
         return window
-    return max(1, min(window, limit * DRAIN_AHEAD_SECONDS))
+    return max(1, min(window, int(limit * WAIT_SECONDS / (1 + HEADROOM))))
 
 
 def backlog_seconds(next_us: int | None, now_us: int) -> float:
