@@ -192,3 +192,28 @@ def test_the_consumer_guide_states_the_limits_numbers() -> None:
     assert f"a whole number from {MIN_RATE_LIMIT_PER_SECOND} to {MAX_RATE_LIMIT_PER_SECOND}" in guide
     assert f"at most {pacing.WAIT_SECONDS} x the limit" in guide and f"about {pacing.WAIT_SECONDS} seconds" in guide
     assert f"with {pacing.HEADROOM:.0%} to spare" in guide
+
+
+def test_a_crash_between_taking_a_slot_and_sending_loses_the_slot_and_nothing_else(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reservation is the one write before the send: a crash after it leaves the delivery as it was (a first
+    attempt is not claimed before its send), so the message, come back, takes a new slot and is sent once."""
+    limit(world, 5)
+    message = replace(world.message(1), lane=DeliveryLane.SLOW)
+    send = world.sender.send
+
+    def crash(*args: object) -> object:
+        raise ConnectionError("the process died after its slot and before the send")
+
+    monkeypatch.setattr(world.sender, "send", crash)
+    with pytest.raises(ConnectionError):
+        world.service.attempt(message)
+    assert len(pacer(world).reservations) == 1 and world.current().status is DeliveryStatus.QUEUED
+
+    monkeypatch.setattr(world.sender, "send", send)
+    world.script(OK)
+    assert world.service.attempt(message).status is DeliveryStatus.DELIVERED
+    first, second = (slot for _, slot in pacer(world).reservations)
+    assert second - first >= pacing.slot_interval_us(5)  # the lost slot is one send fewer that second
+    assert len(world.sender.sent) == 1 and world.current().attempt_count == 1
