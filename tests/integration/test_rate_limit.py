@@ -10,6 +10,7 @@ once, in order per ordering key, and the drain takes about 2,000 / 50 s.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from collections import Counter, defaultdict
@@ -170,3 +171,33 @@ def test_a_drain_of_parked_deliveries_holds_the_rate_limit_in_order(
     print(
         f"\n2,000 parked drained at {LIMIT}/s in {drained_in:.1f} virtual s; busiest second {max(per_second.values())}"
     )
+
+
+def test_a_fast_lane_message_with_no_slot_in_its_budget_waits_in_the_slow_lane_in_order(
+    stack: tuple[Platform, WorkflowSim], consumer: ScriptedConsumer
+) -> None:
+    """The endpoint's slots are taken 3 s ahead (more than a send's budget): the fast lane forwards its messages to the
+    slow lane, unattempted and in order, where each takes its slot and is sent once, never handed back to SQS."""
+    platform, sim = stack
+    tenant_id, token = platform.new_tenant()
+    body = {"url": consumer.url, "event_types": ["*"], "max_in_flight": 1, "rate_limit_per_second": 1}
+    endpoint_id = platform.call("POST", "/v1/endpoints", token, body).json()["id"]
+    producer = platform.new_key("producer")
+    taken_until = sim.now.timestamp() + pacing.WAIT_SECONDS + 1
+    table("RATE_LIMITS_TABLE").put_item(Item={"id": f"pace#{endpoint_id}", "next_us": round(taken_until * 1e6)})
+    results = publish(platform, producer, tenant_id, 3, 0)
+
+    urls = delivery_queue_urls(platform.env)
+    shard = endpoint_of(tenant_id, endpoint_id).queue_shard
+    assert poll_once(platform.sqs, urls.url(shard, DeliveryLane.FAST)) == 3
+    assert consumer.received == []  # all forwarded, none attempted in the fast lane
+    while poll_once(platform.sqs, urls.url(shard, DeliveryLane.SLOW), batch_size=1):
+        pass
+
+    deliveries = DeliveryTable(table("DELIVERIES_TABLE"))
+    ended = [deliveries.get(r["delivery_ids"][0]) for r in results]
+    assert all(d is not None and d.status is DeliveryStatus.DELIVERED and d.attempt_count == 1 for d in ended)
+    starts = [d.attempts[0].started_at.timestamp() for d in ended if d is not None]
+    assert starts == sorted(starts) and starts[0] >= taken_until - 0.001  # in order, at the slots taken for them
+    assert all(b - a >= 1 for a, b in itertools.pairwise(starts))  # one a second
+    assert [r.headers["webhook-id"] for r in consumer.received] == [r["event_id"] for r in results]
