@@ -169,7 +169,8 @@ def test_a_drain_of_parked_deliveries_holds_the_rate_limit_in_order(
     # At the limit (less its headroom), not far below it: PARKED / 50 s, plus the probe's and the polls' seconds.
     assert PARKED / LIMIT <= drained_in <= PARKED / LIMIT * (1 + pacing.HEADROOM) + 10, drained_in
     print(
-        f"\n2,000 parked drained at {LIMIT}/s in {drained_in:.1f} virtual s; busiest second {max(per_second.values())}"
+        f"\n{PARKED:,} parked drained at {LIMIT}/s in {drained_in:.1f} virtual s; most starts in an aligned second"
+        f" {max(per_second.values())}, in any second {starts_in_any_second(all_starts)}"
     )
 
 
