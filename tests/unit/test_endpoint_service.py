@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.errors import Conflict, InvalidRequest
+from hookrelay.domain.errors import Conflict, InvalidDocument, InvalidRequest
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.domain.signing import KeyType
 from hookrelay.services.endpoints import MAX_ACTIVE_SECRETS, WRITE_ATTEMPTS, EndpointService, _next_version
@@ -141,3 +141,17 @@ def test_versions_strictly_increase_at_millisecond_precision() -> None:
     assert _next_version(read, read - timedelta(seconds=1)) == read + timedelta(milliseconds=1)  # clock behind
     later = read + timedelta(seconds=2, microseconds=1700)
     assert _next_version(read, later) == read + timedelta(seconds=2, milliseconds=1)
+
+
+def test_a_rate_limit_is_set_on_create_and_patch_checked_against_max_in_flight_and_cleared_with_none() -> None:
+    service, _ = service_with(an_endpoint(max_in_flight=4))
+    created = service.create("ten_1", url="https://example.com/x", event_types=["*"], rate_limit_per_second=2)
+    assert created.rate_limit_per_second == 2 and created.max_in_flight == 4  # 4 groups <= 2 s of 2/s
+    with pytest.raises(InvalidDocument) as too_few:
+        service.create("ten_1", url="https://example.com/y", event_types=["*"], rate_limit_per_second=1)
+    assert too_few.value.errors[0]["pointer"] == "/rate_limit_per_second"
+    assert service.update("ten_1", "ep_1", rate_limit_per_second=50).rate_limit_per_second == 50
+    with pytest.raises(InvalidDocument):  # the two together: a change to either is checked against the other
+        service.update("ten_1", "ep_1", max_in_flight=50, rate_limit_per_second=10)
+    assert service.update("ten_1", "ep_1", rate_limit_per_second=None).rate_limit_per_second is None
+    assert service.update("ten_1", "ep_1", max_in_flight=50).max_in_flight == 50  # no limit: nothing to serve
