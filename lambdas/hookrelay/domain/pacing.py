@@ -9,13 +9,17 @@ call) does not crowd the one after it into the same second.
 
 Nothing waits for long, and nothing is refused or dies for the limit (services/pacing.py, services/delivery.py):
 - a send takes a slot only if it lies within its wait budget (`WAIT_SECONDS`, less when its invocation has less
-  time to spare); otherwise it reserves nothing and waits elsewhere: a fast lane's message is forwarded to its slow
-  lane (as a late one is, never handed back to SQS to count toward maxReceiveCount); a retry's workflow is asked to
-  wake it again later; a drain's release pauses the drain (the delivery stays parked, released again in order); a
+  time to spare); otherwise it reserves nothing and waits elsewhere: a fast lane's message (a first attempt or a
+  retry) is forwarded to its slow lane (as a late one is, never handed back to SQS to count toward
+  maxReceiveCount); a drain's release pauses the drain (the delivery stays parked, released again in order); a
   probe is looked at again a second later;
-- a first attempt in its slow lane always takes its slot (`SLOW_LANE_WAIT_SECONDS` at most, by `check_rate_limit`):
-  only the endpoint's message groups (one send each at a time) reserve past the others' budget, so the horizon of
-  reserved slots is at most `WAIT_SECONDS + max_in_flight / limit` ahead, which `check_rate_limit` bounds.
+- a queue message in its slow lane always takes its slot. The endpoint's message groups send one message each at a
+  time, and everything else reserves within its budget, so the slots taken reach at most
+  `WAIT_SECONDS + max_in_flight / limit` ahead, which `check_rate_limit` bounds by `SLOW_LANE_WAIT_SECONDS`.
+  Retries are the exception: each has a message group of its own, so a burst of retries forwarded to the slow lane
+  at once (more than the limit serves in the function's spare time, some 30 s) would wait longer than that, and
+  the last of them could outlast its invocation and come back once from SQS. Retries of a limited, healthy
+  endpoint are few; a failing one's are parked behind its circuit.
 
 A slot taken and not used (the process died between the reservation and the send, or the claim found the attempt
 made already) is simply lost: that second holds fewer sends than the limit. Harmless.
