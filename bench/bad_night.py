@@ -1,6 +1,6 @@
 """The bad night: one endpoint down while N events arrive in order, one healthy endpoint beside it.
 
-    python bench/bad_night.py [--events N ...] [--outage SECONDS]
+    python bench/bad_night.py [--events N ...] [--outage SECONDS] [--rate-limit PER_SECOND]
 
 In process on moto, with the real handlers, tables, queue and state machine (the ASL run by moto's
 interpreter), and two scripted consumers on 127.0.0.1. One tenant, two endpoints subscribed to every event.
@@ -8,6 +8,10 @@ First a control (both endpoints up, every event to both), then the night: the fa
 for the outage, then 200. Printed for each N: state-machine executions and HTTP attempts to the failing
 endpoint during the outage, events delivered, order violations, time from recovery to drained (circuit
 closed), and the healthy endpoint's latency beside the outage as a ratio to its baseline, side by side.
+
+The failing endpoint declares a rate limit (`rate_limit_per_second`, 50 by default; `--rate-limit 0` for none,
+domain/pacing.py): the drain keeps under it, so recovery to drained takes at least N / limit seconds, and the most
+requests it receives starting in any one second (from the consumer's own receive times) is printed beside it.
 """
 
 from __future__ import annotations
@@ -116,14 +120,31 @@ def order_violations(consumer: ScriptedConsumer, order: list[str]) -> tuple[int,
     return len(seen), violations
 
 
-def night(events: int, outage: float) -> dict[str, object]:
+def busiest_second(consumer: ScriptedConsumer, since: float) -> int:
+    """The most requests the consumer received in any one-second window after `since` (its own clock)."""
+    times, most, low = sorted(r.at for r in consumer.received if r.at >= since), 0, 0
+    for high, at in enumerate(times):
+        while at - times[low] >= 1.0:
+            low += 1
+        most = max(most, high - low + 1)
+    return most
+
+
+def night(events: int, outage: float, rate_limit: int | None = None) -> dict[str, object]:
     # The deployed attempt timeout, not the moto tests' 2 s: one saturated process answers some requests late.
     with moto_stack(retry_schedule=SCHEDULE, ATTEMPT_TIMEOUT_SECONDS=str(ATTEMPT_TIMEOUT_SECONDS)) as env:
         platform = Platform(env=env, admin_token=create_admin_key(env[schema.API_KEYS.env_var]).token)
         failing, healthy = ScriptedConsumer(), ScriptedConsumer()
         tenant_id, token = platform.new_tenant()
         healthy_id = platform.new_endpoint(token, healthy.url)["id"]
-        failing_id = platform.new_endpoint(token, failing.url)["id"]
+        created = platform.call(
+            "POST",
+            "/v1/endpoints",
+            token,
+            {"url": failing.url, "event_types": ["*"], "rate_limit_per_second": rate_limit},
+        )
+        assert created.status == 201, created.body
+        failing_id = created.json()["id"]
         producer = platform.new_key("producer")
         sfn = boto3.client("stepfunctions")
 
@@ -152,7 +173,7 @@ def night(events: int, outage: float) -> dict[str, object]:
             # some of them late, behind the queue), which an earlier version of this count included.
             failed_attempts = sum(1 for answer in failing.answers if answer >= 300)
             failing.default = Reply(200)
-            recovered = time.monotonic()
+            recovered, recovered_at = time.monotonic(), time.time()
             endpoints = EndpointTable(boto3.resource("dynamodb").Table(env[schema.ENDPOINTS.env_var]))
             while time.monotonic() - recovered < DRAIN_LIMIT_SECONDS:
                 endpoint = endpoints.get(tenant_id, failing_id)
@@ -175,7 +196,10 @@ def night(events: int, outage: float) -> dict[str, object]:
             ),
             "events delivered to it": delivered,
             "order violations": violations,
+            "rate limit (per second)": rate_limit or "none",
             "recovery to drained (s)": round(drained, 1),
+            "N / limit (s)": round(events / rate_limit, 1) if rate_limit else "-",
+            "most requests to it in any second after recovery": busiest_second(failing, recovered_at),
             "healthy p50 ms: control / beside the outage": f"{median(base) * 1000:.0f} / {median(beside) * 1000:.0f}",
             "healthy p50 ratio": round(median(beside) / median(base), 2),
             "healthy p95 ratio": round(percentile(beside, 0.95) / percentile(base, 0.95), 2),
@@ -187,11 +211,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, nargs="+", default=[2000, 4000])
     parser.add_argument("--outage", type=float, default=30.0)
+    parser.add_argument(
+        "--rate-limit", type=int, default=50, help="the failing endpoint's deliveries a second (0: none)"
+    )
     args = parser.parse_args()
     heading("The bad night: one endpoint down while N events arrive, one healthy beside it")
     print(machine())
     one_invocation_at_a_time()
-    rows = [night(n, args.outage) for n in args.events]
+    rows = [night(n, args.outage, args.rate_limit or None) for n in args.events]
     print(
         table(["", *(f"N = {r['events']}" for r in rows)], [[name, *(row[name] for row in rows)] for name in rows[0]])
     )

@@ -583,3 +583,334 @@ def comparison_table() -> str:
         ],
         rows,
     )
+
+
+# --- The seeds' night at full size (issue 29): one endpoint down 02:00-08:00 with a rate limit, 100 healthy ---
+#
+# A second discrete-event run, on the same simulated clock, of one outage and its drain: the real rules decide what
+# happens (the circuit's opening count, gate and drain window: `domain.circuit`; the default retry schedule's probe
+# times: `next_probe_at`, `next_probe_after_failure`; the rate limit's slots, budget and drain room:
+# `domain.pacing`; hand-overs every COMMANDS_PER_EXECUTION commands), and the rest is the shape of the system: a
+# delivery takes DELIVERY_OVERHEAD_SECONDS of the function's own work plus the consumer's answer, a slow lane's
+# event source runs NIGHT_SLOW_LANE_CONCURRENCY invocations at once (one message each), a message group sends one
+# message at a time, the fast lane is a pool of NIGHT_FAST_LANE_CONCURRENCY shared by every endpoint.
+
+NIGHT_EVENTS = 40_000
+NIGHT_LIMIT = 50  # deliveries a second, declared by the consumer
+NIGHT_HEALTHY = 100
+NIGHT_HEALTHY_PER_SECOND = 5.0  # all healthy endpoints together
+NIGHT_KEYS = 4  # the failing endpoint's ordering keys, over as many message groups (its max_in_flight)
+NIGHT_START, OUTAGE_FROM, OUTAGE_UNTIL = 1 * 3600.0, 2 * 3600.0, 8 * 3600.0  # seconds after midnight
+CONSUMER_SECONDS = 0.05  # the consumer's answer
+DELIVERY_OVERHEAD_SECONDS = 0.03  # the function's own work per message (reads, claim, record)
+NIGHT_SLOW_LANE_CONCURRENCY = 10  # `delivery_max_concurrency` of a stage that runs drains of this size
+NIGHT_FAST_LANE_CONCURRENCY = 10
+
+
+@dataclass
+class NightFigures:
+    executions: int  # Step Functions executions started for the outage (retry workflows and probe workflows)
+    attempts: int  # attempts on the failing endpoint while it was down (first attempts and probes)
+    order_violations: int
+    recovered_at: float
+    drained_at: float
+    busiest_second: int  # the most sends to the limited endpoint starting in any one-second window
+    healthy_extra_delay: float  # the healthy endpoints' worst delay beyond the same night without the outage
+    delivered: int
+    paused: int  # drain pauses for want of a slot within the budget
+
+    @property
+    def drain_seconds(self) -> float:
+        return self.drained_at - self.recovered_at
+
+
+class Night:
+    """The night on a heap of timed actions; `with_outage=False` runs the healthy endpoints alone (the control)."""
+
+    def __init__(self, *, with_outage: bool = True, seed: int = 29) -> None:
+        from hookrelay.domain import pacing
+        from hookrelay.domain.circuit import drain_window
+        from hookrelay.domain.schedule import DEFAULT_SCHEDULE
+
+        self.pacing, self.schedule = pacing, DEFAULT_SCHEDULE
+        self.window = pacing.drain_room(drain_window(NIGHT_KEYS), NIGHT_LIMIT)
+        self.interval_us = pacing.slot_interval_us(NIGHT_LIMIT)
+        self.with_outage = with_outage
+        self.rng = random.Random(seed)
+        self.heap: list[tuple[float, int, Callable[[], None]]] = []
+        self.seq = 0
+        self.now = 0.0
+        # The failing endpoint.
+        self.circuit = CircuitState.CLOSED
+        self.failures_in_a_row = 0
+        self.opened_at = 0.0
+        self.probes_made = 0
+        self.parked: list[int] = []  # event numbers, in event order
+        self.in_flight: set[int] = set()
+        self.paused_until = 0.0
+        self.next_us: int | None = None
+        self.groups: dict[int, list[int]] = defaultdict(list)  # slow lane, per message group
+        self.busy_groups: set[int] = set()
+        self.slow_busy = 0
+        self.sent_at: list[float] = []
+        self.last_sent: dict[int, int] = {}  # per key, the last event number sent
+        self.delivered: set[int] = set()
+        self.executions = self.attempts = self.commands = self.violations = self.pauses = 0
+        self.recovered_at = self.drained_at = 0.0
+        # The healthy endpoints: the fast lane's pool, shared.
+        self.fast_busy = 0
+        self.fast_waiting: list[tuple[float, Callable[[], None]]] = []
+        self.healthy_delays: dict[int, float] = {}
+
+    def at(self, when: float, action: Callable[[], None]) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (when, self.seq, action))
+
+    def down(self) -> bool:
+        return OUTAGE_FROM <= self.now < OUTAGE_UNTIL
+
+    def _clock(self, seconds: float) -> datetime:
+        return EPOCH + timedelta(seconds=seconds)
+
+    # -- the fast lane, shared ------------------------------------------------------------------------------
+    def fast(self, work: Callable[[], None]) -> None:
+        if self.fast_busy < NIGHT_FAST_LANE_CONCURRENCY:
+            self.fast_busy += 1
+            work()
+        else:
+            self.fast_waiting.append((self.now, work))
+
+    def fast_done(self) -> None:
+        self.fast_busy -= 1
+        if self.fast_waiting:
+            _, work = self.fast_waiting.pop(0)
+            self.fast_busy += 1
+            work()
+
+    def healthy_event(self, n: int) -> None:
+        arrived = self.now
+
+        def send() -> None:
+            self.healthy_delays[n] = self.now - arrived
+            self.at(self.now + DELIVERY_OVERHEAD_SECONDS + CONSUMER_SECONDS, self.fast_done)
+
+        self.fast(send)
+
+    # -- the failing endpoint: arrivals, opening, probes -----------------------------------------------------
+    def failing_event(self, n: int) -> None:
+        if circuit_parks_new(self.circuit):
+            self.parked.append(n)  # parked on arrival: no message, no execution
+            return
+
+        def first_attempt() -> None:
+            self.attempts += 1
+            self.at(self.now + DELIVERY_OVERHEAD_SECONDS + CONSUMER_SECONDS, lambda: self.failed_first(n))
+
+        self.fast(first_attempt)
+
+    def failed_first(self, n: int) -> None:
+        self.fast_done()
+        if not self.down():
+            self.sent(n)
+            return
+        self.executions += 1  # its retry workflow
+        self.parked.append(n)  # (parked when the circuit opens; its workflow stopped)
+        self.parked.sort()
+        if self.circuit is CircuitState.CLOSED:
+            self.failures_in_a_row += 1
+            if self.failures_in_a_row >= OPEN_AFTER_FAILURES:
+                self.circuit, self.opened_at = CircuitState.OPEN, self.now
+                self.executions += 1  # the probe workflow
+                self.schedule_probe(first=True)
+
+    def schedule_probe(self, *, first: bool = False) -> None:
+        from hookrelay.domain.circuit import next_probe_at
+
+        opened, now = self._clock(self.opened_at), self._clock(self.now)
+        due = (
+            next_probe_at(self.schedule, opened_at=opened, probes_made=0, now=now)
+            if first
+            else next_probe_after_failure(
+                self.schedule, opened_at=opened, probes_made=self.probes_made, now=now, retry_after=None
+            )
+        )
+        self.at((due - EPOCH).total_seconds(), self.probe)
+
+    def command(self) -> None:
+        """Each of the probe workflow's commands; a fresh execution takes over every COMMANDS_PER_EXECUTION."""
+        from hookrelay.domain.circuit import COMMANDS_PER_EXECUTION
+
+        self.commands += 1
+        if self.commands % COMMANDS_PER_EXECUTION == 0:
+            self.executions += 1
+
+    def probe(self) -> None:
+        self.command()
+        self.attempts += 1
+        if self.down():
+            self.schedule_probe()  # from the probes made before this one, as `CircuitService._probe`
+            self.probes_made += 1
+            return
+        oldest = self.parked.pop(0)  # the probe was the oldest parked delivery, and got through
+        self.take_slot_and_send(oldest, lambda: None)
+        self.circuit, self.recovered_at = CircuitState.DRAINING, self.now
+        self.at(self.now, self.drain)
+
+    # -- the drain and the slow lane -------------------------------------------------------------------------
+    def drain(self) -> None:
+        from hookrelay.domain.circuit import DRAIN_POLL_SECONDS
+
+        self.command()
+        if self.paused_until > self.now:
+            self.in_flight.clear()  # after the pause the window starts afresh
+            self.at(self.paused_until, self.drain)
+            return
+        if not self.parked and not self.in_flight:
+            self.circuit, self.drained_at = CircuitState.CLOSED, self.now
+            return
+        if len(self.in_flight) <= self.window // 2:
+            room = self.window - len(self.in_flight)
+            released = [n for n in self.parked if n not in self.in_flight][:room]
+            for n in released:
+                self.in_flight.add(n)
+                self.groups[n % NIGHT_KEYS].append(n)
+            self.kick()
+        self.at(self.now + DRAIN_POLL_SECONDS, self.drain)
+
+    def kick(self) -> None:
+        for group, queue in self.groups.items():
+            if queue and group not in self.busy_groups and self.slow_busy < NIGHT_SLOW_LANE_CONCURRENCY:
+                self.busy_groups.add(group)
+                self.slow_busy += 1
+                n = queue.pop(0)
+                self.at(self.now + DELIVERY_OVERHEAD_SECONDS / 2, functools.partial(self.release, n, group))
+
+    def release(self, n: int, group: int) -> None:
+        def finished() -> None:
+            self.busy_groups.discard(group)
+            self.slow_busy -= 1
+            self.kick()
+
+        if self.paused_until > self.now or n not in self.parked:
+            finished()  # the gate parks a release while the drain is paused: it stays in the lot, in order
+            return
+        if not self.take_slot_and_send(n, finished, budget=self.pacing.WAIT_SECONDS):
+            self.pauses += 1
+            self.paused_until = self.now + self.pacing.WAIT_SECONDS
+            finished()
+
+    def take_slot_and_send(self, n: int, then: Callable[[], None], budget: float | None = None) -> bool:
+        now_us = round(self.now * self.pacing.MICROS)
+        latest = None if budget is None else now_us + round(budget * self.pacing.MICROS)
+        taken = self.pacing.reserve(self.next_us, now_us, self.interval_us, latest)
+        if taken is None:
+            return False
+        self.next_us = taken.next_us
+        if n in self.parked:
+            self.parked.remove(n)
+        start = taken.slot_us / self.pacing.MICROS
+
+        def answered() -> None:
+            self.landed(n)
+            then()
+
+        def send() -> None:
+            self.sent(n)
+            self.at(self.now + CONSUMER_SECONDS + DELIVERY_OVERHEAD_SECONDS / 2, answered)
+
+        self.at(start, send)
+        return True
+
+    def sent(self, n: int) -> None:
+        self.sent_at.append(self.now)
+        key = n % NIGHT_KEYS
+        if self.last_sent.get(key, -1) > n:
+            self.violations += 1
+        self.last_sent[key] = max(self.last_sent.get(key, -1), n)
+
+    def landed(self, n: int) -> None:
+        self.delivered.add(n)
+        self.in_flight.discard(n)
+
+    # -- the run ---------------------------------------------------------------------------------------------
+    def run(self) -> NightFigures:
+        outage_seconds = OUTAGE_UNTIL - OUTAGE_FROM
+        if self.with_outage:
+            for n in range(NIGHT_EVENTS):
+                self.at(OUTAGE_FROM + outage_seconds * n / NIGHT_EVENTS, functools.partial(self.failing_event, n))
+        arrivals = random.Random(7)  # the healthy endpoints' events: the same with or without the outage
+        t, n = NIGHT_START, 0
+        while t < 13 * 3600:
+            t += arrivals.expovariate(NIGHT_HEALTHY_PER_SECOND)
+            self.at(t, functools.partial(self.healthy_event, n))
+            n += 1
+        while self.heap:
+            self.now, _, action = heapq.heappop(self.heap)
+            action()
+        return NightFigures(
+            executions=self.executions,
+            attempts=self.attempts,
+            order_violations=self.violations,
+            recovered_at=self.recovered_at,
+            drained_at=self.drained_at,
+            busiest_second=_busiest_second(self.sent_at),
+            healthy_extra_delay=0.0,
+            delivered=len(self.delivered),
+            paused=self.pauses,
+        )
+
+
+def circuit_parks_new(state: CircuitState) -> bool:
+    return gate(state, Via.QUEUE, drain_paused=False) is Gate.PARK
+
+
+def _busiest_second(starts: list[float]) -> int:
+    ordered, most, low = sorted(starts), 0, 0
+    for high, start in enumerate(ordered):
+        while start - ordered[low] >= 1.0:
+            low += 1
+        most = max(most, high - low + 1)
+    return most
+
+
+def night() -> NightFigures:
+    """The night, and its healthy endpoints' delays against the same night without the outage."""
+    outage, control = Night(), Night(with_outage=False)
+    figures = outage.run()
+    control.run()
+    extra = max(outage.healthy_delays[n] - control.healthy_delays[n] for n in control.healthy_delays)
+    return replace(figures, healthy_extra_delay=max(0.0, extra))
+
+
+def _clock_time(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600:02d}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
+def night_table(figures: NightFigures) -> str:
+    ideal = NIGHT_EVENTS / NIGHT_LIMIT
+    rows = [
+        ["executions for the outage", f"{figures.executions}", "≤ 10"],
+        ["attempts for the outage", f"{figures.attempts}", "≤ 100"],
+        ["events delivered", f"{figures.delivered:,} of {NIGHT_EVENTS:,}", "all"],
+        ["order violations", f"{figures.order_violations}", "0"],
+        [
+            "recovery to drained",
+            f"{figures.drain_seconds:,.0f} s ({_clock_time(figures.recovered_at)} to {_clock_time(figures.drained_at)};"
+            f" {figures.drain_seconds / ideal - 1:+.1%} against {NIGHT_EVENTS:,} / {NIGHT_LIMIT} = {ideal:,.0f} s)",
+            "within 5%",
+        ],
+        ["most sends in any second", f"{figures.busiest_second}", f"≤ {NIGHT_LIMIT}"],
+        ["drain pauses for want of a slot", f"{figures.paused}", "-"],
+        [f"{NIGHT_HEALTHY} healthy endpoints' extra delay", f"{figures.healthy_extra_delay:.3f} s", "none"],
+    ]
+    return table(["the night", "measured", "target"], rows)
+
+
+if __name__ == "__main__":
+    print(
+        f"One endpoint down {_clock_time(OUTAGE_FROM)}-{_clock_time(OUTAGE_UNTIL)} while {NIGHT_EVENTS:,} events arrive"
+        f" for it, rate limit {NIGHT_LIMIT}/s, max_in_flight {NIGHT_KEYS}, beside {NIGHT_HEALTHY} healthy endpoints"
+        f" ({NIGHT_HEALTHY_PER_SECOND:g} events/s); slow lane concurrency {NIGHT_SLOW_LANE_CONCURRENCY}:\n"
+    )
+    print(night_table(night()))

@@ -382,6 +382,7 @@ def create_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         filter=args.filter,
         headers=_headers(args),
         auth=_auth(args),
+        rate_limit_per_second=args.rate_limit,
     )
     rows = [("id", endpoint.id), ("url", endpoint.url or endpoint.messages_url), ("event types", endpoint.event_types)]
     if endpoint.role_arn:  # an AWS destination: what its role's trust policy must require
@@ -430,6 +431,7 @@ def describe_endpoint(e: Endpoint) -> str:
         rows += [("role", e.role_arn), ("external id", e.external_id)]
     rows += [("filter", describe_filter(e.filter))]
     rows += [("description", e.description), ("max in flight", e.max_in_flight)]
+    rows += [("rate limit", f"{e.rate_limit_per_second}/s" if e.rate_limit_per_second else "none")]
     rows += [("secrets", secrets or None), ("public keys", public_keys or None)]
     headers = ", ".join(f"{h.name}: (secret)" if h.secret else f"{h.name}: {h.value}" for h in e.headers)
     rows += [("headers", headers or None), ("auth", describe_auth(e.auth))]
@@ -482,6 +484,7 @@ def add_outbound_options(sub: argparse.ArgumentParser, *, update: bool) -> None:
 def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result:
     description = None if args.clear_description else (args.description if args.description is not None else UNCHANGED)
     content_filter = None if args.clear_filter else (args.filter if args.filter is not None else UNCHANGED)
+    rate_limit = None if args.clear_rate_limit else (args.rate_limit if args.rate_limit is not None else UNCHANGED)
     endpoint = client.update_endpoint(
         args.endpoint_id,
         url=args.url,
@@ -492,6 +495,7 @@ def update_endpoint(client: HookrelayClient, args: argparse.Namespace) -> Result
         filter=content_filter,
         headers=_headers(args),
         auth=UNCHANGED if args.auth is None else _auth(args),
+        rate_limit_per_second=rate_limit,
     )
     return Result(endpoint, describe_endpoint(endpoint))
 
@@ -547,6 +551,9 @@ def describe_health(h: EndpointHealth) -> str:
             ("last failure", failure),
             ("failing streak", f"{h.consecutive_failures} attempts"),
             ("oldest retrying", retrying),
+            ("rate limit", f"{h.rate_limit_per_second}/s" if h.rate_limit_per_second else "none"),
+            ("parked", h.backlog.parked),
+            ("slots taken ahead", f"{h.backlog.paced_seconds:g} s" if h.backlog.paced_seconds is not None else None),
         ]
     )
 
@@ -758,6 +765,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--event-type", action="append", help="a type or filter such as order.*; repeatable (*)")
     sub.add_argument("--description")
     sub.add_argument("--max-in-flight", type=int)
+    sub.add_argument("--rate-limit", type=int, help="deliveries a second the endpoint accepts (none by default)")
     sub.add_argument("--key-type", choices=KEY_TYPES, help="hmac (a whsec_ secret; the default) or ed25519 (v1a)")
     sub.add_argument("--role-arn", help="for an SQS, SNS or EventBridge ARN as --url: the role hookrelay assumes")
     sub.add_argument("--filter", type=json_object, help=FILTER_HELP)
@@ -782,6 +790,9 @@ def build_parser() -> argparse.ArgumentParser:
     filtered.add_argument("--filter", type=json_object, help=FILTER_HELP + "; replaces the current one")
     filtered.add_argument("--clear-filter", action="store_true", help="remove the content filter")
     add_outbound_options(sub, update=True)
+    limited = sub.add_mutually_exclusive_group()
+    limited.add_argument("--rate-limit", type=int, help="deliveries a second the endpoint accepts")
+    limited.add_argument("--clear-rate-limit", action="store_true", help="no rate limit")
     for name, run, help_text in (
         ("disable", disable_endpoint, "stop sending; new events are recorded as cancelled"),
         ("enable", enable_endpoint, "resume sending"),

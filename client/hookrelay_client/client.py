@@ -253,6 +253,7 @@ class HookrelayClient:
         filter: Mapping[str, Any] | None = None,
         headers: Sequence[Mapping[str, Any]] | None = None,
         auth: Mapping[str, Any] | None = None,
+        rate_limit_per_second: int | None = None,
     ) -> CreatedEndpoint:
         """A new endpoint. `key_type="ed25519"` signs its deliveries with `v1a` signatures that consumers verify
         with `.public_key` alone; by default (`hmac`) the shared secret is in `.secret`, returned only now.
@@ -275,6 +276,7 @@ class HookrelayClient:
             "filter": None if filter is None else dict(filter),
             "headers": None if headers is None else [dict(h) for h in headers],
             "auth": None if auth is None else dict(auth),
+            "rate_limit_per_second": rate_limit_per_second,
         }
         return self._post(CreatedEndpoint, "/v1/endpoints", _without_none(body))
 
@@ -310,13 +312,16 @@ class HookrelayClient:
         filter: Mapping[str, Any] | None = UNCHANGED,
         headers: Sequence[Mapping[str, Any]] | None = None,
         auth: Mapping[str, Any] | None = UNCHANGED,
+        rate_limit_per_second: int | None = UNCHANGED,
     ) -> Endpoint:
         """Change what is given (None leaves a field as it is; `description=None` clears the description,
-        `filter=None` the content filter, and `role_arn=None` the role, for an endpoint moved back to a webhook URL).
+        `filter=None` the content filter, `rate_limit_per_second=None` the rate limit, and `role_arn=None` the role,
+        for an endpoint moved back to a webhook URL).
 
-        A new `max_in_flight` or `filter` applies to events accepted from now on. `headers` replaces the custom
-        headers (`[]` removes them; a secret `header(name, secret=True)` without a value keeps the stored one);
-        `auth` replaces the credentials from the next attempt on (`auth=None` removes them).
+        A new `max_in_flight` or `filter` applies to events accepted from now on, a new rate limit to the next
+        sends. `headers` replaces the custom headers (`[]` removes them; a secret `header(name, secret=True)`
+        without a value keeps the stored one); `auth` replaces the credentials from the next attempt on
+        (`auth=None` removes them).
         """
         body = _without_none(
             {
@@ -334,6 +339,8 @@ class HookrelayClient:
             body["filter"] = None if filter is None else dict(filter)
         if auth is not UNCHANGED:
             body["auth"] = None if auth is None else dict(auth)
+        if rate_limit_per_second is not UNCHANGED:
+            body["rate_limit_per_second"] = rate_limit_per_second
         return Endpoint.model_validate(self.request("PATCH", f"/v1/endpoints/{_segment(endpoint_id)}", body=body))
 
     def disable_endpoint(self, endpoint_id: str) -> Endpoint:

@@ -115,6 +115,7 @@ class Endpoint(Model):
     description: str | None = None
     state: str | None = None  # enabled | disabled | deleted
     max_in_flight: int | None = None
+    rate_limit_per_second: int | None = None  # deliveries a second it accepts; None: no limit
     signing_secrets: list[SecretLifetime] = Field(default_factory=list)
     headers: list[EndpointHeader] = Field(default_factory=list)
     auth: EndpointAuth | None = None
@@ -177,6 +178,13 @@ class Circuit(Model):
     drain: CircuitDrain | None = None
 
 
+class Backlog(Model):
+    """What waits for the endpoint: parked behind its circuit, and (rate-limited) seconds of send slots taken."""
+
+    parked: int = 0
+    paced_seconds: float | None = None
+
+
 class EndpointHealth(Model):
     """Computed on read from the endpoint's newest deliveries (`sample`), not its whole history."""
 
@@ -192,6 +200,8 @@ class EndpointHealth(Model):
     oldest_retrying: OldestRetrying | None = None
     failing_since: datetime | None = None  # from the endpoint record, not the sample
     circuit: Circuit = Field(default_factory=Circuit)
+    rate_limit_per_second: int | None = None
+    backlog: Backlog = Field(default_factory=lambda: Backlog())
 
 
 class DeliverySummary(Model):

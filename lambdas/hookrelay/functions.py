@@ -227,7 +227,8 @@ API = Function(
             schema.PARKING_LOT: TableAccess.READ,  # how many deliveries wait behind an open circuit
             schema.MAILBOXES: TableAccess.READ_WRITE,  # poll endpoints' messages read, and removed once acknowledged
             schema.EVENT_TYPES: TableAccess.READ_WRITE,  # the catalogue: admins register and delete types
-            schema.RATE_LIMITS: TableAccess.READ_UPDATE,  # each key's request counter (handlers/http.py)
+            # Each key's request counter (handlers/http.py); the health route reads an endpoint's pacing item.
+            schema.RATE_LIMITS: TableAccess.READ_UPDATE,
             schema.PORTAL_SESSIONS: TableAccess.READ_REWRITE,  # a new session is one conditional PutItem
         },
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),  # replays; redrive jobs
@@ -256,6 +257,8 @@ DELIVERY = Function(
             schema.DELIVERIES: TableAccess.READ_REWRITE,
             schema.PARKING_LOT: TableAccess.READ_WRITE,  # entries put when parked, deleted when claimed
             schema.MAILBOXES: TableAccess.READ_REWRITE,  # poll endpoints' deliveries posted (domain/mailbox.py)
+            # A rate-limited endpoint's next send slot (domain/pacing.py): conditional updates of one item each.
+            schema.RATE_LIMITS: TableAccess.READ_UPDATE,
         },
         sends_to=(schema.DELIVERY_QUEUE,),  # the drain's releases
         starts_retries=True,

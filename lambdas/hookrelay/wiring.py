@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from hookrelay.services.ingest import IngestService
     from hookrelay.services.mailbox import MailboxService
     from hookrelay.services.operational_events import OperationalEvents
+    from hookrelay.services.pacing import Pacing
     from hookrelay.services.parking import Parking
     from hookrelay.services.portal import PortalSessionCheck, PortalSessionService
     from hookrelay.services.ports import DeliveryLog, DeliveryTelemetry
@@ -190,6 +191,8 @@ def endpoint_service() -> EndpointService:
         counter=CountedEndpoints(_table(schema.TENANTS), _table(schema.ENDPOINTS)) if counts else None,
         # The API function (which creates endpoints) sends replays, so it holds every delivery queue's URL.
         queue_shards=delivery_queue_urls().shards if schema.DELIVERY_QUEUE.env_var in os.environ else 1,
+        # Where the function may read endpoints' pacing items (the API function, for health; not the sweeper).
+        pacing=_pacing() if schema.RATE_LIMITS.env_var in os.environ else None,
     )
 
 
@@ -282,6 +285,13 @@ class _EmitterOnFirstUse:
 
     def emit(self, notice: PlatformNotice) -> None:
         operational_events().emit(notice)
+
+
+def _pacing() -> Pacing:
+    from hookrelay.adapters.pacing import DynamoEndpointPacer
+    from hookrelay.services.pacing import Pacing
+
+    return Pacing(DynamoEndpointPacer(_table(schema.RATE_LIMITS)))
 
 
 def _parking() -> Parking:
@@ -384,6 +394,9 @@ def delivery_service() -> DeliveryService:
         parking=_parking(),
         claim_timeout=timedelta(seconds=schema.DELIVERY_CLAIM_TIMEOUT_SECONDS),
         platform_events=_EmitterOnFirstUse(),
+        # The delivery function holds the rate-limit table (functions.DELIVERY); the sweeper, whose circuit service
+        # builds this one but never makes an attempt with it, does not.
+        pacing=_pacing() if schema.RATE_LIMITS.env_var in os.environ else None,
         lanes=Lanes(
             queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
             slow_after_ms=int(os.environ.get(schema.SLOW_LANE_AFTER_MS, DEFAULT_SLOW_LANE_AFTER_MS)),

@@ -74,8 +74,10 @@ def test_the_authorizer_only_reads_the_api_keys(synthesized: Synthesized) -> Non
     assert actions_on(statements, "sqs:") == set()
 
 
-@pytest.mark.parametrize("name", ["ingest", "api"])
-def test_the_api_functions_only_count_requests_on_the_rate_limits(synthesized: Synthesized, name: str) -> None:
+@pytest.mark.parametrize("name", ["ingest", "api", "delivery"])
+def test_the_api_functions_and_the_delivery_only_update_the_rate_limits(synthesized: Synthesized, name: str) -> None:
+    """The API functions count requests per key; the delivery function takes endpoints' send slots
+    (domain/pacing.py): conditional updates, never puts or deletes."""
     statements = role_statements(synthesized, function_role(synthesized, name))
     counters = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/RateLimits")
     writes = {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"}

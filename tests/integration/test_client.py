@@ -374,6 +374,26 @@ def test_update_endpoint_changes_only_what_is_given(tenant: dict[str, Any]) -> N
     assert nothing.value.status == 422
 
 
+def test_a_rate_limit_is_set_shown_in_health_and_cleared_through_the_client_and_cli(
+    tenant: dict[str, Any], cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    client, endpoint = tenant["client"], tenant["endpoint"]
+    limited = client.update_endpoint(endpoint.id, rate_limit_per_second=50)
+    assert limited.rate_limit_per_second == 50 and limited.max_in_flight == endpoint.max_in_flight
+    health = client.get_endpoint_health(endpoint.id)
+    assert health.rate_limit_per_second == 50 and health.backlog.parked == 0 and health.backlog.paced_seconds == 0
+    with pytest.raises(HookrelayError) as too_few:  # more message groups than 5 s of the limit serves
+        client.update_endpoint(endpoint.id, rate_limit_per_second=1, max_in_flight=50)
+    assert too_few.value.status == 422 and [e["pointer"] for e in too_few.value.problem.errors] == [
+        "/rate_limit_per_second"
+    ]
+    code, out, _ = cli(token_of(client), "endpoints", "update", endpoint.id, "--clear-rate-limit")
+    assert code == 0 and "rate limit" in out and "none" in out
+    assert client.get_endpoint(endpoint.id).rate_limit_per_second is None
+    created = client.create_endpoint("https://example.com/limited", rate_limit_per_second=10)
+    assert created.rate_limit_per_second == 10
+
+
 def test_disable_enable_rotate_health_and_delete_through_the_client(
     platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer
 ) -> None:

@@ -20,6 +20,7 @@ from hookrelay.domain.models import (
     FailureNotice,
     Tenant,
 )
+from hookrelay.domain.pacing import reserve
 from hookrelay.domain.paging import Position
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
@@ -776,3 +777,24 @@ class RecordingQueue:
 
     def enqueue(self, messages: Sequence[DeliveryMessage]) -> None:
         self.sent.extend(messages)
+
+
+@dataclass
+class FakePacer:
+    """Each endpoint's next free send slot in memory, by the same rule as the DynamoDB adapter (domain/pacing.py)."""
+
+    next_us: dict[str, int] = field(default_factory=dict)
+    reservations: list[tuple[str, int]] = field(default_factory=list)  # (endpoint, slot) as given
+    refusals: int = 0
+
+    def reserve(self, endpoint_id: str, now_us: int, interval_us: int, latest_us: int | None) -> int | None:
+        taken = reserve(self.next_us.get(endpoint_id), now_us, interval_us, latest_us)
+        if taken is None:
+            self.refusals += 1
+            return None
+        self.next_us[endpoint_id] = taken.next_us
+        self.reservations.append((endpoint_id, taken.slot_us))
+        return taken.slot_us
+
+    def next_free(self, endpoint_id: str) -> int | None:
+        return self.next_us.get(endpoint_id)

@@ -162,3 +162,17 @@ def test_a_bad_content_filter_changes_nothing_and_names_its_pointer() -> None:
     assert stored is not None and stored.content_filter == '{"type":"a"}'
     with pytest.raises(InvalidDocument):
         service.create("ten_1", url="https://example.com/in", event_types=["*"], content_filter={})
+
+
+def test_a_rate_limit_is_set_on_create_and_patch_checked_against_max_in_flight_and_cleared_with_none() -> None:
+    service, _ = service_with(an_endpoint(max_in_flight=4))
+    created = service.create("ten_1", url="https://example.com/x", event_types=["*"], rate_limit_per_second=2)
+    assert created.rate_limit_per_second == 2 and created.max_in_flight == 4  # 4 groups <= 2 s of 2/s
+    with pytest.raises(InvalidDocument) as too_few:
+        service.create("ten_1", url="https://example.com/y", event_types=["*"], rate_limit_per_second=1)
+    assert too_few.value.errors[0]["pointer"] == "/rate_limit_per_second"
+    assert service.update("ten_1", "ep_1", rate_limit_per_second=50).rate_limit_per_second == 50
+    with pytest.raises(InvalidDocument):  # the two together: a change to either is checked against the other
+        service.update("ten_1", "ep_1", max_in_flight=50, rate_limit_per_second=10)
+    assert service.update("ten_1", "ep_1", rate_limit_per_second=None).rate_limit_per_second is None
+    assert service.update("ten_1", "ep_1", max_in_flight=50).max_in_flight == 50  # no limit: nothing to serve

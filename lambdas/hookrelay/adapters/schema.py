@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from hookrelay.domain import classification
+from hookrelay.domain import classification, pacing
 from hookrelay.domain.queues import DeliveryLane, check_shards
 
 
@@ -240,8 +240,11 @@ AWS_CALL_TRIES = 5  # every AWS call's tries in all, the first included (adapter
 AWS_CALL_BACKOFF_SECONDS = sum(min(2**retry, 20) for retry in range(AWS_CALL_TRIES - 1))
 DELIVERY_AWS_CALLS = 12  # on an invocation's longest path
 DELIVERY_THROTTLED_CALLS = 2
+# A rate-limited endpoint's send may first wait for its slot (domain/pacing.py): WAIT_SECONDS at most, but a slow
+# lane's first attempt (pacing.SLOW_LANE_WAIT_SECONDS, its second half out of the throttled calls' allowance).
 DELIVERY_FUNCTION_TIMEOUT_SECONDS = math.ceil(
     classification.ATTEMPT_TIMEOUT_SECONDS
+    + pacing.WAIT_SECONDS
     + DELIVERY_THROTTLED_CALLS * AWS_CALL_BACKOFF_SECONDS
     + (DELIVERY_AWS_CALLS - DELIVERY_THROTTLED_CALLS) * 0.5
 )

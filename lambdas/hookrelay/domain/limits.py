@@ -116,3 +116,10 @@ def content_filter_caps_table() -> str:
     rows = ["| Cap | At most | Of |", "|---|---|---|"]
     rows += [f"| {name} | {value:,} | {what} |" for name, value, what in CONTENT_FILTER_CAPS]
     return "\n".join(rows)
+
+
+# --- Per-endpoint rate limit (domain/pacing.py): deliveries a second, set by the tenant on the endpoint ---
+# At least one a second. At most 500: each paced send reserves its slot on one DynamoDB item per endpoint (one or two
+# writes), and one item takes at most 1,000 write units a second.
+MIN_RATE_LIMIT_PER_SECOND = 1
+MAX_RATE_LIMIT_PER_SECOND = 500

@@ -116,6 +116,8 @@ class Endpoint:
     # the credentials are never shown after they are set, nor logged.
     headers: list[CustomHeader] = field(default_factory=list)
     auth: EndpointAuth | None = None
+    # Deliveries a second the tenant allows (domain/pacing.py); None: no limit, and no pacing cost at all.
+    rate_limit_per_second: int | None = None
     created_at: datetime
     updated_at: datetime
     # The first failed attempt since the last successful one; None while healthy. Written by the delivery

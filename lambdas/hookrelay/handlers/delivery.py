@@ -8,7 +8,9 @@ kept alive across invocations (adapters/http_sender.py). A slow lane's hands ove
 
 from __future__ import annotations
 
+import contextvars
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -34,6 +36,15 @@ workers = ThreadPoolExecutor(max_workers=SQS_MAX_BATCH, thread_name_prefix="deli
 # Powertools' Metrics is one record per invocation, filled from every worker thread.
 _metrics_lock = threading.Lock()
 _delivered: list[dict[str, Any]] = []
+# When the invocation must be done (time.monotonic()), seen by every group's thread (each runs in a copy of the
+# invocation's context): what a message may spend waiting for a rate-limited endpoint's slot (domain/pacing.py).
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
+
+
+def _spare_seconds() -> float | None:
+    """The invocation's time beyond this message's longest path."""
+    deadline = _deadline.get()
+    return None if deadline is None else deadline - time.monotonic() - DELIVERY_MESSAGE_SECONDS
 
 
 def deliver(record: SqsMessage, *, late: bool = False) -> None:
@@ -45,7 +56,7 @@ def deliver(record: SqsMessage, *, late: bool = False) -> None:
             extra={"endpoint_id": message.endpoint_id, "command": message.kind, "next": following.kind},
         )
         return
-    report = wiring.delivery_service().attempt(message, late=late)
+    report = wiring.delivery_service().attempt(message, late=late, spare_seconds=_spare_seconds())
     fields = {
         "delivery_id": report.delivery_id,
         "attempt": report.attempt,
@@ -74,6 +85,7 @@ def deliver_late(record: SqsMessage) -> None:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchResponse:
     _delivered.clear()
+    _deadline.set(time.monotonic() + context.get_remaining_time_in_millis() / 1000)
     try:
         # A message is attempted only while its longest path still fits in the invocation's time (schema.py).
         def may_start() -> bool:

@@ -14,6 +14,7 @@ from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.destinations import POLL_URL, DestinationKind, external_id, kind_of
 from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
+from hookrelay.domain.limits import MAX_RATE_LIMIT_PER_SECOND, MIN_RATE_LIMIT_PER_SECOND
 from hookrelay.domain.matching import MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event, PortalSession
 from hookrelay.domain.redrive import Redrive
@@ -91,6 +92,8 @@ class AuthSpec(Strict):
 
 
 Headers = list[HeaderSpec]
+# Deliveries a second (domain/pacing.py); the service checks it against max_in_flight too (422 at the same pointer).
+RateLimit = Annotated[int, Field(ge=MIN_RATE_LIMIT_PER_SECOND, le=MAX_RATE_LIMIT_PER_SECOND)]
 
 
 class CreateEndpoint(Strict):
@@ -100,6 +103,7 @@ class CreateEndpoint(Strict):
     event_types: EventTypeFilters = Field(default_factory=lambda: ["*"])
     description: Description = None
     max_in_flight: MaxInFlight | None = None
+    rate_limit_per_second: RateLimit | None = None  # None: no limit
     key_type: KeyType = KeyType.HMAC  # ed25519: v1a signatures, verified with the public key alone
     role_arn: RoleArn | None = None
     # The content filter (domain/content_filter.py): checked by the endpoint service, whose 422 names the pointer of
@@ -133,8 +137,9 @@ class CreateEndpoint(Strict):
 
 
 class UpdateEndpoint(Strict):
-    """A partial update: only the fields given change; `description: null` clears the description and `auth: null`
-    removes the endpoint's auth; `headers` replaces the list (`[]` removes them all)."""
+    """A partial update: only the fields given change; `description: null` clears the description, `auth: null`
+    removes the endpoint's auth and `rate_limit_per_second: null` the rate limit; `headers` replaces the list (`[]`
+    removes them all)."""
 
     url: EndpointUrl | None = None
     event_types: EventTypeFilters | None = None
@@ -144,6 +149,7 @@ class UpdateEndpoint(Strict):
     content_filter: ContentFilterBody = Field(default=None, alias="filter")  # null clears it
     headers: Headers | None = None
     auth: AuthSpec | None = None
+    rate_limit_per_second: RateLimit | None = None  # null clears it
 
     @model_validator(mode="after")
     def _only_description_and_auth_are_nullable(self) -> UpdateEndpoint:
@@ -210,6 +216,7 @@ def endpoint_view(endpoint: Endpoint, *, with_secret: bool = False) -> dict[str,
         "description": endpoint.description,
         "state": endpoint.state.value,
         "max_in_flight": endpoint.max_in_flight,
+        "rate_limit_per_second": endpoint.rate_limit_per_second,
         # When each active secret was made, when it stops signing, its type and (Ed25519) its public key:
         # never the secrets or private keys themselves.
         "signing_secrets": [
@@ -260,7 +267,9 @@ def rotated_secret_view(rotated: RotatedSecret) -> dict[str, Any]:
     )
 
 
-def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth, parked: int) -> dict[str, Any]:
+def endpoint_health_view(
+    endpoint: Endpoint, health: EndpointHealth, parked: int, paced_seconds: float | None = None
+) -> dict[str, Any]:
     return {
         "endpoint_id": endpoint.id,
         "state": endpoint.state.value,
@@ -275,6 +284,14 @@ def endpoint_health_view(endpoint: Endpoint, health: EndpointHealth, parked: int
         "failing_since": _time(health.failing_since),
         "circuit": circuit_view(endpoint, parked),
         "lane": endpoint.lane.value,
+        "rate_limit_per_second": endpoint.rate_limit_per_second,
+        # What waits for the endpoint that the platform can count cheaply: deliveries parked behind its circuit, and
+        # (with a rate limit) how many seconds of send slots are taken ahead. Messages in the delivery queues are
+        # counted per queue, not per endpoint: not shown.
+        "backlog": {
+            "parked": parked,
+            "paced_seconds": None if paced_seconds is None else round(paced_seconds, 3),
+        },
     }
 
 

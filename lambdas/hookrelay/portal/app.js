@@ -222,6 +222,16 @@
           `${when(health.last_failure.at)}: ${health.last_failure.status_code ?? ""} ${health.last_failure.error ?? ""}`,
         ],
         ["Circuit", `${circuit.state}, ${circuit.parked} parked${circuit.next_probe_at ? `, next probe ${when(circuit.next_probe_at)}` : ""}`],
+        ["Max in flight", String(endpoint.max_in_flight)],
+        [
+          "Rate limit",
+          endpoint.rate_limit_per_second ? `${endpoint.rate_limit_per_second} deliveries a second` : "none",
+        ],
+        [
+          "Backlog",
+          `${health.backlog.parked} parked` +
+            (health.backlog.paced_seconds ? `, ${health.backlog.paced_seconds} s of sends waiting for their slots` : ""),
+        ],
         endpoint.disabled_reason && ["Disabled because", endpoint.disabled_reason],
         endpoint.headers && endpoint.headers.length ? ["Custom headers", headersText(endpoint.headers)] : null,
         endpoint.auth ? ["Authentication", authText(endpoint.auth)] : null,

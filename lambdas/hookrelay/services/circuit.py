@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from hookrelay.domain import circuit, platform_events
+from hookrelay.domain import circuit, pacing, platform_events
 from hookrelay.domain.circuit import CircuitState, Via
 from hookrelay.domain.classification import Outcome
 from hookrelay.domain.clock import from_rfc3339, utcnow
@@ -165,7 +165,8 @@ class CircuitService:
         if endpoint.drain_paused_until is not None and endpoint.drain_paused_until > now:
             # Released messages that arrive meanwhile stay parked; after the pause the window starts afresh.
             return replace(following, kind=CircuitCommandKind.DRAIN, due_at=endpoint.drain_paused_until, released=())
-        window = circuit.drain_window(endpoint.max_in_flight)
+        # Its window, and with a rate limit no more than a few seconds of it (the releases wait for their slots).
+        window = pacing.drain_room(circuit.drain_window(endpoint.max_in_flight), endpoint.rate_limit_per_second)
         in_flight = self._in_flight(following.released)
         released: list[ParkedDelivery] = []
         if len(in_flight) <= window // 2:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 
-from hookrelay.domain import circuit, lanes, mailbox, platform_events
+from hookrelay.domain import circuit, lanes, mailbox, pacing, platform_events
 from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, FailureKind, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
@@ -26,6 +26,7 @@ from hookrelay.domain.redrive import recovers
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import LATE_CLAIM_AFTER, DeadReason, DeliveryStatus
+from hookrelay.services.pacing import Pacing
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DELIVERIES_PARKED,
@@ -68,6 +69,9 @@ LANE_QUICKENED = "EndpointsQuickened"
 CIRCUIT_OPENED = "CircuitOpened"
 CIRCUIT_REOPENED = "CircuitReopened"
 DRAIN_PAUSED = "DrainPaused"
+# Metrics of the rate limit (domain/pacing.py): sends that waited for their slot, and those with none in their budget.
+DELIVERIES_PACED = "DeliveriesPaced"
+DELIVERIES_PACED_ELSEWHERE = "DeliveriesPacedElsewhere"
 LATE_CLAIM_ERRORS = "LateClaimErrors"  # metric: a late claim's write failed (the settle still accepts either form)
 # Sends waited on with a deadline (`_send`) run on these threads, one per attempt in flight in the process.
 SEND_THREADS = 16
@@ -117,24 +121,32 @@ class DeliveryService:
     # Sends an attempt with the endpoint's auth (services/endpoint_requests.py), through `sender`; None: endpoints
     # without auth only.
     requests: EndpointSender | None = None
+    # Rate-limited endpoints' send slots (domain/pacing.py); None: limits are not kept (a test's choice only).
+    pacing: Pacing | None = None
     _senders: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(SEND_THREADS, thread_name_prefix="send"), repr=False
     )
 
-    def attempt(self, message: DeliveryMessage, *, late: bool = False) -> AttemptReport:
+    def attempt(
+        self, message: DeliveryMessage, *, late: bool = False, spare_seconds: float | None = None
+    ) -> AttemptReport:
         """Make the attempt the message asks for, or park it behind the endpoint's open circuit, or forward it to the
         endpoint's slow lane (domain/lanes.py). `late`: its batch has no time left for an attempt: forward it if it
-        would be sent (a message that is parked, cancelled or found made sends nothing, and is handled here)."""
+        would be sent (a message that is parked, cancelled or found made sends nothing, and is handled here).
+        `spare_seconds`: how long the invocation may spend waiting for a rate-limited endpoint's slot, beyond the
+        message's own longest path (None: its lane's whole budget, domain/pacing.py)."""
         now = self.clock()
         endpoint = self._endpoint_of(message)
         if endpoint is not None and self._forwards(message, endpoint, late=late):
             return self._forward(message, endpoint)
-        report = self._attempt(message, endpoint, now)
+        report = self._attempt(message, endpoint, now, spare_seconds)
         if endpoint is not None and message.lane is DeliveryLane.SLOW:
             self._settle_forwarded(message, endpoint)
         return report
 
-    def _attempt(self, message: DeliveryMessage, endpoint: Endpoint | None, now: datetime) -> AttemptReport:
+    def _attempt(
+        self, message: DeliveryMessage, endpoint: Endpoint | None, now: datetime, spare_seconds: float | None = None
+    ) -> AttemptReport:
         if endpoint is not None and endpoint.state is EndpointState.ENABLED:
             paused = endpoint.drain_paused_until is not None and endpoint.drain_paused_until > now
             if circuit.gate(endpoint.circuit, message.via, drain_paused=paused) is Gate.PARK:
@@ -142,6 +154,11 @@ class DeliveryService:
                 if parked is not None:
                     return parked
                 endpoint = self.endpoints.get(endpoint.tenant_id, endpoint.id)  # it closed meanwhile: attempt
+            if endpoint is not None and endpoint.rate_limit_per_second is not None:
+                paced = self._paced(message, endpoint, now, spare_seconds)
+                if isinstance(paced, AttemptReport):
+                    return paced
+                now = paced
         delivery = self._claim(message, now)
         if delivery is None:
             current = self.deliveries.get(message.delivery_id)  # read once, for both of what follows
@@ -157,6 +174,8 @@ class DeliveryService:
         event = self._event_of(message, delivery)
 
         started = self._not_before(delivery.next_attempt_at, now)
+        if started > now and endpoint.rate_limit_per_second is not None:
+            started = self._repaced(endpoint, started)
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
         # The endpoint's custom headers under the platform's: the rule refuses clashes, and this keeps it so for a
@@ -191,6 +210,54 @@ class DeliveryService:
             self.deliveries.mark_posted(delivery.id, delivery.tenant_id, seq, now, readable_until)
             self.telemetry.count(DELIVERIES_POSTED)
         return AttemptReport(delivery.id, DeliveryStatus.QUEUED, message.attempt, sent=False)
+
+    # --- The rate limit (domain/pacing.py) ---
+
+    def _paced(
+        self, message: DeliveryMessage, endpoint: Endpoint, now: datetime, spare_seconds: float | None
+    ) -> datetime | AttemptReport:
+        """Wait for the endpoint's next send slot, before anything is claimed: the time the send starts at; or, with no
+        slot within the message's budget (nothing reserved), what became of the message instead, never a hand-back:
+
+        - a fast lane's message (a first attempt or a retry) is forwarded to its slow lane, as a late one is;
+        - a drain's release pauses the drain that long (the delivery stays parked, and is released again in order);
+        - a probe is not made (the probe workflow looks again a second later).
+        A queue message in its slow lane (or with one lane only) always takes its slot: domain/pacing.py bounds it.
+        A crash after the reservation loses its slot (one send fewer that second) and the message comes back."""
+        if self.pacing is None:
+            return now
+        forwardable = self.lanes is not None and message.lane is DeliveryLane.FAST
+        bounded = message.via is not Via.QUEUE or forwardable
+        budget = pacing.wait_budget_us(pacing.WAIT_SECONDS, spare_seconds) / pacing.MICROS if bounded else None
+        slot = self.pacing.slot(endpoint, now, budget)
+        if slot is None:
+            self.telemetry.count(DELIVERIES_PACED_ELSEWHERE)
+            return self._paced_elsewhere(message, endpoint, now)
+        if slot > now:
+            self.telemetry.count(DELIVERIES_PACED)
+            self.sleep((slot - now).total_seconds())
+            return max(slot, self.clock())
+        return now
+
+    def _repaced(self, endpoint: Endpoint, now: datetime) -> datetime:
+        """An attempt that waited out its early wake-up after its slot (`_not_before`) takes a fresh slot: its first
+        one has passed, and sending now could crowd the slots after it. Claimed already, it takes the next slot
+        however far (the endpoint's reserved horizon is near: domain/pacing.py); the first slot is lost, harmlessly."""
+        if self.pacing is None:
+            return now
+        slot = self.pacing.slot(endpoint, now, None)
+        if slot is not None and slot > now:
+            self.sleep((slot - now).total_seconds())
+            return max(slot, self.clock())
+        return now
+
+    def _paced_elsewhere(self, message: DeliveryMessage, endpoint: Endpoint, now: datetime) -> AttemptReport:
+        if message.via is Via.QUEUE:
+            return self._forward(message, endpoint)
+        if message.via is Via.DRAIN:
+            self.circuits.pause_drain(endpoint.tenant_id, endpoint.id, now + timedelta(seconds=pacing.WAIT_SECONDS))
+            return AttemptReport(message.delivery_id, None, message.attempt, sent=False, parked=True)
+        return AttemptReport(message.delivery_id, None, message.attempt, sent=False)
 
     # --- Delivery lanes (domain/lanes.py) ---
 

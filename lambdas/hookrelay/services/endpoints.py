@@ -21,10 +21,12 @@ from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, summariz
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.matching import validate_filters
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
+from hookrelay.domain.pacing import check_rate_limit
 from hookrelay.domain.paging import FOREIGN_CURSOR, decode_cursor, encode_cursor
 from hookrelay.domain.queues import shard_for
 from hookrelay.domain.signing import KeyType, generate_key
 from hookrelay.services.event_types import EventTypeCatalogue
+from hookrelay.services.pacing import Pacing
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
     DeliveryFilter,
@@ -88,6 +90,12 @@ def _next_version(previous: datetime, now: datetime) -> datetime:
     return candidate if candidate > previous else previous + timedelta(milliseconds=1)
 
 
+def _not_for_poll(url: str, rate_limit_per_second: int | None) -> None:
+    """A poll endpoint's consumer reads at its own pace: there is nothing to hold back."""
+    if url == POLL_URL and rate_limit_per_second is not None:
+        raise InvalidRequest("a poll endpoint is sent nothing: its consumer reads at its own pace (no rate limit)")
+
+
 def _webhooks_only(url: str, headers: list[CustomHeader], auth: EndpointAuth | None) -> None:
     """Custom headers and auth are a webhook's: an AWS destination is sent to as its role, a poll endpoint never."""
     if (headers or auth is not None) and kind_of(url) is not DestinationKind.HTTP:
@@ -124,6 +132,8 @@ class EndpointService:
     counter: EndpointCount | None = None
     # The deployment's delivery queue shards when an endpoint is created: its shard is chosen among them, once.
     queue_shards: int = 1
+    # Rate-limited endpoints' send slots, read for health (how far ahead they are taken); None: not shown.
+    pacing: Pacing | None = None
 
     def create(
         self,
@@ -138,6 +148,7 @@ class EndpointService:
         content_filter: dict[str, Any] | None = None,
         headers: builtins.list[GivenHeader] | None = None,
         auth: dict[str, Any] | None = None,
+        rate_limit_per_second: int | None = None,
     ) -> Endpoint:
         """`content_filter`: the filter as given (domain/content_filter.py), checked here (a 422 naming its pointer
         under `/filter`) and stored as compact JSON text. `role_arn`: an AWS destination's (domain/destinations.py)."""
@@ -147,6 +158,9 @@ class EndpointService:
         endpoint_id = ids.endpoint_id()
         custom, credentials = self._outbound(headers or [], auth, stored_headers=[], stored_auth=None, now=now)
         _webhooks_only(url, custom, credentials)
+        # A poll endpoint's deliveries are posted to its mailbox in one message group, so in the order they came.
+        max_in_flight = 1 if url == POLL_URL else max_in_flight or self.default_max_in_flight
+        _not_for_poll(url, rate_limit_per_second)
         endpoint = Endpoint(
             id=endpoint_id,
             tenant_id=tenant_id,
@@ -156,8 +170,8 @@ class EndpointService:
             content_filter=_filter_text(content_filter),
             description=description,
             secrets=[SigningSecret(secret=generate_key(key_type), created_at=now)],
-            # A poll endpoint's deliveries are posted to its mailbox in one message group, so in the order they came.
-            max_in_flight=1 if url == POLL_URL else max_in_flight or self.default_max_in_flight,
+            max_in_flight=max_in_flight,
+            rate_limit_per_second=_checked_rate_limit(rate_limit_per_second, max_in_flight),
             headers=custom,
             auth=credentials,
             created_at=now,
@@ -288,11 +302,12 @@ class EndpointService:
         content_filter: dict[str, Any] | _Keep | None = KEEP,
         headers: builtins.list[GivenHeader] | _Keep = KEEP,
         auth: dict[str, Any] | _Keep | None = KEEP,
+        rate_limit_per_second: int | _Keep | None = KEEP,
     ) -> Endpoint:
         """Change what is given. A new `max_in_flight` sets the message groups of deliveries created from now on; a
-        new `content_filter` (None clears it) applies to events accepted from now on. A url and its role are checked
-        together, as they will stand: moving a webhook to an AWS destination gives its role_arn, and back clears it
-        (null).
+        new `content_filter` (None clears it) applies to events accepted from now on; a new `rate_limit_per_second`
+        holds the next sends (None clears it). A url and its role are checked together, as they will stand: moving
+        a webhook to an AWS destination gives its role_arn, and back clears it (null).
 
         New `headers` replace the list; new `auth` replaces the credentials (`null` removes them). Either takes
         effect whole on the next attempt: the change is one conditional write of the endpoint, which every attempt
@@ -304,14 +319,15 @@ class EndpointService:
             "description": description,
             "max_in_flight": max_in_flight,
             "role_arn": role_arn,
+            "rate_limit_per_second": rate_limit_per_second,
         }
         changes: dict[str, Any] = {name: value for name, value in given.items() if value is not KEEP}
         if content_filter is not KEEP:
             changes["content_filter"] = _filter_text(content_filter)
         if not changes and headers is KEEP and auth is KEEP:
             raise InvalidRequest(
-                "nothing to change: give url, event_types, filter, description, max_in_flight, role_arn, headers"
-                " or auth"
+                "nothing to change: give url, event_types, filter, description, max_in_flight, role_arn, headers,"
+                " auth or rate_limit_per_second"
             )
         if isinstance(url, str):
             self._checked_url(url)
@@ -327,6 +343,7 @@ class EndpointService:
                 raise InvalidRequest(
                     "a poll endpoint's messages are posted in order, one at a time: max_in_flight is 1"
                 )
+            _not_for_poll(url, changes.get("rate_limit_per_second"))
             check_role(url, changes.get("role_arn", endpoint.role_arn))
             outbound: dict[str, Any] = {}
             if headers is not KEEP or auth is not KEEP:
@@ -334,7 +351,9 @@ class EndpointService:
                     headers, auth, stored_headers=endpoint.headers, stored_auth=endpoint.auth, now=now
                 )
             _webhooks_only(url, outbound.get("headers", endpoint.headers), outbound.get("auth", endpoint.auth))
-            return replace(endpoint, **changes, **outbound)
+            changed = replace(endpoint, **changes, **outbound)
+            _checked_rate_limit(changed.rate_limit_per_second, changed.max_in_flight)  # the two together
+            return changed
 
         return self._change(tenant_id, endpoint_id, apply)
 
@@ -424,9 +443,10 @@ class EndpointService:
         assert deadline is not None and secret is not None  # set by the write that succeeded
         return RotatedSecret(endpoint=endpoint, secret=secret, previous_expire_at=deadline)
 
-    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, int]:
+    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, int, float | None]:
         """Summarised on read from the endpoint's newest deliveries (one bounded index read, no scan), with how
-        many deliveries are parked behind its circuit (its lot is read only while the circuit is not closed)."""
+        many deliveries are parked behind its circuit (its lot is read only while the circuit is not closed) and,
+        for a rate-limited endpoint, how many seconds of send slots are already taken ahead (one item read)."""
         endpoint = self.get(tenant_id, endpoint_id)
         now = utcnow()
         where = DeliveryFilter(tenant_id=tenant_id, endpoint_id=endpoint_id)
@@ -434,7 +454,8 @@ class EndpointService:
         health = summarize(
             page.deliveries, now, older_not_sampled=page.resume_after is not None, failing_since=endpoint.failing_since
         )
-        return endpoint, health, self.parking.parked_behind(endpoint)
+        paced = None if self.pacing is None else self.pacing.backlog_seconds(endpoint, now)
+        return endpoint, health, self.parking.parked_behind(endpoint), paced
 
     def _change(
         self,
@@ -461,3 +482,10 @@ class EndpointService:
             if (write or self.endpoints.replace)(changed, expected_updated_at=current.updated_at, read=current):
                 return changed
         raise Conflict(f"endpoint {endpoint_id!r} kept changing while this request tried to write it: try again")
+
+
+def _checked_rate_limit(limit: int | None, max_in_flight: int) -> int | None:
+    try:
+        return check_rate_limit(limit, max_in_flight)
+    except ValueError as error:
+        raise InvalidDocument(str(error), [{"pointer": "/rate_limit_per_second", "detail": str(error)}]) from error

@@ -59,6 +59,17 @@ class RateCounters(Protocol):
         """Add `amount` requests to the counter; False, adding nothing, when it would then hold more than `limit`."""
 
 
+class EndpointPacer(Protocol):
+    """Each rate-limited endpoint's next free send slot (domain/pacing.py), in microseconds since the epoch."""
+
+    def reserve(self, endpoint_id: str, now_us: int, interval_us: int, latest_us: int | None) -> int | None:
+        """Take the endpoint's next free slot (now, if it has passed) and move it on by `interval_us`; None, taking
+        nothing, when that slot lies past `latest_us`."""
+
+    def next_free(self, endpoint_id: str) -> int | None:
+        """The endpoint's next free slot as stored (None: never paced, or expired); a read, for health."""
+
+
 class EndpointRepository(Protocol):
     def put(self, endpoint: Endpoint) -> None: ...
     def get(self, tenant_id: str, endpoint_id: str) -> Endpoint | None: ...
