@@ -385,7 +385,8 @@ def delivery_service() -> DeliveryService:
             budget_seconds=attempt_timeout,
         ),
         destinations=AwsDestinations(),
-        mailbox=DynamoMailbox(_table(schema.MAILBOXES)),
+        # Where the function posts poll endpoints' deliveries (the delivery function; not the sweeper's circuit).
+        mailbox=DynamoMailbox(_table(schema.MAILBOXES)) if schema.MAILBOXES.env_var in os.environ else None,
         workflow=_retry_workflow(),
         dead_letters=_dead_letters(),
         schedule=retry_schedule(),

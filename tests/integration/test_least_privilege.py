@@ -46,6 +46,7 @@ JUSTIFIED_UNUSED: dict[str, dict[str, str]] = {
         "sqs:SendMessage": "the drain releases parked deliveries to the queue (test_circuit.py)",
         "states:SendTaskFailure": "a retry's delivery record is missing (test_retry_workflow.py)",
         "states:StopExecution": "a retry execution ends when its delivery parks (test_circuit.py)",
+        "sts:AssumeRole": "an AWS destination's role is assumed to send to it (test_aws_destinations.py)",
     },
     "sweeper": {
         "dynamodb:DeleteItem": "an ended parked delivery's lot entry goes (test_circuit.py)",

@@ -133,6 +133,7 @@ class CreateEndpoint(Strict):
             "content_filter": self.content_filter,
             "headers": [h.given() for h in self.headers],
             "auth": self.auth.fields() if self.auth else None,
+            "rate_limit_per_second": self.rate_limit_per_second,
         }
 
 
