@@ -166,3 +166,41 @@ def test_a_crash_between_acknowledging_and_removing_is_finished_by_the_next_read
     assert again["data"] == []
     assert len(platform.call("GET", f"/v1/deliveries/{delivery_id}", token).json()["attempts"]) == 1
     assert _read(platform, token, endpoint["id"])["data"] == []  # removed: not read again from the start
+
+
+def test_a_redrive_posts_what_it_recovers_after_what_was_posted_before_it_in_order(
+    platform: Platform, tenant: tuple[str, str, str]
+) -> None:
+    """Deliveries cancelled while the poll endpoint was disabled are redriven once it is enabled again: the
+    recovered ones come after the messages posted before the redrive, in their events' order (within a redrive's
+    page of 100: the redrive walks the log newest page first)."""
+    from datetime import timedelta
+
+    from hookrelay.adapters import schema
+    from hookrelay.domain.clock import to_rfc3339, utcnow
+    from local.sqs_source import poll_once
+
+    tenant_id, token, producer = tenant
+    endpoint = _poll_endpoint(platform, token)
+    path = f"/v1/endpoints/{endpoint['id']}"
+    since = to_rfc3339(utcnow() - timedelta(minutes=1))
+    assert platform.call("POST", f"{path}/disable", token).status == 200
+    cancelled = [_publish(platform, producer, tenant_id, n) for n in range(2)]
+    platform.pump()
+    assert {_status(platform, token, d) for d in cancelled} == {"cancelled"}
+    assert platform.call("POST", f"{path}/enable", token).status == 200
+    _publish(platform, producer, tenant_id, 2)
+    platform.pump()
+
+    started = platform.call("POST", f"{path}/redrive", token, {"since": since, "status": "cancelled"})
+    assert started.status == 202, started.body
+    while poll_once(platform.sqs, platform.env[schema.REDRIVE_JOBS_QUEUE.env_var], function="redrive"):
+        pass
+    platform.pump()
+    page = _read(platform, token, endpoint["id"])
+    assert _numbers(page) == [2, 0, 1]  # the live one first (posted first), then the redriven ones in order
+    _read(platform, token, endpoint["id"], after=page["next_after"])
+    replays = [m["delivery_id"] for m in page["data"][1:]]
+    assert {_status(platform, token, d) for d in replays} == {"delivered"}
+    recovered = platform.call("GET", f"/v1/deliveries/{cancelled[0]}", token).json()
+    assert recovered["status"] == "cancelled" and recovered["recovered_by"] == replays[0]

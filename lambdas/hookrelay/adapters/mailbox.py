@@ -24,6 +24,7 @@ class DynamoMailbox:
                 "event_id": entry.event_id,
                 "posted_at": to_rfc3339(entry.posted_at),
                 "expires_at": expires_at,
+                **({"replay_of": entry.replay_of} if entry.replay_of else {}),
             }
         )
 
@@ -47,6 +48,7 @@ class DynamoMailbox:
                 delivery_id=item["delivery_id"],
                 event_id=item["event_id"],
                 posted_at=from_rfc3339(item["posted_at"]),
+                replay_of=item.get("replay_of"),
             )
             for item in items
         ]

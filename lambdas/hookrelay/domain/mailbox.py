@@ -34,6 +34,7 @@ class MailboxEntry:
     delivery_id: str
     event_id: str
     posted_at: datetime
+    replay_of: str | None = None  # a replay's original: marked recovered when the replay is acknowledged
 
 
 def sequence_space(endpoint_id: str) -> str:

@@ -1,9 +1,10 @@
 """Reading a poll endpoint's mailbox (domain/mailbox.py): acknowledge up to the cursor, then the next messages.
 
-Acknowledging a message writes two things, the delivery's record (delivered, its one attempt) and the entry's
-removal, in that order. If the process dies between them, the entry is still there; the next read from that cursor
-or a later one acknowledges it again, and the record's write, conditional on the delivery being still unattempted,
-does nothing the second time: the entry is removed then. Nothing is acknowledged twice, nothing lost.
+Acknowledging a message writes up to three things, in this order: the delivery's record (delivered, its one
+attempt), for a replay its original's `recovered_by` mark, and the entry's removal. If the process dies between
+them, the entry is still there; the next read from that cursor or a later one acknowledges it again: the record's
+write, conditional on the delivery being still unattempted, and the mark, conditional on the original not being
+marked yet, do nothing the second time, and the entry is removed then. Nothing is acknowledged twice, nothing lost.
 """
 
 from __future__ import annotations
@@ -95,4 +96,6 @@ class MailboxService:
             record = AttemptRecord(attempt, DeliveryStatus.DELIVERED, None, now, retention_expiry(now))
             if self.deliveries.record_attempt(entry.delivery_id, endpoint.tenant_id, 1, record, Unclaimed()):
                 self.events.extend_expiry(entry.event_id, retention_expiry(now))
+            if entry.replay_of is not None:  # a replay had: its original is recovered (once: the mark is conditional)
+                self.deliveries.mark_recovered(entry.replay_of, endpoint.tenant_id, entry.delivery_id, now)
             self.mailbox.remove(endpoint.id, entry.seq)

@@ -149,6 +149,7 @@ class RedriveService:
         found = self.deliveries.find(_scope(redrive), self.page_size, redrive.position, now)
         unsent: list[Delivery] = []
         skipped = 0
+        order_of = {d.id: (d.created_at, d.id) for d in found.deliveries}
         for original in found.deliveries:
             replay_id = ids.derived_delivery_id(redrive.created_at, redrive.id, original.id)
             if not redrive.include_recovered and self._skips(original, replay_id, now):
@@ -161,6 +162,9 @@ class RedriveService:
                 continue
             if needs_sending:
                 unsent.append(replay)
+        # In the page's event order (the log reads newest first): one message group (a poll endpoint's, or
+        # max_in_flight 1) then gets them oldest first, page by page.
+        unsent.sort(key=lambda replay: order_of[replay.replay_of or ""])
         # Before recording the page: a crash in between re-runs the page, which re-enqueues what never started.
         self.replays.enqueue_first_attempts(unsent)
         replayed = len(found.deliveries) - skipped
