@@ -132,7 +132,7 @@ def busiest_second(consumer: ScriptedConsumer, since: float) -> int:
 
 def night(events: int, outage: float, rate_limit: int | None = None) -> dict[str, object]:
     # The deployed attempt timeout, not the moto tests' 2 s: one saturated process answers some requests late.
-    with moto_stack(retry_schedule=SCHEDULE, ATTEMPT_TIMEOUT_SECONDS=str(ATTEMPT_TIMEOUT_SECONDS)) as env:
+    with moto_stack(retry_schedule=SCHEDULE, attempt_timeout_seconds=ATTEMPT_TIMEOUT_SECONDS) as env:
         platform = Platform(env=env, admin_token=create_admin_key(env[schema.API_KEYS.env_var]).token)
         failing, healthy = ScriptedConsumer(), ScriptedConsumer()
         tenant_id, token = platform.new_tenant()

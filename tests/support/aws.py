@@ -65,12 +65,14 @@ def moto_stack(
     revoke: tuple[tuple[str, str], ...] = (),
     limits: TenantLimits = DEFAULT_LIMITS,
     shards: int = DEFAULT_DELIVERY_SHARDS,
+    attempt_timeout_seconds: int = ATTEMPT_TIMEOUT_IN_TESTS,
 ) -> Iterator[dict[str, Any]]:
     """The whole system on moto, each function run as deployed: its own environment, its role's statements enforced
     (local/as_deployed.py). Yields every resource's variable, for the tests (which are no function) to read.
     `allow_private_destinations`: local mode (the tests' consumers are on 127.0.0.1); False runs the deployed guard.
     `revoke`: (function, action) pairs taken out of those functions' statements, as if the template lacked them.
-    `shards`: the delivery queues' shards (`grow_shards` redeploys with more)."""
+    `shards`: the delivery queues' shards (`grow_shards` redeploys with more). `attempt_timeout_seconds`: the tests'
+    short one by default; a benchmark gives the deployed one."""
     moto_transactions.install()  # all-or-nothing transactions without copying whole tables (see the module)
     moto_serial.install()  # DynamoDB's requests one at a time, as the local stack's server answers (see the module)
     moto_stepfunctions.install()  # an execution stopped mid-state ends ABORTED, not FAILED (see the module)
@@ -81,7 +83,7 @@ def moto_stack(
             api_key_rate_per_second = int(os.environ[schema.API_KEY_RATE_PER_SECOND])
         settings = local_settings(
             retry_schedule,
-            attempt_timeout_seconds=ATTEMPT_TIMEOUT_IN_TESTS,
+            attempt_timeout_seconds=attempt_timeout_seconds,
             api_key_rate_per_second=api_key_rate_per_second,
             enforce_event_catalogue=enforce_event_catalogue,
             endpoint_ports=endpoint_ports,
