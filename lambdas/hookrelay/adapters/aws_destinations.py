@@ -59,7 +59,8 @@ class AwsDestinations:
         self._clock = clock
         self._lock = threading.Lock()  # boto3 sessions are not thread safe: a batch's groups send at once
         self._sts: Any = None
-        self._assumed: dict[tuple[str, str], tuple[Any, float]] = {}  # (role, external id) -> (session, expiry)
+        # (role, external id) -> (session, expiry, its clients by (service, region)): dropped together.
+        self._assumed: dict[tuple[str, str], tuple[Any, float, dict[tuple[str, str], Any]]] = {}
 
     def send(self, url: str, role_arn: str, external_id: str, session: str, message: DestinationMessage) -> SendResult:
         started = time.monotonic()
@@ -90,16 +91,21 @@ class AwsDestinations:
         return SendResult(status, latency_ms, response_excerpt=excerpt)
 
     def _client(self, destination: AwsDestination, role_arn: str, external_id: str, name: str) -> Any:
-        assumed = self._assume(role_arn, external_id, name)
+        """The assumed session's client for the destination's service and region, made once per session: making a
+        client costs milliseconds of CPU, which every attempt would otherwise pay on the delivery path."""
+        assumed, clients = self._assume(role_arn, external_id, name)
+        key = (_SERVICE[destination.kind], destination.region)
         with self._lock:
-            return assumed.client(_SERVICE[destination.kind], region_name=destination.region, config=_CONFIG)
+            if key not in clients:
+                clients[key] = assumed.client(key[0], region_name=destination.region, config=_CONFIG)
+            return clients[key]
 
-    def _assume(self, role_arn: str, external_id: str, name: str) -> Any:
+    def _assume(self, role_arn: str, external_id: str, name: str) -> tuple[Any, dict[tuple[str, str], Any]]:
         key = (role_arn, external_id)
         with self._lock:
             held = self._assumed.get(key)
             if held is not None and held[1] - REFRESH_BEFORE_SECONDS > self._clock():
-                return held[0]
+                return held[0], held[2]
             if self._sts is None:
                 self._sts = self._session().client("sts", config=_CONFIG)
             sts = self._sts
@@ -112,9 +118,10 @@ class AwsDestinations:
             aws_secret_access_key=credentials["SecretAccessKey"],
             aws_session_token=credentials["SessionToken"],
         )
+        clients: dict[tuple[str, str], Any] = {}
         with self._lock:
-            self._assumed[key] = (assumed, credentials["Expiration"].timestamp())
-        return assumed
+            self._assumed[key] = (assumed, credentials["Expiration"].timestamp(), clients)
+        return assumed, clients
 
 
 def _require_external_id(sts: Any, role_arn: str, name: str, external_id: str) -> None:
