@@ -67,6 +67,7 @@ class ApiCall:
     read_units: float = 0.0
     write_units: float = 0.0
     empty: bool = False  # a ReceiveMessage that returned nothing
+    table: str = ""  # a DynamoDB request's table (one named by TableName)
     # DynamoDB writes by where they land: (table, index or "", partition key value, units)
     partitions: list[tuple[str, str, Any, float]] = field(default_factory=list)
 
@@ -419,6 +420,8 @@ class Meter:
                 call.fifo = str(params.get("QueueUrl", "")).endswith(".fifo")
                 call.sqs_chunks = _sqs_chunks(operation, params, result)
                 call.empty = operation == "ReceiveMessage" and not (result or {}).get("Messages")
+            if service == "dynamodb":
+                call.table = str(params.get("TableName", ""))
             if sizing:
                 sizer = self._dynamodb_sizer(client.meta.region_name)
                 # A transaction does two underlying writes (prepare, commit) of every item it names

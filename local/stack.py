@@ -31,7 +31,6 @@ from hookrelay.domain.limits import limit_from_config
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.domain.schedule import PROFILES
 from hookrelay.services.auto_disable import WARNINGS
-from hookrelay.services.reconcile import RECONCILE_GRACE, RECONCILE_LOOKBACK
 from local import gateway, lambda_runtime, trust
 from local.as_deployed import LocalDeployment, local_deployment, local_settings
 from local.aws_endpoint import AwsEndpoints, start_aws_endpoints, use_utc
@@ -258,26 +257,10 @@ def event_sources(env: dict[str, str], concurrency: int) -> list[EventSource]:
 
 
 def scheduled_functions(*, fast: bool) -> list[ScheduledFunction]:
-    """The table of functions' schedules, run sooner here (SWEEP_EVERY_SECONDS); the reconciler looking back
-    no further than its runs here need (`reconciler_lookback`)."""
+    """The table of functions' schedules, run sooner here (SWEEP_EVERY_SECONDS). The reconciler reads from its
+    checkpoint, so however often it runs here it reads each delivery once, as deployed (services/reconcile.py)."""
     every = FAST_SWEEP_EVERY_SECONDS if fast else SWEEP_EVERY_SECONDS
-    lookback = {"lookback_minutes": reconciler_lookback(every) / timedelta(minutes=1)}
-    return [
-        ScheduledFunction(function.name, every, lookback if function is functions.RECONCILER else None)
-        for function, _ in functions.scheduled()
-    ]
-
-
-def reconciler_lookback(every_seconds: float) -> timedelta:
-    """How far back the reconciler looks when it runs every `every_seconds`, not every deployed period: the grace,
-    and as many runs as deployed (its lookback less the grace spans about three deployed periods, so each
-    delivery is looked at about three times). With its deployed 15 minutes and run every 2 s (`--fast`), each
-    delivery was read some 400 times, a load no deployment sees: in a probe of 1,500 events from 8 clients, the
-    stack accepted 23.0 a second with those reads and 27.7 with no reconciler run at all."""
-    deployed = functions.RECONCILER.trigger
-    assert isinstance(deployed, functions.Schedule)
-    runs = (RECONCILE_LOOKBACK - RECONCILE_GRACE) / timedelta(seconds=deployed.every_seconds)
-    return RECONCILE_GRACE + timedelta(seconds=every_seconds) * runs
+    return [ScheduledFunction(function.name, every) for function, _ in functions.scheduled()]
 
 
 def local_only_environment(*, fast: bool, block_private: bool) -> dict[str, str]:

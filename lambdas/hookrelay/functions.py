@@ -329,6 +329,7 @@ RECONCILER = Function(
             # taken back out (its entry deleted) to be sent.
             schema.PARKING_LOT: TableAccess.READ_WRITE,
             schema.ENDPOINTS: TableAccess.READ,
+            schema.CHECKPOINTS: TableAccess.READ_UPDATE,  # how far its walk over the delivery log has got
         },
         # First messages never sent; a redrive's next page, when only the hand-over between two pages failed.
         sends_to=(schema.DELIVERY_QUEUE, schema.REDRIVE_JOBS_QUEUE),

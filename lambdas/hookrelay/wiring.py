@@ -484,6 +484,7 @@ def redrive_jobs() -> SqsRedriveJobs:
 
 @per_function
 def reconciler() -> Reconciler:
+    from hookrelay.adapters.checkpoints import CheckpointTable
     from hookrelay.adapters.dynamodb import EventTable, RedriveTable, TenantTable
     from hookrelay.adapters.redrive_sqs import SqsMessageSource
     from hookrelay.adapters.sqs import SqsDeliveryQueue
@@ -502,6 +503,7 @@ def reconciler() -> Reconciler:
         redrive_jobs=redrive_jobs(),
         failed_jobs=SqsMessageSource(sqs, os.environ[schema.REDRIVE_JOBS_DEAD_LETTER_QUEUE.env_var], wait_seconds=0),
         parking=_parking(),
+        checkpoints=CheckpointTable(_table(schema.CHECKPOINTS)),
     )
 
 

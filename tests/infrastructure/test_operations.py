@@ -37,6 +37,7 @@ PINNED_TABLE_IDS = {
     "EventTypes": "StorageEventTypes37E4DCD5",  # new with the event catalogue: created empty on deploy
     "PortalSessions": "StoragePortalSessions2D33C212",
     "Mailboxes": "StorageMailboxes442A6634",  # new with pull delivery: created empty on deploy
+    "Checkpoints": "StorageCheckpoints2CDBDF43",  # new with the reconciler's checkpoint: created empty on deploy
 }
 
 

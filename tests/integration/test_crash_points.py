@@ -823,7 +823,7 @@ def test_every_crash_point_ends_delivered_dead_or_cancelled(world: World, path: 
         assert world.hook.crashed is not None, f"{path.name}: call {number} ({label}) was not reached"
         path.recover(world)
         MATRIX.append(Row(path.name, f"#{number} {world.hook.crashed}", path.check(world)))
-        start_afresh()
+        start_afresh(world)
 
     # Throttled past botocore's retries, at the first call of each kind: what the code does with the error itself.
     for number, label in enumerate(calls):
@@ -840,10 +840,11 @@ def test_every_crash_point_ends_delivered_dead_or_cancelled(world: World, path: 
         path.recover(world)
         point = f"#{number} {label} throttled {MAX_ATTEMPTS}x"
         MATRIX.append(Row(path.name, point, path.check(world), kind="throttle"))
-        start_afresh()
+        start_afresh(world)
 
 
-def start_afresh() -> None:
+def start_afresh(world: World) -> None:
     wiring.reset()  # the clients' retry quotas, the clocks moved on by `time_passes`
+    world.platform.forget_checkpoints()  # moved on with them
     for command in (publish_once, start_redrive_once):
         command.__dict__.pop("_once", None)

@@ -5,7 +5,9 @@ platform killed."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta
+
+import pytest
 
 from hookrelay import wiring
 from hookrelay.adapters import schema
@@ -14,7 +16,9 @@ from hookrelay.adapters.sqs import message_body
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.models import Delivery
 from hookrelay.domain.status import DeadReason, DeliveryStatus
+from hookrelay.functions import RECONCILER
 from hookrelay.services.ports import DeliveryMessage
+from hookrelay.services.reconcile import CATCH_UP_STEP, CATCH_UP_STEPS, RECONCILE_GRACE
 from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
 from scripts.redrive_dead_letters import main as operator_redrive
@@ -161,27 +165,64 @@ def test_the_operator_redrive_replays_what_the_platform_killed_and_nothing_else(
     assert [r.headers["webhook-id"] for r in consumer.wait_for(1)] == [poisoned.event.id]
 
 
-def test_the_local_schedule_looks_back_as_many_runs_as_deployed(platform: Platform, consumer: ScriptedConsumer) -> None:
-    from hookrelay.functions import RECONCILER, Schedule
-    from hookrelay.services.reconcile import RECONCILE_GRACE, RECONCILE_LOOKBACK
-    from local.stack import FAST_SWEEP_EVERY_SECONDS, scheduled_functions
+class RefusingQueue:
+    """The delivery queue refusing every send: a run that dies after reading its span, before the checkpoint moves."""
+
+    def enqueue(self, messages: list) -> None:
+        raise ConnectionError("the queue is unreachable")
+
+
+def run_at(when: datetime) -> dict:
+    with as_function("reconciler"):
+        wiring.reconciler().clock = lambda: when
+    return invoke("reconciler", scheduled_event("hookrelay-reconciler"))
+
+
+def test_each_run_reads_the_log_from_where_the_last_finished_and_a_failed_run_leaves_its_span_to_the_next(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    from local.stack import scheduled_functions
 
     (timer,) = [t for t in scheduled_functions(fast=True) if t.function == RECONCILER.name]
-    every = timedelta(seconds=timer.every_seconds)
-    assert every == timedelta(seconds=FAST_SWEEP_EVERY_SECONDS)
-    lookback = timedelta(minutes=timer.event()["lookback_minutes"])
-    assert isinstance(RECONCILER.trigger, Schedule)
-    deployed_runs = (RECONCILE_LOOKBACK - RECONCILE_GRACE) / timedelta(seconds=RECONCILER.trigger.every_seconds)
-    assert (lookback - RECONCILE_GRACE) / every == deployed_runs
-
+    assert "lookback_minutes" not in timer.event()  # run every 2 s here, it reads no more than deployed
     tenant_id, _token, endpoint_id = tenant_with_endpoint(platform, consumer)
-    now = utcnow()
-    recent = make(tenant_id, endpoint_id, now - RECONCILE_GRACE - every, DeliveryStatus.QUEUED)
-    older = make(tenant_id, endpoint_id, now - lookback - every, DeliveryStatus.QUEUED)
-    store([recent, older])  # both stranded; only the recent one is within this run's reach
+    start = utcnow()
+    first = make(tenant_id, endpoint_id, start, DeliveryStatus.QUEUED)
+    store([first])
+
+    assert run_at(start + RECONCILE_GRACE + timedelta(seconds=1)) == {"examined": 1, "resent": 1, "surfaced": 0}
+    # The next runs, however soon, read only what was written since: each delivery is read once.
+    assert run_at(start + RECONCILE_GRACE + timedelta(seconds=3))["examined"] == 0
+
+    second = make(tenant_id, endpoint_id, start + timedelta(seconds=10), DeliveryStatus.QUEUED)
+    store([second])
     with as_function("reconciler"):
-        wiring.reconciler().clock = lambda: now
-    report = invoke("reconciler", timer.event())
+        wired = wiring.reconciler()
+        working, wired.queue = wired.queue, RefusingQueue()
+    with pytest.raises(Exception, match="unreachable"):
+        run_at(start + RECONCILE_GRACE + timedelta(minutes=1))
+    wired.queue = working
+    # The failed run read `second` and died before its send: the checkpoint did not move, the next run reads it again.
+    assert run_at(start + RECONCILE_GRACE + timedelta(minutes=6)) == {"examined": 1, "resent": 1, "surfaced": 0}
+    assert platform.pump() == 2
+    assert sorted(r.headers["webhook-id"] for r in consumer.wait_for(2)) == sorted([first.event.id, second.event.id])
+
+
+def test_a_run_far_behind_catches_up_a_step_at_a_time_and_an_operator_looks_further(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    tenant_id, _token, endpoint_id = tenant_with_endpoint(platform, consumer)
+    start = utcnow()
+    run_at(start)  # the checkpoint: `start` less the grace
+    behind = start + CATCH_UP_STEP * (CATCH_UP_STEPS + 2)  # the reconciler failed for this long
+    late = make(tenant_id, endpoint_id, behind - CATCH_UP_STEP, DeliveryStatus.QUEUED)
+    store([late])
+    assert run_at(behind)["resent"] == 0  # CATCH_UP_STEPS spans, not yet as far as `late`
+    assert run_at(behind + timedelta(seconds=1))["resent"] == 1  # the next run goes on from there
+    assert run_at(behind + timedelta(seconds=2))["resent"] == 0
+
+    # An operator's look back reads its span whatever the checkpoint says (re-sending is harmless).
+    with as_function("reconciler"):
+        wiring.reconciler().clock = lambda: behind + timedelta(seconds=3)
+    report = invoke("reconciler", {**scheduled_event("hookrelay-reconciler"), "lookback_minutes": 30})
     assert report["resent"] == 1
-    assert platform.pump() == 1
-    assert [r.headers["webhook-id"] for r in consumer.wait_for(1)] == [recent.event.id]

@@ -72,12 +72,20 @@ def claim(delivery: Delivery, attempt_number: int, now: datetime) -> dict[str, A
 class FakeDeliveries:
     def __init__(self) -> None:
         self.items: dict[str, Delivery] = {}
+        # Deliveries an eventually consistent read still shows as they were (None: not yet written), by id.
+        self.behind: dict[str, Delivery | None] = {}
 
     def put_many(self, deliveries: Sequence[Delivery]) -> None:
         for delivery in deliveries:
             self.items[delivery.id] = delivery
 
     def get(self, delivery_id: str) -> Delivery | None:
+        return self.items.get(delivery_id)
+
+    def peek(self, delivery_id: str) -> Delivery | None:
+        """An eventually consistent read: what `behind` says it still shows, if anything, else the item."""
+        if delivery_id in self.behind:
+            return self.behind[delivery_id]
         return self.items.get(delivery_id)
 
     def claim(

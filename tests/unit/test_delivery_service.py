@@ -466,6 +466,28 @@ def test_a_first_attempt_answered_in_time_is_claimed_and_recorded_by_one_write(w
     assert delivery.first_attempt_at == delivery.attempts[0].started_at and delivery.claimed_at is None
 
 
+@pytest.mark.parametrize("behind", ["missing", "another tenant's as read"])
+def test_a_first_attempt_reads_its_delivery_again_consistently_when_the_eventually_consistent_read_is_behind(
+    world: World, behind: str
+) -> None:
+    world.script(OK)
+    world.deliveries.behind[world.delivery.id] = (
+        None if behind == "missing" else replace(world.delivery, tenant_id="ten_other")
+    )
+    report = world.service.attempt(world.message(1))
+
+    assert report.status is DeliveryStatus.DELIVERED and len(world.sender.sent) == 1
+    assert world.current().status is DeliveryStatus.DELIVERED
+
+
+def test_a_first_attempt_of_a_delivery_already_delivered_sends_nothing(world: World) -> None:
+    world.script(OK, OK)
+    world.service.attempt(world.message(1))
+    world.service.attempt(world.message(1))  # the message again (after its visibility timeout): both reads say done
+
+    assert len(world.sender.sent) == 1 and world.current().attempt_count == 1
+
+
 def test_retries_are_claimed_before_they_are_sent(world: World) -> None:
     world.service.claim_after = timedelta(hours=1)
     world.script(ERROR_500, OK)

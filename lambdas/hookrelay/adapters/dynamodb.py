@@ -674,6 +674,9 @@ class DeliveryTable:
     def get(self, delivery_id: str) -> Delivery | None:
         return from_item(Delivery, self.table.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item"))
 
+    def peek(self, delivery_id: str) -> Delivery | None:
+        return from_item(Delivery, self.table.get_item(Key={"id": delivery_id}).get("Item"))
+
     def claim(
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
     ) -> Delivery | None:

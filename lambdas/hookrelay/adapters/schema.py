@@ -134,6 +134,10 @@ RATE_LIMITS = TableSpec("RateLimits", "RATE_LIMITS_TABLE", partition_key="id", t
 # Consumer portal sessions (domain/portal.py): one item per portal link, removed by TTL after it expires.
 PORTAL_SESSIONS = TableSpec("PortalSessions", "PORTAL_SESSIONS_TABLE", partition_key="id", ttl_attribute="expires_at")
 
+# Where a scheduled sweep has got to (adapters/checkpoints.py): one item per sweep, e.g. the reconciler's end of the
+# delivery log it has read, so that each run reads each delivery once and a failed run's span is read by the next.
+CHECKPOINTS = TableSpec("Checkpoints", "CHECKPOINTS_TABLE", partition_key="name")
+
 # The event-type catalogue (adapters/event_types.py): one partition, a type per name.
 EVENT_TYPES = TableSpec("EventTypes", "EVENT_TYPES_TABLE", partition_key="catalogue", sort_key="name")
 
@@ -150,6 +154,7 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     RATE_LIMITS,
     EVENT_TYPES,
     PORTAL_SESSIONS,
+    CHECKPOINTS,
 )
 
 # Other environment the functions read (each queue's and topic's variable is on its spec).

@@ -1,6 +1,7 @@
 """The reconciler: every 5 minutes, send what was recorded and never enqueued, and surface dead letters.
 
-An operator catching up after the function failed for a while invokes it with `{"lookback_minutes": N}`.
+Runs that failed are caught up by the next (services/reconcile.py); an operator catching up after the function failed
+for more than a day invokes it with `{"lookback_minutes": N}`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from hookrelay import wiring
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.domain.clock import to_rfc3339
 from hookrelay.functions import RECONCILER
 from hookrelay.handlers import tracing
 
@@ -38,6 +40,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "deleted": report.deleted,
         "kept": report.kept[:20],
         "redrives": report.redrives[:20],
+        "spans": [f"{to_rfc3339(since)}/{to_rfc3339(until)}" for since, until in report.spans],
     }
+    if report.skipped_before is not None:  # further behind than a run catches up: the runbook's look back
+        summary["skipped_before"] = to_rfc3339(report.skipped_before)
     logger.info("reconciled", extra=summary)
     return {"examined": report.examined, "resent": len(report.resent), "surfaced": len(report.surfaced)}

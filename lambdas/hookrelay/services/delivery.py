@@ -337,7 +337,14 @@ class DeliveryService:
         unclaimed (`domain.lifecycle.claims_late`: `_send` claims it if it runs long, `_record` settles it). None if
         the attempt is not this message's to make."""
         if claims_late(message.via, message.attempt, message.reply_to):
-            current = self.deliveries.get(message.delivery_id)
+            # Eventually consistent first, at half the price. What could have moved the delivery on within the last
+            # second is another worker holding a copy of this message, which the queue does not hand out (FIFO drops
+            # copies for five minutes; a message comes back only after its visibility timeout): a read showing it
+            # awaiting this attempt is as good as a consistent one, and the settle write's condition checks again.
+            # Anything else may be a read a moment behind (a delivery just written): read it again, consistently.
+            current = self.deliveries.peek(message.delivery_id)
+            if current is None or not attemptable_unclaimed(current, message.tenant_id, message.attempt):
+                current = self.deliveries.get(message.delivery_id)
             if current is not None and attemptable_unclaimed(current, message.tenant_id, message.attempt):
                 return replace(current, claimed_at=None)
             if current is None or current.status is not DeliveryStatus.ATTEMPTING:

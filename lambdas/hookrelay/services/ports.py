@@ -43,6 +43,14 @@ class TenantDirectory(Protocol):
         """Every tenant's id (the reconciler's walk; tenants are few beside their deliveries)."""
 
 
+class Checkpoints(Protocol):
+    """Where a scheduled sweep has got to, by the sweep's name."""
+
+    def get(self, name: str) -> datetime | None: ...
+    def advance(self, name: str, to: datetime) -> bool:
+        """Move the sweep's checkpoint to `to`, never back; False if it was already there or further."""
+
+
 class ApiKeyRepository(Protocol):
     def put(self, key: ApiKey) -> None: ...
     def get(self, key_id: str) -> ApiKey | None: ...
@@ -273,6 +281,8 @@ class ParkedDelivery:
 class DeliveryRepository(Protocol):
     def put_many(self, deliveries: Sequence[Delivery]) -> None: ...
     def get(self, delivery_id: str) -> Delivery | None: ...
+    def peek(self, delivery_id: str) -> Delivery | None:
+        """`get`, eventually consistent (half the read's price): it may miss a write made within the last second."""
 
     def claim(
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime

@@ -4,12 +4,14 @@ Every write sequence of the system either converges when it is re-run (ids deriv
 writes) or leaves something this sweep finds. What it repairs, and why nothing else would:
 
 - **Deliveries written but never enqueued** (ingest, a replay, the test event, a redrive page: a crash between
-  recording a delivery and sending its first message). It reads the deliveries created in the last
-  `RECONCILE_LOOKBACK` (less `RECONCILE_GRACE`, so an ingest still in flight is left alone), tenant by tenant, from
-  the `by_tenant` index (eventually consistent reads: no write on the happy path, no index of `queued`), and
-  enqueues the first message of each that still awaits it. A duplicate of a message still in the queue is
-  harmless: FIFO deduplicates it on the delivery id for five minutes, and after that it lands behind the
-  original in the same message group, where the claim admits one first attempt.
+  recording a delivery and sending its first message). It reads the deliveries created since its checkpoint (the
+  end of the span of the log the last run finished) up to `RECONCILE_GRACE` ago (so a write still in flight is left
+  alone), tenant by tenant, from the `by_tenant` index (eventually consistent reads: no write on the happy path, no
+  index of `queued`), enqueues the first message of each that still awaits it, and moves the checkpoint on. So each
+  delivery is read once however often the schedule runs, and a run that fails leaves its span to the next one.
+  A duplicate of a message still in the queue is harmless: FIFO deduplicates it on the delivery id for five
+  minutes, and after that it lands behind the original in the same message group, where the claim admits one first
+  attempt.
 - **Deliveries parked on arrival that nothing releases** (ingest: a crash between a delivery written parked and its
   lot entry, or between the entry and the read that would have seen its circuit close; `Parking.park_new`). Among
   the same recent deliveries, those parked before their first attempt whose lot entry is missing, or whose
@@ -27,8 +29,10 @@ writes) or leaves something this sweep finds. What it repairs, and why nothing e
   again is harmless (`fail` is conditional on `running`, a second job for a page is a no-op).
 
 If the process dies anywhere in a run, the next run (five minutes later) does the same work again; each step is
-idempotent. A run missed for longer than the lookback (the function failing: its errors alarm) is caught up by
-invoking it with a longer `lookback_minutes` (docs/runbook.md).
+idempotent. The checkpoint moves only after its span is done: a death between the sends and that write re-reads
+the span (re-sending is harmless, as above). Runs that failed for a while are caught up by the next one that works,
+`CATCH_UP_STEP` at a time, up to `CATCH_UP_LIMIT` back; further than that (the function failing for a day: its
+errors alarm), an operator invokes it with `lookback_minutes` (docs/runbook.md).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from hookrelay.domain.redrive import REDRIVE_JOB, FailedPage, failed_page_error,
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
+    Checkpoints,
     DeadLetters,
     DeliveryFilter,
     DeliveryLog,
@@ -64,11 +69,17 @@ from hookrelay.services.ports import (
     first_attempt_message,
 )
 
-# How far back each run looks for deliveries never enqueued. The schedule runs every 5 minutes, so each delivery is
-# looked at about three times: a run or two may fail without stranding anything.
+# How far back the first run looks (no checkpoint yet: a new deployment, or one from before checkpoints).
 RECONCILE_LOOKBACK = timedelta(minutes=15)
-# Younger deliveries are left to the request still writing them (an ingest's whole run is bounded by its timeout).
+# Younger deliveries are left to the request still writing them: a delivery is in the log within one write's retries
+# of its `created_at` (seconds), and the checkpoint means a span is read once, so the margin is generous.
 RECONCILE_GRACE = timedelta(minutes=1)
+# The checkpoint's name, and how a run behind it catches up: spans of CATCH_UP_STEP, at most CATCH_UP_STEPS a run (so
+# one run's reads stay bounded, about 2 hours of the log), never further back than CATCH_UP_LIMIT.
+CHECKPOINT = "reconciler"
+CATCH_UP_STEP = timedelta(minutes=15)
+CATCH_UP_STEPS = 8
+CATCH_UP_LIMIT = timedelta(days=1)
 PAGE = 100
 # The most messages one run surfaces from each queue (the rest wait for the next run, 5 minutes later).
 SURFACE_BUDGET = 1000
@@ -82,6 +93,8 @@ class ReconcileReport:
     deleted: int = 0  # queue messages handled and deleted
     redrives: list[str] = field(default_factory=list)  # what was done about each failed redrive job
     kept: list[str] = field(default_factory=list)  # messages left for the next run, and why
+    spans: list[tuple[datetime, datetime]] = field(default_factory=list)  # the log read: [since, until) each
+    skipped_before: datetime | None = None  # a checkpoint further back than CATCH_UP_LIMIT: left for an operator
 
 
 @dataclass
@@ -97,22 +110,51 @@ class Reconciler:
     redrive_jobs: RedriveJobs
     failed_jobs: MessageSource  # the redrive jobs' dead-letter queue
     parking: Parking | None = None  # for deliveries parked on arrival and stranded (None: not looked for)
+    checkpoints: Checkpoints | None = None  # None: every run looks `lookback` back (the tests' older set-ups)
     clock: Callable[[], datetime] = field(default=utcnow)
     lookback: timedelta = RECONCILE_LOOKBACK
 
     def run(self, lookback: timedelta | None = None) -> ReconcileReport:
+        """One scheduled run; `lookback`: an operator's catch-up of that span, whatever the checkpoint says."""
         report = ReconcileReport()
         self.surface(report)
-        self.resend_stranded(report, lookback or self.lookback)
+        now = self.clock()
+        reached = self.checkpoints.get(CHECKPOINT) if self.checkpoints is not None else None
+        if lookback is not None:
+            spans = [(now - lookback, now - RECONCILE_GRACE)]
+            # The checkpoint moves with the span only if the span starts at or before it (else a gap would be left
+            # between them, which the scheduled runs still read).
+            moves = reached is not None and spans[0][0] <= reached
+        else:
+            spans, moves = self._due(report, now, reached), self.checkpoints is not None
+        for since, until in spans:
+            if since >= until:
+                continue
+            self.resend_stranded(report, since, until, now)
+            report.spans.append((since, until))
+            if moves and self.checkpoints is not None:
+                self.checkpoints.advance(CHECKPOINT, until)  # only once the span is done: a death re-reads it
         return report
+
+    def _due(self, report: ReconcileReport, now: datetime, reached: datetime | None) -> list[tuple[datetime, datetime]]:
+        """The spans of the log due, oldest first: from the checkpoint to the grace, `CATCH_UP_STEP` each."""
+        until = now - RECONCILE_GRACE
+        since = reached if reached is not None and self.checkpoints is not None else now - self.lookback
+        if since < now - CATCH_UP_LIMIT:
+            report.skipped_before = since
+            since = now - CATCH_UP_LIMIT
+        spans: list[tuple[datetime, datetime]] = []
+        while since < until and len(spans) < CATCH_UP_STEPS:
+            spans.append((since, min(until, since + CATCH_UP_STEP)))
+            since = spans[-1][1]
+        return spans
 
     # --- Deliveries written but never enqueued ---
 
-    def resend_stranded(self, report: ReconcileReport, lookback: timedelta) -> None:
-        now = self.clock()
-        endpoints: dict[tuple[str, str], Endpoint | None] = {}  # read once per run
+    def resend_stranded(self, report: ReconcileReport, since: datetime, until: datetime, now: datetime) -> None:
+        endpoints: dict[tuple[str, str], Endpoint | None] = {}  # read once per span
         for tenant_id in self.tenants.ids():
-            where = DeliveryFilter(tenant_id=tenant_id, since=now - lookback, until=now - RECONCILE_GRACE)
+            where = DeliveryFilter(tenant_id=tenant_id, since=since, until=until)
             position = None
             while True:
                 page = self.deliveries.find(where, PAGE, position, now)
