@@ -250,10 +250,10 @@ def _install_dependencies(output: Path, requirements: list[str], build: Plan) ->
         compile_tree(output, output, build.compiler)
 
 
-def _copy_code(output: Path, build: Plan) -> None:
+def _copy_code(output: Path, build: Plan, code_root: Path = CODE_ROOT) -> None:
     for package in PACKAGES:
         shutil.rmtree(output / package, ignore_errors=True)
-        shutil.copytree(CODE_ROOT / package, output / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(code_root / package, output / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         if build.compiler:
             compile_tree(output / package, output, build.compiler)
 
@@ -269,20 +269,25 @@ def build(
     *,
     find: Callable[[str], str | None] = find_interpreter,
     announce: Callable[[str], None] = _print_to_stderr,
+    code_root: Path = CODE_ROOT,
+    requirements: list[str] | None = None,
 ) -> Path:
     """Make `output` hold the code and its dependencies for the target; returns it. `find` locates an interpreter
-    of the target's version for the bytecode; `announce` gets the one line said when there is none."""
+    of the target's version for the bytecode; `announce` gets the one line said when there is none. `code_root`
+    and `requirements` (default: this checkout's lambdas/ and uv.lock's) serve an installed wheel, which has
+    neither (stacks/lambda_asset.py)."""
     chosen = plan(python_version, architecture, find)
     if chosen.notice:
         announce(chosen.notice)
-    requirements = locked_requirements()
+    if requirements is None:
+        requirements = locked_requirements()
     wanted = fingerprint(requirements, chosen)
     marker = output.parent / f"{output.name}.dependencies.sha256"  # beside the asset, not shipped in it
     with _exclusive(output.parent / f"{output.name}.lock"):
         if not marker.exists() or marker.read_text().strip() != wanted:
             _install_dependencies(output, requirements, chosen)
             marker.write_text(wanted + "\n")  # written last: an interrupted install is redone next time
-        _copy_code(output, chosen)
+        _copy_code(output, chosen, code_root)
     return output
 
 
