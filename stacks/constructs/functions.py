@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from aws_cdk import ArnFormat, Duration, Fn, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, Fn, RemovalPolicy, Stack, Token
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -175,10 +175,14 @@ class Functions(Construct):
         # The finding names the state machine by its logical ID, which depends on where the construct sits.
         state_machine = self._retry_workflow.node.default_child
         assert isinstance(state_machine, sfn.CfnStateMachine)
-        logical_id = Stack.of(self).get_logical_id(state_machine)
+        stack = Stack.of(self)
+        logical_id = stack.get_logical_id(state_machine)
+        # An environment-agnostic stack's region and account are pseudo parameters; a stack with an env, literals.
+        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
         acknowledge(
             role,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:{region}:{account}:execution:"
             f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{logical_id}"}}]}}]}}:*]',
             reason,
         )
