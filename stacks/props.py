@@ -52,10 +52,13 @@ class HookRelayProps:
     )
     retry_schedule: RetryScheduleSetting = field(
         default=config.DEFAULT_RETRY_SCHEDULE,
-        metadata=_doc('`"default"`, `"short"`, a list of gaps in seconds starting with 0, or `{gaps, repeat_every, horizon}`.'),
+        metadata=_doc(
+            '`"default"`, `"short"`, a list of gaps in seconds starting with 0, or `{gaps, repeat_every, horizon}`.'
+        ),
     )
     auto_disable_after_days: float = field(
-        default=DEFAULT_DISABLE_AFTER_DAYS, metadata=_doc("Days of failure with no success before an endpoint is disabled.")
+        default=DEFAULT_DISABLE_AFTER_DAYS,
+        metadata=_doc("Days of failure with no success before an endpoint is disabled."),
     )
     delivery_shards: int = field(
         default=DEFAULT_DELIVERY_SHARDS,
@@ -85,7 +88,9 @@ class HookRelayProps:
     )
     endpoint_ports: str = field(
         default=DEFAULT_ENDPOINT_PORTS.value,
-        metadata=_doc('`"wide"` (443, 8443, 1024-65535) or `"narrow"` (443 and 8443): the ports endpoint URLs may name.'),
+        metadata=_doc(
+            '`"wide"` (443, 8443, 1024-65535) or `"narrow"` (443 and 8443): the ports endpoint URLs may name.'
+        ),
     )
     max_endpoints_per_tenant: int = field(
         default=DEFAULT_MAX_ENDPOINTS_PER_TENANT, metadata=_doc("Endpoints one tenant may have.")
@@ -145,7 +150,9 @@ class HookRelayProps:
         }
         values[config.RETRY_SCHEDULE_CONTEXT] = _context_schedule(self.retry_schedule)
         values[config.RESERVED_CONCURRENCY_CONTEXT] = dict(self.reserved_concurrency)
-        values[config.API_KEY_RATE_CONTEXT] = 0 if self.api_key_rate_per_second is None else self.api_key_rate_per_second
+        values[config.API_KEY_RATE_CONTEXT] = (
+            0 if self.api_key_rate_per_second is None else self.api_key_rate_per_second
+        )
         values[config.XRAY_TRACING_CONTEXT] = "sampled" if self.xray_tracing else "off"
         return values
 
@@ -157,7 +164,9 @@ class HookRelayProps:
         if self.domain_name is not None:
             # "": a zone whose name is a token (made in the same app), so only the deploy can check the domain is in it
             zone_name = None if self.hosted_zone is None else (_plain(self.hosted_zone.zone_name) or "")
-            config.check_domain_name(self.domain_name, has_certificate=self.certificate is not None, zone_name=zone_name)
+            config.check_domain_name(
+                self.domain_name, has_certificate=self.certificate is not None, zone_name=zone_name
+            )
         elif self.certificate is not None or self.hosted_zone is not None:
             raise config.InvalidConfiguration("certificate or hosted_zone given without domain_name")
         return Resolved.from_node(Settings(self.context()))
@@ -238,7 +247,11 @@ def _plain(value: str) -> str | None:
 
 
 def _context_schedule(schedule: RetryScheduleSetting) -> str:
-    return schedule if isinstance(schedule, str) else json.dumps(schedule if isinstance(schedule, Mapping) else list(schedule))
+    return (
+        schedule
+        if isinstance(schedule, str)
+        else json.dumps(schedule if isinstance(schedule, Mapping) else list(schedule))
+    )
 
 
 def _raw_schedule(node: Node) -> RetryScheduleSetting:
@@ -264,10 +277,7 @@ def props_table() -> str:
     """docs/embedding.md's table of props: name, type, default, what it does."""
     rows = ["| Prop | Type | Default | What it sets |", "| --- | --- | --- | --- |"]
     for prop in fields(HookRelayProps):
-        if prop.default is not MISSING:
-            default = prop.default
-        else:
-            default = prop.default_factory()  # type: ignore[misc]
+        default = prop.default if prop.default is not MISSING else prop.default_factory()  # type: ignore[misc]
         shown = f"RemovalPolicy.{default.name}" if isinstance(default, RemovalPolicy) else repr(default)
         rows.append(f"| `{prop.name}` | `{_type_name(prop.type)}` | `{shown}` | {prop.metadata['doc']} |")
     return "\n".join(rows) + "\n"
@@ -275,4 +285,5 @@ def props_table() -> str:
 
 def _type_name(annotation: Any) -> str:
     text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
-    return text.replace("RetryScheduleSetting", "str | list[int] | dict")
+    # A pipe inside a table cell splits it, even in code: GitHub's tables take it escaped.
+    return text.replace("RetryScheduleSetting", "str | list[int] | dict").replace("|", "\\|")

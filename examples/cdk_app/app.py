@@ -50,9 +50,7 @@ class ProdWebhooks(Stack):
 
     def __init__(self, scope: Construct, construct_id: str, **kwargs: object) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
-        zone = route53.HostedZone.from_hosted_zone_attributes(
-            self, "Zone", hosted_zone_id=ZONE_ID, zone_name=ZONE_NAME
-        )
+        zone = route53.HostedZone.from_hosted_zone_attributes(self, "Zone", hosted_zone_id=ZONE_ID, zone_name=ZONE_NAME)
         self.webhooks = HookRelay(
             self,
             "Webhooks",
