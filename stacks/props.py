@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Token
 from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_sns as sns
@@ -241,8 +241,6 @@ class Resolved:
 
 def _plain(value: str) -> str | None:
     """`value` unless it is a token (a zone made in the same app has no name until deploy)."""
-    from aws_cdk import Token
-
     return None if Token.is_unresolved(value) else value
 
 

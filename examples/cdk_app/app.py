@@ -12,6 +12,8 @@ No lookups: it synthesizes with no AWS account.
 
 from __future__ import annotations
 
+from typing import Any
+
 from aws_cdk import App, Environment, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_route53 as route53
 from aws_cdk import aws_sns as sns
@@ -31,8 +33,8 @@ PROD_DOMAIN = "hooks.example.com"
 class DevWebhooks(Stack):
     """Throwaway: tables and logs go with the stack, the short retry schedule, alarms to the construct's topic."""
 
-    def __init__(self, scope: Construct, construct_id: str, **kwargs: object) -> None:
-        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
         self.webhooks = HookRelay(
             self,
             "Webhooks",
@@ -48,8 +50,8 @@ class DevWebhooks(Stack):
 class ProdWebhooks(Stack):
     """Kept: tables retained, two delivery shards, the team's on-call topic, the API at hooks.example.com."""
 
-    def __init__(self, scope: Construct, construct_id: str, **kwargs: object) -> None:
-        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, scope: Construct, construct_id: str, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
         zone = route53.HostedZone.from_hosted_zone_attributes(self, "Zone", hosted_zone_id=ZONE_ID, zone_name=ZONE_NAME)
         self.webhooks = HookRelay(
             self,
