@@ -12,7 +12,7 @@ export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run consumer cli test lint typecheck format synth rehearse deploy unit integration infra e2e bench capacity browser screenshots
+.PHONY: install run consumer cli test lint typecheck format synth rehearse deploy unit integration infra e2e bench capacity browser screenshots dist
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -88,6 +88,13 @@ typecheck: install
 format: install
 	$(RUN) ruff format .
 	$(RUN) ruff check --fix .
+
+# The construct library's wheel (docs/embedding.md): dist/hookrelay-<version>-py3-none-any.whl, with the Lambda
+# requirements locked in uv.lock written into it (an installed wheel has no uv.lock to read them from).
+dist: install
+	$(RUN) python -m stacks.lambda_asset --write-requirements
+	rm -f dist/hookrelay-*.whl
+	$(UV) build --wheel --out-dir dist
 
 # The deployment stage: deploy/$(STAGE).json holds its settings (stack name, alarm address, concurrency, ...).
 STAGE ?= dev

@@ -10,7 +10,7 @@ The dependency names come from pyproject's `[project].dependencies` and their ve
 target's Python version and platform (`uv pip install --python-version 3.13 --python-platform
 aarch64-manylinux2014`), so compiled packages such as pydantic-core get the Lambda's binaries, not this
 machine's. The dependency layer of the directory is rebuilt only when its fingerprint (locked requirements +
-target + bytecode or not) changes; the code is re-copied on every build. The first build needs PyPI, later ones
+target + bytecode or not) changes; the code is copied again whenever it changes. The first build needs PyPI, later ones
 run offline from uv's cache.
 
 Bytecode: Lambda's code directory is read-only, so a module shipped without its `.pyc` is compiled again at every
@@ -240,6 +240,7 @@ def compile_tree(directory: Path, asset: Path, compiler: str) -> None:
 
 
 def _install_dependencies(output: Path, requirements: list[str], build: Plan) -> None:
+    (output.parent / f"{output.name}.code.sha256").unlink(missing_ok=True)  # the code goes with the tree
     shutil.rmtree(output, ignore_errors=True)
     output.mkdir(parents=True)
     requirements_file = output.parent / f"{output.name}.requirements.txt"
@@ -250,10 +251,31 @@ def _install_dependencies(output: Path, requirements: list[str], build: Plan) ->
         compile_tree(output, output, build.compiler)
 
 
-def _copy_code(output: Path, build: Plan) -> None:
+def code_fingerprint(code_root: Path) -> str:
+    """The code's files (names and bytes): a build whose code is already in the asset leaves the tree alone, so a
+    synth copying it (another test worker's, another `cdk synth`) never sees it half replaced."""
+    digest = hashlib.sha256()
+    for package in PACKAGES:
+        for path in sorted((code_root / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+                digest.update(path.relative_to(code_root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _copy_code(output: Path, build: Plan, code_root: Path = CODE_ROOT) -> None:
+    marker = output.parent / f"{output.name}.code.sha256"
+    wanted = f"{code_fingerprint(code_root)} {build.compiler is not None}"
+    if marker.exists() and marker.read_text().strip() == wanted and all((output / p).is_dir() for p in PACKAGES):
+        return
+    marker.unlink(missing_ok=True)  # written again only once the copy is complete
+    _replace_code(output, build, code_root)
+    marker.write_text(wanted + "\n")
+
+
+def _replace_code(output: Path, build: Plan, code_root: Path) -> None:
     for package in PACKAGES:
         shutil.rmtree(output / package, ignore_errors=True)
-        shutil.copytree(CODE_ROOT / package, output / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(code_root / package, output / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         if build.compiler:
             compile_tree(output / package, output, build.compiler)
 
@@ -269,20 +291,25 @@ def build(
     *,
     find: Callable[[str], str | None] = find_interpreter,
     announce: Callable[[str], None] = _print_to_stderr,
+    code_root: Path = CODE_ROOT,
+    requirements: list[str] | None = None,
 ) -> Path:
     """Make `output` hold the code and its dependencies for the target; returns it. `find` locates an interpreter
-    of the target's version for the bytecode; `announce` gets the one line said when there is none."""
+    of the target's version for the bytecode; `announce` gets the one line said when there is none. `code_root`
+    and `requirements` (default: this checkout's lambdas/ and uv.lock's) serve an installed wheel, which has
+    neither (stacks/lambda_asset.py)."""
     chosen = plan(python_version, architecture, find)
     if chosen.notice:
         announce(chosen.notice)
-    requirements = locked_requirements()
+    if requirements is None:
+        requirements = locked_requirements()
     wanted = fingerprint(requirements, chosen)
     marker = output.parent / f"{output.name}.dependencies.sha256"  # beside the asset, not shipped in it
     with _exclusive(output.parent / f"{output.name}.lock"):
         if not marker.exists() or marker.read_text().strip() != wanted:
             _install_dependencies(output, requirements, chosen)
             marker.write_text(wanted + "\n")  # written last: an interrupted install is redone next time
-        _copy_code(output, chosen)
+        _copy_code(output, chosen, code_root)
     return output
 
 

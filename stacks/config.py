@@ -376,13 +376,114 @@ def alarm_topic_arn(node: Node) -> str | None:
         return None
     if not isinstance(raw, str) or not _TOPIC_ARN.fullmatch(raw):
         raise InvalidConfiguration(f"CDK context {ALARM_TOPIC_ARN_CONTEXT}={raw!r} is not an SNS topic ARN")
-    if alarm_email(node) is not None:
+    check_alarm_destination(topic_given=True, email=alarm_email(node))
+    return raw
+
+
+def check_alarm_destination(*, topic_given: bool, email: str | None) -> None:
+    """An existing alarm topic and an alarm address exclude each other (the CDK context and the construct's props)."""
+    if topic_given and email is not None:
         # The stack cannot subscribe an address to a topic it does not own: whoever owns it subscribes on-call.
         raise InvalidConfiguration(
-            f"CDK context {ALARM_TOPIC_ARN_CONTEXT} and {ALARM_EMAIL_CONTEXT} are both set: give one (subscribe the "
-            "address to your own topic)"
+            f"{ALARM_TOPIC_ARN_CONTEXT} (an existing alarm topic) and {ALARM_EMAIL_CONTEXT} are both set: give one "
+            "(subscribe the address to your own topic)"
         )
-    return raw
+
+
+# --- Names: what keeps two deployments in one account apart ---
+
+# Explicit physical names (the workflow's log group, and with a prefix the API, the dashboard and the alarms)
+# start with it: letters, digits and hyphens, short enough for every one of those names' limits.
+_NAME_PREFIX = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,39}")
+
+
+def check_name_prefix(prefix: str) -> str:
+    """A name prefix (the construct's `name_prefix`; the stack's own is its name, `stack_name`)."""
+    if not _NAME_PREFIX.fullmatch(prefix):
+        raise InvalidConfiguration(
+            f"name prefix {prefix!r} is not valid: a letter, then letters, digits and hyphens, at most 40 characters"
+        )
+    return prefix
+
+
+# --- A custom domain for the API (and so for the portal links it hands out) ---
+
+DOMAIN_NAME_CONTEXT = "domain_name"
+CERTIFICATE_ARN_CONTEXT = "certificate_arn"
+HOSTED_ZONE_ID_CONTEXT = "hosted_zone_id"
+HOSTED_ZONE_NAME_CONTEXT = "hosted_zone_name"
+_DOMAIN_NAME = re.compile(r"(?=.{4,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,61}[a-z0-9]")
+_CERTIFICATE_ARN = re.compile(r"arn:aws[a-z-]*:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]{36}")
+_HOSTED_ZONE_ID = re.compile(r"Z[A-Z0-9]{1,31}")
+
+
+@dataclass(frozen=True)
+class CustomDomain:
+    """The API's own domain (stage file / context form): a certificate of ACM's, or a Route 53 zone the stack
+    validates a new certificate in and adds the domain's alias record to (both: the certificate, and the record)."""
+
+    domain_name: str
+    certificate_arn: str | None
+    hosted_zone_id: str | None
+    hosted_zone_name: str | None
+
+
+def check_domain_name(domain_name: str, *, has_certificate: bool, zone_name: str | None) -> str:
+    """The one rule for a custom domain, from the stage file or the construct's props: a lower-case DNS name, a
+    certificate or a hosted zone to make one in, and inside that zone. `zone_name`: None when no zone is given
+    (or its name is not known until deploy)."""
+    if not _DOMAIN_NAME.fullmatch(domain_name):
+        raise InvalidConfiguration(
+            f"{DOMAIN_NAME_CONTEXT}={domain_name!r} is not a domain name: lower-case labels of letters, digits and "
+            "hyphens joined by dots, e.g. hooks.example.com"
+        )
+    if not has_certificate and zone_name is None:
+        raise InvalidConfiguration(
+            f"{DOMAIN_NAME_CONTEXT}={domain_name!r} needs a certificate ({CERTIFICATE_ARN_CONTEXT}: an ACM "
+            f"certificate in the stack's region) or a Route 53 hosted zone ({HOSTED_ZONE_ID_CONTEXT} and "
+            f"{HOSTED_ZONE_NAME_CONTEXT}) to create and DNS-validate one in"
+        )
+    zone = (zone_name or "").rstrip(".").lower()
+    if zone and domain_name != zone and not domain_name.endswith(f".{zone}"):
+        raise InvalidConfiguration(
+            f"{DOMAIN_NAME_CONTEXT}={domain_name!r} is not in the hosted zone {zone!r}: the certificate is validated "
+            "and the alias record made in that zone"
+        )
+    return domain_name
+
+
+def custom_domain(node: Node) -> CustomDomain | None:
+    """`domain_name` with `certificate_arn`, or `hosted_zone_id` and `hosted_zone_name` (or all three); unset or
+    empty: the API is reached at its execute-api URL only."""
+    raw = {
+        name: node.try_get_context(name)
+        for name in (DOMAIN_NAME_CONTEXT, CERTIFICATE_ARN_CONTEXT, HOSTED_ZONE_ID_CONTEXT, HOSTED_ZONE_NAME_CONTEXT)
+    }
+    given = {name: value for name, value in raw.items() if value not in (None, "")}
+    for name, value in given.items():
+        if not isinstance(value, str):
+            raise InvalidConfiguration(f"CDK context {name}={value!r} is not a string")
+    domain_name = given.get(DOMAIN_NAME_CONTEXT)
+    if domain_name is None:
+        if given:
+            raise InvalidConfiguration(
+                f"CDK context {', '.join(sorted(given))} set without {DOMAIN_NAME_CONTEXT}: give the domain name too, "
+                "or none of them"
+            )
+        return None
+    certificate_arn = given.get(CERTIFICATE_ARN_CONTEXT)
+    if certificate_arn is not None and not _CERTIFICATE_ARN.fullmatch(certificate_arn):
+        raise InvalidConfiguration(f"CDK context {CERTIFICATE_ARN_CONTEXT}={certificate_arn!r} is not an ACM ARN")
+    zone_id, zone_name = given.get(HOSTED_ZONE_ID_CONTEXT), given.get(HOSTED_ZONE_NAME_CONTEXT)
+    if (zone_id is None) != (zone_name is None):
+        raise InvalidConfiguration(
+            f"CDK context {HOSTED_ZONE_ID_CONTEXT} and {HOSTED_ZONE_NAME_CONTEXT} go together (no lookups: the "
+            "zone is named by both)"
+        )
+    if zone_id is not None and not _HOSTED_ZONE_ID.fullmatch(zone_id):
+        raise InvalidConfiguration(f"CDK context {HOSTED_ZONE_ID_CONTEXT}={zone_id!r} is not a Route 53 zone ID")
+    check_domain_name(domain_name, has_certificate=certificate_arn is not None, zone_name=zone_name)
+    return CustomDomain(domain_name, certificate_arn, zone_id, zone_name)
 
 
 def setting_names() -> frozenset[str]:

@@ -64,8 +64,11 @@ class Api(Construct):
         functions: Mapping[str, lambda_.IFunction],
         api_routes: Mapping[Route, Function] = ROUTES,
         public_routes: Mapping[Route, Function] = PUBLIC_ROUTES,
+        api_name: str | None = None,
+        log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ):
-        """`functions`: every function by name, as made from the table (the authorizer's and the routes')."""
+        """`functions`: every function by name, as made from the table (the authorizer's and the routes').
+        `api_name`: the HTTP API's name (default: its construct id)."""
         super().__init__(scope, construct_id)
         api_key_authorizer = authorizers.HttpLambdaAuthorizer(
             "ApiKeyAuthorizer",
@@ -76,11 +79,9 @@ class Api(Construct):
         )
         # The authorizer is the API's default: no route can be added without it.
         self.http_api = apigwv2.HttpApi(
-            self, "HttpApi", create_default_stage=False, default_authorizer=api_key_authorizer
+            self, "HttpApi", api_name=api_name, create_default_stage=False, default_authorizer=api_key_authorizer
         )
-        access_logs = logs.LogGroup(
-            self, "AccessLogs", retention=self.LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
-        )
+        access_logs = logs.LogGroup(self, "AccessLogs", retention=self.LOG_RETENTION, removal_policy=log_removal_policy)
         self.stage = apigwv2.HttpStage(
             self,
             "DefaultStage",

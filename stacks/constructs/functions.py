@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from aws_cdk import ArnFormat, Duration, Fn, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, Fn, RemovalPolicy, Stack, Token
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -67,6 +67,7 @@ class Functions(Construct):
         reserved_concurrency: Mapping[str, int] | None = None,
         event_source_max_concurrency: Mapping[str, int] | None = None,
         xray_tracing: bool = False,
+        log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ):
         """`reserved_concurrency` and `event_source_max_concurrency` (by function name) are deployment settings
         (stacks/config.py): they override nothing in the table of functions but what its entries leave open.
@@ -75,6 +76,7 @@ class Functions(Construct):
         super().__init__(scope, construct_id)
         self._runtime = runtime
         self._tracing = xray_tracing
+        self._log_removal_policy = log_removal_policy
         self._storage, self._queues, self._notices, self._retry_workflow = storage, queues, notices, retry_workflow
         self._queue_specs = schema.all_queues(shards)
         self._event_sources = event_sources(shards)
@@ -95,7 +97,7 @@ class Functions(Construct):
     def _function(self, entry: Function, code: lambda_.Code) -> lambda_.Function:
         construct_id = entry.name.title().replace("_", "")
         log_group = logs.LogGroup(
-            self, f"{construct_id}Logs", retention=self.LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
+            self, f"{construct_id}Logs", retention=self.LOG_RETENTION, removal_policy=self._log_removal_policy
         )
         self._log_groups[entry.name] = log_group
         # An own role instead of AWSLambdaBasicExecutionRole: writes to this function's log group only (_grant).
@@ -169,12 +171,19 @@ class Functions(Construct):
                 targets=[targets.LambdaFunction(function)],
             )
 
-    @staticmethod
-    def _acknowledge_executions(role: iam.Role, reason: str) -> None:
+    def _acknowledge_executions(self, role: iam.Role, reason: str) -> None:
+        # The finding names the state machine by its logical ID, which depends on where the construct sits.
+        state_machine = self._retry_workflow.node.default_child
+        assert isinstance(state_machine, sfn.CfnStateMachine)
+        stack = Stack.of(self)
+        logical_id = stack.get_logical_id(state_machine)
+        # An environment-agnostic stack's region and account are pseudo parameters; a stack with an env, literals.
+        region = "<AWS::Region>" if Token.is_unresolved(stack.region) else stack.region
+        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
         acknowledge(
             role,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
-            '{"Fn::Select":[6,{"Fn::Split":[":",{"Ref":"RetryWorkflowStateMachineE5633325"}]}]}:*]',
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:{region}:{account}:execution:"
+            f'{{"Fn::Select":[6,{{"Fn::Split":[":",{{"Ref":"{logical_id}"}}]}}]}}:*]',
             reason,
         )
 

@@ -84,13 +84,14 @@ class Observability(Construct):
         functions: Mapping[str, lambda_.IFunction],
         retry_workflow: sfn.IStateMachine,
         alarm_email: str | None = None,
-        alarm_topic_arn: str | None = None,
+        alarm_topic: sns.ITopic | None = None,
+        name_prefix: str | None = None,
     ):
-        """`alarm_topic_arn`: an existing topic (on-call's) the alarms notify instead of one of the stack's own."""
+        """`alarm_topic`: an existing topic (on-call's) the alarms notify instead of one of the stack's own.
+        `name_prefix`: names the alarms and the dashboard after it (default: names CloudFormation makes up)."""
         super().__init__(scope, construct_id)
-        self.topic: sns.ITopic = (
-            sns.Topic.from_topic_arn(self, "AlarmTopic", alarm_topic_arn) if alarm_topic_arn else self._alarm_topic()
-        )
+        self._name_prefix = name_prefix
+        self.topic: sns.ITopic = alarm_topic if alarm_topic is not None else self._alarm_topic()
         if alarm_email:  # the address gets a confirmation mail from SNS first
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
         dead_letters = queues[schema.DEAD_LETTER_QUEUE.logical_name]
@@ -189,6 +190,7 @@ class Observability(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=f"{description} Runbook: docs/runbook.md, {construct_id}.",
+            alarm_name=f"{self._name_prefix}-{construct_id}" if self._name_prefix else None,
         )
         alarm.add_alarm_action(actions.SnsAction(self.topic))
         return alarm
@@ -215,7 +217,9 @@ class Observability(Construct):
         functions: Mapping[str, lambda_.IFunction],
         retry_workflow: sfn.IStateMachine,
     ) -> cloudwatch.Dashboard:
-        dashboard = cloudwatch.Dashboard(self, "Dashboard")
+        dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=f"{self._name_prefix}-Dashboard" if self._name_prefix else None
+        )
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="Delivery attempts by outcome",

@@ -51,20 +51,23 @@ class RetryWorkflow(Construct):
         dead_letter_queue: sqs.IQueue,
         delivery_queues: Sequence[sqs.IQueue] = (),
         telemetry: Telemetry = DEFAULT_TELEMETRY,
+        name_prefix: str | None = None,
+        log_removal_policy: RemovalPolicy = RemovalPolicy.DESTROY,
     ):
         """`delivery_queue`: shard 0's fast lane (the one delivery queue of before shards: an execution started then
         runs the definition it started with, which names it); `delivery_queues`: every delivery queue, which an
         execution's input names one of (its ticket's or command's `queue_url`).
-        `telemetry`: the execution log's level (execution data only at ALL) and X-Ray (stacks/config.py)."""
+        `telemetry`: the execution log's level (execution data only at ALL) and X-Ray (stacks/config.py).
+        `name_prefix`: starts the log group's name (default: the stack's name)."""
         super().__init__(scope, construct_id)
         # The queues the ASL sends to, by the substitution that names them.
         queues = {"DeadLetterQueueUrl": dead_letter_queue}
         log_group = logs.LogGroup(
             self,
             "Logs",
-            log_group_name=self.log_group_name(Stack.of(self).stack_name),
+            log_group_name=self.log_group_name(name_prefix or Stack.of(self).stack_name),
             retention=self.LOG_RETENTION,
-            removal_policy=RemovalPolicy.DESTROY,
+            removal_policy=log_removal_policy,
         )
         self.state_machine = sfn.StateMachine(
             self,
@@ -90,7 +93,8 @@ class RetryWorkflow(Construct):
     def log_group_name(stack_name: str) -> str:
         """Under /aws/vendedlogs/: Step Functions adds any other log group it delivers to to the account's one
         CloudWatch Logs resource policy (5,120 characters for all of them), and deploys fail once it is full. The
-        stack's name keeps two stacks' groups apart (an upgrade deploys beside the old stack)."""
+        stack's name (or the construct's name prefix) keeps two deployments' groups apart (an upgrade deploys
+        beside the old stack)."""
         return f"/aws/vendedlogs/states/{stack_name}-RetryWorkflow"
 
     @staticmethod

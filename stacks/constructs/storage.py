@@ -24,8 +24,18 @@ class Storage(Construct):
     # Retained by CloudFormation and refused by DynamoDB itself: deleting one takes an explicit update first.
     DELETION_PROTECTION = True
 
-    def __init__(self, scope: Construct, construct_id: str, *, specs: Iterable[schema.TableSpec] = schema.ALL_TABLES):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        specs: Iterable[schema.TableSpec] = schema.ALL_TABLES,
+        removal_policy: RemovalPolicy = REMOVAL_POLICY,
+        deletion_protection: bool = DELETION_PROTECTION,
+    ):
+        """`removal_policy` and `deletion_protection`: the defaults keep the tables; a throwaway stage may not."""
         super().__init__(scope, construct_id)
+        self._removal_policy, self._deletion_protection = removal_policy, deletion_protection
         self.tables: dict[str, dynamodb.Table] = {spec.logical_name: self._table(spec) for spec in specs}
 
     def table(self, spec: schema.TableSpec) -> dynamodb.Table:
@@ -43,8 +53,8 @@ class Storage(Construct):
                 point_in_time_recovery_enabled=True
             ),
             time_to_live_attribute=spec.ttl_attribute,
-            removal_policy=self.REMOVAL_POLICY,
-            deletion_protection=self.DELETION_PROTECTION,
+            removal_policy=self._removal_policy,
+            deletion_protection=self._deletion_protection,
         )
         for index in spec.indexes:
             table.add_global_secondary_index(
