@@ -182,6 +182,12 @@
     return Number.isNaN(moment.getTime()) ? String(text) : moment.toLocaleString();
   }
 
+  // A URL as text with a break opportunity (<wbr>) after each / . ? & = : a long one wraps between its parts, not
+  // inside a word.
+  function urlText(url) {
+    return String(url).split(/(?<=[/.?&=])/).flatMap((part, i) => (i ? [el("wbr"), part] : [part]));
+  }
+
   function badge(text, tone) {
     return el("span", { class: `badge ${tone}` }, text);
   }
@@ -247,7 +253,7 @@
     const card = el(
       "section",
       { class: "card endpoint", "data-endpoint": endpoint.id },
-      el("h3", { class: "endpoint-url url" }, endpoint.url ?? `Pull delivery: GET ${endpoint.messages_url}`),
+      el("h3", { class: "endpoint-url url" }, endpoint.url ? urlText(endpoint.url) : `Pull delivery: GET ${endpoint.messages_url}`),
       endpoint.description ? el("p", { class: "muted" }, endpoint.description) : null,
       el(
         "div",
@@ -824,7 +830,9 @@
           el("span", {}, badge(d.status, STATUS_TONES[d.status] || "neutral"),
             // Dead, then a replay of it delivered: it stays dead, "recovered by" that replay (redrives skip it).
             d.recovered_by ? [" ", el("span", { class: "badge good recovered", title: `recovered by ${d.recovered_by}` }, "recovered")] : ""),
-          el("span", { class: "muted url" }, urls.get(d.endpoint_id) || d.endpoint_id),
+          urls.get(d.endpoint_id)
+            ? el("span", { class: "muted url" }, urlText(urls.get(d.endpoint_id)))
+            : el("span", { class: "muted id" }, d.endpoint_id),
           el("span", { class: "muted" }, when(d.created_at), ` · ${d.attempt_count} attempt${d.attempt_count === 1 ? "" : "s"}`,
             d.last_status_code ? ` · ${d.last_status_code}` : ""),
         ),
