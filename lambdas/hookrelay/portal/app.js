@@ -64,7 +64,7 @@
         node[name] = value;
       else throw new Error(`unsupported property ${name}`);
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -83,7 +83,7 @@
     for (const [name, value] of Object.entries(attributes || {})) {
       if (value !== undefined && value !== null) node.setAttribute(name, String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
