@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from hookrelay.domain import delivery_stats
 from hookrelay.domain.classification import Outcome
@@ -77,3 +79,9 @@ def test_an_hour_without_attempts_has_no_latency() -> None:
     since, until = delivery_stats.window(NOW, 2)
     stats = delivery_stats.summarize([], since, until)
     assert [h.latency_ms for h in stats.hours] == [{50: None, 95: None, 99: None}] * 2
+
+
+def test_the_consumer_guide_s_numbers_are_the_code_s() -> None:
+    guide = (Path(__file__).resolve().parents[2] / "docs" / "consumer-guide.md").read_text()
+    shown = dict(re.findall(r"<!-- stats:([a-z-]+) -->(\d+)<!-- /stats:\1 -->", guide))
+    assert shown == {"max-hours": str(delivery_stats.MAX_HOURS), "max-read": str(delivery_stats.MAX_DELIVERIES_READ)}
