@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         link, billing_id, dead_id = scene(stack, consumer)
         browser.open(link)
         card = f'.endpoint[data-endpoint="{billing_id}"]'
-        written += shoot(browser, "endpoints", args.out, lambda: browser.wait(card))
+        charts = lambda: eventually(lambda: len(browser.all("figure.stats")), "both charts", predicate=lambda n: n == 2)  # noqa: E731
+        written += shoot(browser, "endpoints", args.out, lambda: (browser.wait(card), charts()))
         written += shoot_element(browser, "chart", args.out, f'figure.stats[data-endpoint="{billing_id}"]')
 
         browser.click("#add-endpoint")
