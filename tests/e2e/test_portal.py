@@ -216,6 +216,14 @@ def test_event_data_and_responses_render_as_text(
         assert SCRIPT in shown and "<img src=x onerror=alert(1)>" in shown
     assert browser.all("img") == [] and browser.all("main script") == []
     assert not browser.alert_open()
+    # The edit form holds them as input values, never markup.
+    browser.click("#nav-endpoints")
+    browser.button("Edit", browser.wait(f'.endpoint[data-endpoint="{endpoint.id}"]')).click()
+    shown = browser.wait('#endpoint-form [data-field="description"] input').get_attribute("value")
+    filter_text = browser.wait('#endpoint-form [data-field="filter"] textarea').get_attribute("value")
+    assert shown == ATTRIBUTE_BREAKOUT and filter_text and SCRIPT in filter_text
+    assert browser.all("img") == [] and browser.all("main script") == []
+    assert not browser.alert_open()
     assert not [line for line in browser.console() if "alert" in line or "Content Security Policy" in line]
 
 
