@@ -30,6 +30,7 @@ from hookrelay_client.models import (
     Endpoint,
     EndpointAuth,
     EndpointHealth,
+    EndpointStats,
     EventType,
     IssuedSigningKey,
     Redrive,
@@ -563,6 +564,48 @@ def endpoint_health(client: HookrelayClient, args: argparse.Namespace) -> Result
     return Result(health, describe_health(health))
 
 
+# The stats chart's bar: one mark per outcome, stacked in this order, scaled to the busiest hour.
+CHART_WIDTH = 30
+CHART_MARKS = (("delivered", "#"), ("failed_attempts", "x"), ("dead", "!"))
+
+
+def stats_bar(values: Sequence[int], busiest: int, width: int = CHART_WIDTH) -> str:
+    """`values` stacked as marks, scaled so that `busiest` fills `width`; a non-zero value shows at least once."""
+    if busiest <= 0:
+        return ""
+    return "".join(
+        mark * (max(1, round(value * width / busiest)) if value else 0)
+        for value, (_, mark) in zip(values, CHART_MARKS, strict=True)
+    )
+
+
+def describe_stats(stats: EndpointStats) -> str:
+    totals = [[getattr(hour, name) for name, _ in CHART_MARKS] for hour in stats.hours]
+    busiest = max((sum(values) for values in totals), default=0)
+    rows = [
+        [
+            hour.start.astimezone(UTC).strftime("%m-%d %H:00"),
+            *values,
+            hour.latency_ms.p50,
+            hour.latency_ms.p95,
+            hour.latency_ms.p99,
+            stats_bar(values, busiest),
+        ]
+        for hour, values in zip(stats.hours, totals, strict=True)
+    ]
+    read = f"{stats.deliveries_read} deliveries read"
+    if stats.partial:
+        read += f" (partial: the window holds more than {stats.max_deliveries_read}; the oldest are not counted)"
+    legend = "chart: " + ", ".join(f"{mark} {name.replace('_', ' ')}" for name, mark in CHART_MARKS)
+    headers = ["HOUR (UTC)", "DELIVERED", "FAILED", "DEAD", "P50 MS", "P95 MS", "P99 MS", "CHART"]
+    return "\n".join([f"endpoint {stats.endpoint_id}: {read}", legend, table(headers, rows)])
+
+
+def endpoint_stats(client: HookrelayClient, args: argparse.Namespace) -> Result:
+    stats = client.get_endpoint_stats(args.endpoint, hours=args.hours)
+    return Result(stats, describe_stats(stats))
+
+
 def send_test(client: HookrelayClient, args: argparse.Namespace) -> Result:
     sent = client.send_test_event(args.endpoint_id)
     return Result(sent, f"test event {sent.event_id} queued as delivery {sent.delivery_id}")
@@ -725,6 +768,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--all", action="store_true", help="follow next_cursor through every page")
     sub = command(deliveries, "show", show_delivery, "one delivery with every attempt")
     sub.add_argument("delivery_id")
+    sub = command(deliveries, "stats", endpoint_stats, "an endpoint's last hours: outcomes and latency per hour")
+    sub.add_argument("--endpoint", required=True, help="the endpoint's id")
+    sub.add_argument("--hours", type=int, help="how many hours back, the current one included (default 24)")
 
     sub = command(commands, "replay", replay, "re-send a delivery's event as a new delivery (same webhook-id)")
     sub.add_argument("delivery_id")

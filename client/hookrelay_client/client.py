@@ -22,6 +22,7 @@ from hookrelay_client.models import (
     Endpoint,
     EndpointHealth,
     EndpointPage,
+    EndpointStats,
     EndpointTestSent,
     Event,
     EventType,
@@ -365,6 +366,10 @@ class HookrelayClient:
 
     def get_endpoint_health(self, endpoint_id: str) -> EndpointHealth:
         return self._get(EndpointHealth, f"/v1/endpoints/{_segment(endpoint_id)}/health")
+
+    def get_endpoint_stats(self, endpoint_id: str, *, hours: int | None = None) -> EndpointStats:
+        """Per hour: deliveries delivered and dead, failed attempts, attempt latency p50/p95/p99."""
+        return self._get(EndpointStats, f"/v1/endpoints/{_segment(endpoint_id)}/stats", hours=hours)
 
     def send_test_event(self, endpoint_id: str) -> EndpointTestSent:
         return self._post(EndpointTestSent, f"/v1/endpoints/{_segment(endpoint_id)}/test")

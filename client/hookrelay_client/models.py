@@ -204,6 +204,33 @@ class EndpointHealth(Model):
     backlog: Backlog = Field(default_factory=lambda: Backlog())
 
 
+class HourLatency(Model):
+    p50: int | None = None
+    p95: int | None = None
+    p99: int | None = None
+
+
+class HourStats(Model):
+    start: datetime
+    delivered: int = 0  # deliveries that ended delivered this hour
+    failed_attempts: int = 0  # attempts started this hour that did not deliver
+    dead: int = 0  # deliveries that ended dead this hour
+    attempts: int = 0
+    latency_ms: HourLatency = Field(default_factory=HourLatency)
+
+
+class EndpointStats(Model):
+    """The endpoint's last hours from its deliveries created in them; `partial` when the read's cap was reached."""
+
+    endpoint_id: str
+    since: datetime
+    until: datetime
+    deliveries_read: int
+    max_deliveries_read: int
+    partial: bool = False
+    hours: list[HourStats] = Field(default_factory=list)
+
+
 class DeliverySummary(Model):
     id: str
     event_id: str

@@ -199,6 +199,7 @@ API = Function(
             Route("POST", "/v1/endpoints/{endpoint_id}/enable"),
             Route("POST", "/v1/endpoints/{endpoint_id}/rotate-secret"),
             Route("GET", "/v1/endpoints/{endpoint_id}/health"),
+            Route("GET", "/v1/endpoints/{endpoint_id}/stats"),
             Route("GET", "/v1/endpoints/{endpoint_id}/messages"),
             Route("POST", "/v1/endpoints/{endpoint_id}/test"),
             Route("POST", "/v1/endpoints/{endpoint_id}/redrive"),

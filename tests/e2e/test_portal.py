@@ -7,7 +7,9 @@ responses hold (attacker-controlled) is shown as text, never run.
 
 from __future__ import annotations
 
+import json
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,7 +18,8 @@ from typing import Any
 import boto3
 import pytest
 from hookrelay_client import HookrelayClient
-from selenium.webdriver.support.ui import Select
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from hookrelay.adapters import schema
 from hookrelay.domain import portal
@@ -24,7 +27,7 @@ from hookrelay.domain.clock import epoch_seconds, to_rfc3339, utcnow
 from hookrelay.domain.schedule import FAST_SCHEDULE
 from local.provision import resource_name
 from tests.e2e import browser as chromium
-from tests.e2e.harness import Consumer, LocalStack, eventually
+from tests.e2e.harness import REPO, Consumer, LocalStack, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -99,6 +102,7 @@ def test_the_portal_shows_replays_and_redrives(
     card = browser.wait(f'.endpoint[data-endpoint="{endpoint.id}"]')
     browser.button("Redrive…", card).click()
     browser.button("Start redrive", card).click()
+    browser.click("#confirm-ok")  # the redrive asks first, in the page
     browser.wait_text("#redrive-state", "completed", timeout=60)
     bar = browser.wait("#redrive-progress")
     assert bar.get_attribute("value") == bar.get_attribute("max") == "2"
@@ -212,6 +216,14 @@ def test_event_data_and_responses_render_as_text(
         assert SCRIPT in shown and "<img src=x onerror=alert(1)>" in shown
     assert browser.all("img") == [] and browser.all("main script") == []
     assert not browser.alert_open()
+    # The edit form holds them as input values, never markup.
+    browser.click("#nav-endpoints")
+    browser.button("Edit", browser.wait(f'.endpoint[data-endpoint="{endpoint.id}"]')).click()
+    shown = browser.wait('#endpoint-form [data-field="description"] input').get_attribute("value")
+    filter_text = browser.wait('#endpoint-form [data-field="filter"] textarea').get_attribute("value")
+    assert shown == ATTRIBUTE_BREAKOUT and filter_text and SCRIPT in filter_text
+    assert browser.all("img") == [] and browser.all("main script") == []
+    assert not browser.alert_open()
     assert not [line for line in browser.console() if "alert" in line or "Content Security Policy" in line]
 
 
@@ -227,6 +239,7 @@ def test_test_event_rotation_disable_enable_and_filters(
     # A link with the default capabilities (view, recover) is refused the secret's rotation, and says why.
     browser.open(stack.portal_link(tenant_key))
     browser.button("Rotate secret", browser.wait(card_css)).click()
+    browser.click("#confirm-ok")
     assert "capability" in browser.wait(f'{card_css} [data-role="error"]').text
     unchanged = stack.call("GET", f"/v1/endpoints/{endpoint.id}", tenant_key).json()["signing_secrets"]
     assert len(unchanged) == len(endpoint.signing_secrets) == 1
@@ -244,13 +257,20 @@ def test_test_event_rotation_disable_enable_and_filters(
     # Rotating the secret shows the new one once; the endpoint's record never holds it afterwards.
     browser.click("#nav-endpoints")
     browser.button("Rotate secret", browser.wait(card_css)).click()
+    browser.click("#confirm-ok")
     secret = browser.wait(f'{card_css} [data-role="new-secret"] .secret').text
     assert secret.startswith("whsec_") and secret != endpoint.secret
     browser.click("#nav-endpoints")
     assert secret not in browser.wait(card_css).text
 
-    # Disable, then enable again.
+    # Disable asks first: cancelled, nothing changes; confirmed, the endpoint is disabled. Then enable again.
     browser.button("Disable", browser.wait(card_css)).click()
+    assert "Disable this endpoint?" in browser.wait("#confirm").text
+    browser.click("#confirm-cancel")
+    WebDriverWait(browser.driver, chromium.WAIT_SECONDS).until(lambda d: not d.find_elements(By.ID, "confirm"))
+    assert stack.call("GET", f"/v1/endpoints/{endpoint.id}", tenant_key).json()["state"] == "enabled"
+    browser.button("Disable", browser.wait(card_css)).click()
+    browser.click("#confirm-ok")
     browser.wait_text(f"{card_css} .badge", "disabled")
     assert stack.call("GET", f"/v1/endpoints/{endpoint.id}", tenant_key).json()["state"] == "disabled"
     browser.button("Enable", browser.wait(card_css)).click()
@@ -273,3 +293,243 @@ def test_the_link_make_run_prints_opens_the_demo_tenant_s_portal(stack: LocalSta
     browser.open(stack.portal_url)  # the ready document's portal_url: what `make run` prints
     browser.wait_text("main h2", "Endpoints")
     assert browser.all("#nav")[0].is_displayed() and not browser.all("#refused")
+
+
+SHIPMENT = "shipment.sent"
+SHIPMENT_SCHEMA = {"type": "object", "properties": {"shipment_id": {"type": "string"}}, "required": ["shipment_id"]}
+SHIPMENT_EXAMPLE = {"shipment_id": "SHP-1042"}
+
+
+def register_shipment_type(stack: LocalStack) -> None:
+    body = {"description": "A parcel left the warehouse", "schema": SHIPMENT_SCHEMA, "example": SHIPMENT_EXAMPLE}
+    assert stack.call("PUT", f"/v1/event-types/{SHIPMENT}", stack.admin_key, body).status_code in (200, 201)
+
+
+def test_a_consumer_adds_an_endpoint_in_the_portal_and_receives_a_webhook_on_it(
+    stack: LocalStack, consumers: Callable[..., Consumer], browser: chromium.Browser
+) -> None:
+    register_shipment_type(stack)
+    tenant_id, tenant_key = stack.new_tenant("portal-add")
+    consumer = consumers("portal-added")
+    browser.open(stack.portal_link(tenant_key, capabilities=["manage"]))
+    browser.click("#add-endpoint")
+    form = browser.wait("#endpoint-form")
+
+    # The catalogue's type, with its schema and example, chosen by a checkbox.
+    choice = browser.wait(f'.event-type[data-event-type="{SHIPMENT}"]')
+    assert "A parcel left the warehouse" in choice.text
+    choice.find_element(By.CSS_SELECTOR, "summary").click()
+    assert "SHP-1042" in choice.text and '"required"' in choice.text
+    choice.find_element(By.CSS_SELECTOR, 'input[type="checkbox"]').click()
+    form.find_element(By.CSS_SELECTOR, '[data-field="url"] input').send_keys(consumer.url)
+    form.find_element(By.CSS_SELECTOR, '[data-field="description"] input').send_keys("shipments")
+
+    # What the API refuses is shown by the field it names: a rate limit of 0 (request validation, `field`) and a
+    # content filter with an unknown operator (the endpoint's rules, `pointer`).
+    form.find_element(By.CSS_SELECTOR, '[data-field="rate_limit_per_second"] input').send_keys("0")
+    form.find_element(By.CSS_SELECTOR, '[data-field="filter"] textarea').send_keys('{"data.shipment_id": {"near": 1}}')
+    browser.click("#save-endpoint")
+    rate_error = browser.wait('[data-field="rate_limit_per_second"] .field-error')
+    assert "greater than or equal to 1" in rate_error.text
+    assert not stack.call("GET", "/v1/endpoints", tenant_key).json()["data"]  # nothing was created
+    form.find_element(By.CSS_SELECTOR, '[data-field="rate_limit_per_second"] input').clear()
+    browser.click("#save-endpoint")
+    filter_error = browser.wait('[data-field="filter"] .field-error')
+    assert filter_error.text.startswith("/filter/data.shipment_id/near: ")  # the pointer into the filter, and why
+    assert not [e for e in browser.all('[data-field="rate_limit_per_second"] .field-error') if e.is_displayed()]
+    assert form.find_element(By.CSS_SELECTOR, '[data-field="filter"] textarea').get_attribute("aria-invalid") == "true"
+    form.find_element(By.CSS_SELECTOR, '[data-field="filter"] textarea').clear()
+    browser.click("#save-endpoint")
+
+    # Created: its secret is shown this once.
+    created = browser.wait("#created-endpoint")
+    endpoint_id = created.get_attribute("data-endpoint")
+    secret = browser.wait('#created-endpoint [data-role="new-secret"] .secret').text
+    assert endpoint_id and secret.startswith("whsec_")
+    stored = stack.call("GET", f"/v1/endpoints/{endpoint_id}", tenant_key).json()
+    assert (stored["url"], stored["event_types"], stored["description"]) == (consumer.url, [SHIPMENT], "shipments")
+    browser.click("#created-done")
+    card = browser.wait(f'.endpoint[data-endpoint="{endpoint_id}"]')
+    assert secret not in browser.driver.page_source and secret not in card.text  # never again
+
+    # The consumer verifies with it: a shipment event reaches it, signed.
+    consumer.control(secret=secret)
+    published = stack.publish(tenant_id, SHIPMENT, {"shipment_id": "SHP-7"})
+    eventually(
+        lambda: published["event_id"] in {e["webhook_id"] for e in consumer.received()["events"]},
+        "the consumer accepts the signed webhook",
+    )
+
+    # Edit: the form opens with the endpoint's settings, and saves through PATCH.
+    browser.button("Edit", card).click()
+    description = browser.wait('#endpoint-form [data-field="description"] input')
+    assert description.get_attribute("value") == "shipments"
+    description.clear()
+    description.send_keys("shipments, EU")
+    browser.wait('#endpoint-form [data-field="rate_limit_per_second"] input').send_keys("5")
+    browser.click("#save-endpoint")
+    browser.wait_text(f'.endpoint[data-endpoint="{endpoint_id}"]', "shipments, EU")
+    edited = stack.call("GET", f"/v1/endpoints/{endpoint_id}", tenant_key).json()
+    assert (edited["description"], edited["rate_limit_per_second"], edited["url"]) == ("shipments, EU", 5, consumer.url)
+
+
+def chart_numbers(browser: chromium.Browser, endpoint_id: str) -> dict[str, dict[str, Any]]:
+    """What the endpoint's chart drew, by hour: the bars' counts and the latency dots' values."""
+    numbers: dict[str, dict[str, Any]] = json.loads(
+        browser.driver.execute_script(
+            """
+            const figure = document.querySelector(`figure.stats[data-endpoint="${arguments[0]}"]`);
+            const hours = {};
+            for (const g of figure.querySelectorAll("svg.outcomes g.hour")) {
+              hours[g.dataset.start] = {delivered: +g.dataset.delivered, failed_attempts: +g.dataset.failedAttempts,
+                dead: +g.dataset.dead, latency_ms: {p50: null, p95: null, p99: null}};
+            }
+            for (const dot of figure.querySelectorAll("svg.latency circle.dot")) {
+              hours[dot.dataset.start].latency_ms[dot.parentNode.dataset.percentile] = +dot.dataset.value;
+            }
+            return JSON.stringify(hours);
+            """,
+            endpoint_id,
+        )
+    )
+    return numbers
+
+
+def test_the_chart_draws_the_stats_route_s_numbers(
+    stack: LocalStack, consumers: Callable[..., Consumer], browser: chromium.Browser
+) -> None:
+    tenant_id, tenant_key = stack.new_tenant("portal-chart")
+    consumer = consumers("portal-chart", mode="fail")
+    endpoint = HookrelayClient(stack.api_url, tenant_key).create_endpoint(consumer.url, ["order.*"])
+    consumer.control(secret=endpoint.secret)
+    published = [stack.publish(tenant_id, "order.created", {"order": n}) for n in range(2)]
+    eventually(
+        lambda: len(stack.deliveries(tenant_key, f"endpoint_id={endpoint.id}&status=dead")) == 2,
+        "both deliveries are dead",
+        timeout=SCHEDULE_WAIT,
+    )
+    consumer.control(mode="ok")
+    stack.publish(tenant_id, "order.created", {"order": 3})
+    eventually(
+        lambda: len(stack.deliveries(tenant_key, f"endpoint_id={endpoint.id}&status=delivered")) == 1,
+        "the third is delivered",
+    )
+    assert published
+    browser.open(stack.portal_link(tenant_key))
+    browser.wait(f'figure.stats[data-endpoint="{endpoint.id}"] svg.outcomes')
+    drawn = chart_numbers(browser, endpoint.id)
+    stats = stack.call("GET", f"/v1/endpoints/{endpoint.id}/stats?hours=24", tenant_key).json()
+    api = {
+        hour["start"]: {k: hour[k] for k in ("delivered", "failed_attempts", "dead", "latency_ms")}
+        for hour in stats["hours"]
+    }
+    shared = set(drawn) & set(api)  # both read in the same hour, unless an hour turned between them
+    assert len(shared) >= len(api) - 1
+    assert {h: drawn[h] for h in shared} == {h: api[h] for h in shared}
+    totals = {k: sum(api[h][k] for h in shared) for k in ("delivered", "dead")}
+    assert totals == {"delivered": 1, "dead": 2}  # the chart has something to show, and it is this
+    assert sum(api[h]["failed_attempts"] for h in shared) >= 2
+    print(f"\nchart: {len(shared)} hours drawn equal the stats route's; totals {totals}")
+
+
+AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
+BLOCKING_IMPACTS = {"serious", "critical"}
+
+
+def axe_violations(browser: chromium.Browser) -> list[dict[str, Any]]:
+    """axe-core's violations on the page as it is drawn (injected through the driver: the page's CSP allows no
+    script but its own, and the driver's is not the page's)."""
+    browser.driver.execute_script(AXE.read_text())
+    browser.driver.set_script_timeout(60)
+    result = browser.driver.execute_async_script(
+        """
+        const done = arguments[arguments.length - 1];
+        axe.run(document).then(
+          (r) => done(r.violations.map((v) => ({id: v.id, impact: v.impact, nodes: v.nodes.length,
+            targets: v.nodes.slice(0, 3).map((n) => n.target.join(" "))}))),
+          (e) => done([{id: "axe-error", impact: "critical", nodes: 0, targets: [String(e)]}]),
+        );
+        """
+    )
+    violations: list[dict[str, Any]] = result
+    return violations
+
+
+def test_axe_finds_no_serious_or_critical_violations(
+    stack: LocalStack, consumers: Callable[..., Consumer], browser: chromium.Browser
+) -> None:
+    if not AXE.exists():
+        pytest.fail(f"{AXE} is missing: npm ci (axe-core is a devDependency)")
+    register_shipment_type(stack)
+    tenant_id, tenant_key = stack.new_tenant("portal-axe")
+    consumer = consumers("portal-axe")
+    endpoint = HookrelayClient(stack.api_url, tenant_key).create_endpoint(consumer.url, ["*"], description="axe")
+    consumer.control(secret=endpoint.secret)
+    [delivery_id] = stack.publish(tenant_id, SHIPMENT, SHIPMENT_EXAMPLE)["delivery_ids"]
+    eventually(lambda: stack.delivery(tenant_key, delivery_id)["status"] == "delivered", "delivered")
+
+    views: dict[str, Callable[[], object]] = {
+        "endpoints": lambda: browser.wait(f'figure.stats[data-endpoint="{endpoint.id}"]'),
+        "endpoint form": lambda: (browser.click("#add-endpoint"), browser.wait("#endpoint-form")),
+        "deliveries": lambda: (browser.click("#nav-deliveries"), browser.wait(".row.delivery")),
+        "delivery": lambda: (browser.click(".row.delivery"), browser.wait("#attempts .attempt")),
+        "confirm dialog": lambda: (
+            browser.click("#nav-endpoints"),
+            browser.button("Disable", browser.wait(f'.endpoint[data-endpoint="{endpoint.id}"]')).click(),
+            browser.wait("#confirm"),
+        ),
+    }
+    browser.open(stack.portal_link(tenant_key, capabilities=["recover", "manage"]))
+    blocking = []
+    for name, ready in views.items():
+        ready()
+        found = axe_violations(browser)
+        by_impact = Counter(v["impact"] for v in found)
+        print(f"\naxe, {name}: {len(found)} violations by impact {dict(by_impact) or '{}'}: {[v['id'] for v in found]}")
+        blocking += [(name, v) for v in found if v["impact"] in BLOCKING_IMPACTS]
+    browser.click("#confirm-cancel")
+    assert not blocking, blocking
+    # The check can fail: a page without its language is a serious violation axe reports.
+    browser.driver.execute_script("document.documentElement.removeAttribute('lang')")
+    assert "html-has-lang" in {v["id"] for v in axe_violations(browser) if v["impact"] in BLOCKING_IMPACTS}
+
+
+def test_delivery_rows_break_no_word_in_the_middle_at_1280_px(
+    stack: LocalStack, consumers: Callable[..., Consumer], browser: chromium.Browser
+) -> None:
+    """Every word (a run of letters and digits) of a delivery row sits on one line, ids apart (they may break
+    anywhere): the "12/1/2026 · 2 a / ttempts" and ".../webh / ook" of the old rows at 1280 px."""
+    _, tenant_key = stack.new_tenant("portal-words")
+    consumer = consumers("portal-words-webhook-endpoint", mode="fail")  # "· 1 attempt · 500": the longest rows
+    endpoint = HookrelayClient(stack.api_url, tenant_key).create_endpoint(consumer.url, ["*"])
+    sent = [stack.call("POST", f"/v1/endpoints/{endpoint.id}/test", tenant_key).json() for _ in range(2)]
+    for test in sent:
+        eventually(lambda t=test: stack.delivery(tenant_key, t["delivery_id"])["attempts"], "an attempt is recorded")
+    browser.open(stack.portal_link(tenant_key))
+    browser.size(chromium.DESKTOP)
+    browser.click("#nav-deliveries")
+    browser.wait(".row.delivery")
+    assert len(browser.all(".row.delivery")) == 2
+    checked, broken = browser.driver.execute_script(
+        """
+        let checked = 0;
+        const broken = [];
+        for (const row of document.querySelectorAll(".row.delivery")) {
+          const walker = document.createTreeWalker(row, NodeFilter.SHOW_TEXT);
+          for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (node.parentElement.closest(".id")) continue;
+            for (const match of node.textContent.matchAll(/[\\p{L}\\p{N}]+/gu)) {
+              const range = document.createRange();
+              range.setStart(node, match.index);
+              range.setEnd(node, match.index + match[0].length);
+              const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+              checked += 1;
+              if (lines.size > 1) broken.push(match[0]);
+            }
+          }
+        }
+        return [checked, broken];
+        """
+    )
+    print(f"\nwords in delivery rows at {chromium.DESKTOP[0]} px: {checked} checked, {len(broken)} broken")
+    assert checked > 20 and broken == [], broken

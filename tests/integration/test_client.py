@@ -637,3 +637,31 @@ def test_pull_delivery_through_the_client_and_cli(platform: Platform, tenant: di
     code, out, _ = cli(token, "endpoints", "messages", created["id"], "--after", str(page.next_after))
     assert code == 0 and out.startswith("no messages")
     assert client.read_messages(created["id"]).data == []
+
+
+def test_endpoint_stats_through_the_client_and_the_cli_chart(
+    platform: Platform, tenant: dict[str, Any], consumer: ScriptedConsumer, cli
+) -> None:
+    consumer.queue([Reply(502, b"down"), Reply(200, b"ok")])
+    for n in range(2):
+        tenant["producer"].publish_event(tenant["id"], "order.updated", {"id": n})
+    platform.pump()
+    consumer.wait_for(2)
+    endpoint_id = tenant["endpoint"].id
+    stats = tenant["client"].get_endpoint_stats(endpoint_id, hours=3)
+    assert len(stats.hours) == 3 and not stats.partial and stats.deliveries_read == 2
+    now = stats.hours[-1]
+    assert (now.delivered, now.failed_attempts, now.dead, now.attempts) == (1, 1, 0, 2)
+    assert now.latency_ms.p50 is not None and now.latency_ms.p50 <= now.latency_ms.p99  # type: ignore[operator]
+
+    code, out, _ = cli(token_of(tenant["client"]), "deliveries", "stats", "--endpoint", endpoint_id, "--hours", "3")
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0] == f"endpoint {endpoint_id}: 2 deliveries read"
+    assert lines[2].split()[:4] == ["HOUR", "(UTC)", "DELIVERED", "FAILED"]
+    last = lines[-1].split()
+    assert last[2:5] == ["1", "1", "0"] and last[-1] == "#" * 15 + "x" * 15  # one of each, half the width each
+    assert all(line.split()[2:5] == ["0", "0", "0"] for line in lines[3:-1])  # the two earlier hours: nothing
+
+    code, out, _ = cli(token_of(tenant["client"]), "--json", "deliveries", "stats", "--endpoint", endpoint_id)
+    assert code == 0 and json.loads(out)["hours"][-1]["delivered"] == 1

@@ -69,6 +69,7 @@ ROUTE_CAPABILITIES: Mapping[str, Capability] = {
     "GET /v1/endpoints": Capability.VIEW,
     "GET /v1/endpoints/{endpoint_id}": Capability.VIEW,
     "GET /v1/endpoints/{endpoint_id}/health": Capability.VIEW,
+    "GET /v1/endpoints/{endpoint_id}/stats": Capability.VIEW,
     "GET /v1/deliveries": Capability.VIEW,
     "GET /v1/deliveries/{delivery_id}": Capability.VIEW,
     "GET /v1/events/{event_id}": Capability.VIEW,

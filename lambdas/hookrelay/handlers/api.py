@@ -39,10 +39,12 @@ from hookrelay.handlers.schemas import (
     RegisterEventType,
     RotateSecret,
     StartRedrive,
+    StatsQuery,
     UpdateEndpoint,
     delivery_detail,
     delivery_summary,
     endpoint_health_view,
+    endpoint_stats_view,
     endpoint_view,
     event_type_view,
     event_view,
@@ -186,6 +188,15 @@ def rotate_endpoint_secret(endpoint_id: str) -> Response[str]:
 def endpoint_health(endpoint_id: str) -> Response[str]:
     tenant_id = require_tenant(app)
     return json_response(200, endpoint_health_view(*wiring.endpoint_service().health(tenant_id, endpoint_id)))
+
+
+@app.get("/v1/endpoints/<endpoint_id>/stats")
+def endpoint_stats(endpoint_id: str) -> Response[str]:
+    """Per hour: deliveries by outcome and attempt latency percentiles (domain/delivery_stats.py), a bounded read."""
+    tenant_id = require_tenant(app)
+    query = StatsQuery.model_validate(app.current_event.query_string_parameters or {})
+    stats = wiring.delivery_log_service().stats(tenant_id, endpoint_id, query.hours)
+    return json_response(200, endpoint_stats_view(endpoint_id, stats))
 
 
 # --- The delivery log, replay, redrive and the test endpoint ---

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_validator
 
-from hookrelay.domain import custom_headers, endpoint_auth, mailbox, portal
+from hookrelay.domain import custom_headers, delivery_stats, endpoint_auth, mailbox, portal
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.destinations import POLL_URL, DestinationKind, external_id, kind_of
@@ -487,6 +487,32 @@ class RegisterEventType(Strict):
 class EndpointListQuery(Strict):
     limit: int = Field(default=ENDPOINTS_DEFAULT_LIMIT, ge=1, le=ENDPOINTS_MAX_LIMIT)
     cursor: str | None = Field(default=None, min_length=1, max_length=1024)
+
+
+class StatsQuery(Strict):
+    hours: int = Field(default=delivery_stats.DEFAULT_HOURS, ge=1, le=delivery_stats.MAX_HOURS)
+
+
+def endpoint_stats_view(endpoint_id: str, stats: delivery_stats.EndpointStats) -> dict[str, Any]:
+    return {
+        "endpoint_id": endpoint_id,
+        "since": _time(stats.since),
+        "until": _time(stats.until),
+        "deliveries_read": stats.deliveries_read,
+        "max_deliveries_read": delivery_stats.MAX_DELIVERIES_READ,
+        "partial": stats.partial,
+        "hours": [
+            {
+                "start": _time(hour.start),
+                "delivered": hour.delivered,
+                "failed_attempts": hour.failed_attempts,
+                "dead": hour.dead,
+                "attempts": hour.attempts,
+                "latency_ms": {f"p{p}": value for p, value in hour.latency_ms.items()},
+            }
+            for hour in stats.hours
+        ],
+    }
 
 
 class MailboxQuery(Strict):

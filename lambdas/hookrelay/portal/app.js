@@ -20,6 +20,7 @@
     poll: "Pull delivery (your code reads its messages)",
   };
   const POLL_MS = 1000;
+  const CHART_HOURS = 24;
   const main = document.getElementById("main");
   const nav = document.getElementById("nav");
   let token = null;
@@ -54,12 +55,16 @@
       if (value === undefined || value === null || value === false) continue;
       if (name === "class") node.className = value;
       else if (name.startsWith("on")) node.addEventListener(name.slice(2), value);
-      else if (name.startsWith("data-")) node.setAttribute(name, String(value));
-      else if (["id", "type", "value", "placeholder", "disabled", "hidden", "max", "title", "name"].includes(name))
+      else if (name.startsWith("data-") || name.startsWith("aria-") || name === "role" || name === "for")
+        node.setAttribute(name, String(value));
+      else if (
+        ["id", "type", "value", "placeholder", "disabled", "hidden", "max", "min", "title", "name", "checked", "rows",
+          "autocomplete", "spellcheck", "open"].includes(name)
+      )
         node[name] = value;
       else throw new Error(`unsupported property ${name}`);
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -68,6 +73,50 @@
 
   function show(...nodes) {
     main.replaceChildren(...nodes);
+  }
+
+  // svg("rect", {x: 1, class: "bar"}, child…): SVG elements, attributes set one by one (numbers and our own names;
+  // text only through text nodes). Presentation comes from app.css classes: the CSP allows no inline style.
+  const SVG_NS = "http://www.w3.org/2000/svg";
+  function svg(tag, attributes, ...children) {
+    const node = document.createElementNS(SVG_NS, tag);
+    for (const [name, value] of Object.entries(attributes || {})) {
+      if (value !== undefined && value !== null) node.setAttribute(name, String(value));
+    }
+    for (const child of children.flat(Infinity)) {
+      if (child === null || child === undefined || child === false) continue;
+      node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    }
+    return node;
+  }
+
+  // A confirmation in the page (a modal <dialog>), for what cannot be undone from here or cuts a consumer off:
+  // resolves true on the confirm button, false on Cancel or Escape.
+  function confirmAction(title, text, confirmLabel) {
+    return new Promise((resolve) => {
+      const ok = el("button", { type: "button", class: "danger primary-danger", id: "confirm-ok" }, confirmLabel);
+      const cancel = el("button", { type: "button", id: "confirm-cancel" }, "Cancel");
+      const dialog = el(
+        "dialog",
+        { id: "confirm", class: "confirm", "aria-labelledby": "confirm-title", "aria-describedby": "confirm-text" },
+        el("h2", { id: "confirm-title" }, title),
+        el("p", { id: "confirm-text" }, text),
+        el("div", { class: "actions" }, cancel, ok),
+      );
+      let answer = false;
+      ok.addEventListener("click", () => {
+        answer = true;
+        dialog.close();
+      });
+      cancel.addEventListener("click", () => dialog.close());
+      dialog.addEventListener("close", () => {
+        dialog.remove();
+        resolve(answer);
+      });
+      document.body.append(dialog);
+      dialog.showModal();
+      cancel.focus(); // the safe choice has the focus: Enter does not confirm by accident
+    });
   }
 
   async function api(method, path, body) {
@@ -133,6 +182,12 @@
     return Number.isNaN(moment.getTime()) ? String(text) : moment.toLocaleString();
   }
 
+  // A URL as text with a break opportunity (<wbr>) after each / . ? & = : a long one wraps between its parts, not
+  // inside a word.
+  function urlText(url) {
+    return String(url).split(/(?<=[/.?&=])/).flatMap((part, i) => (i ? [el("wbr"), part] : [part]));
+  }
+
   function badge(text, tone) {
     return el("span", { class: `badge ${tone}` }, text);
   }
@@ -164,12 +219,15 @@
   }
 
   function endpointsView() {
-    return view("endpoints", async () => {
+    return view("endpoints", async (current) => {
       const list = await endpoints();
       const healths = await Promise.all(list.map((e) => api("GET", `/v1/endpoints/${encodeURIComponent(e.id)}/health`)));
-      const cards = list.map((endpoint, i) => endpointCard(endpoint, healths[i]));
+      const slots = list.map((e) => el("div", { class: "chart-slot", "data-endpoint": e.id }, el("p", { class: "muted" }, "Loading the last 24 hours…")));
+      const cards = list.map((endpoint, i) => endpointCard(endpoint, healths[i], slots[i]));
+      fillCharts(list, slots, current);
       return [
-        el("h2", {}, "Endpoints"),
+        el("div", { class: "heading" }, el("h2", {}, "Endpoints"),
+          el("button", { type: "button", class: "primary", id: "add-endpoint", onclick: () => endpointFormView(null) }, "Add endpoint")),
         cards.length ? el("div", { class: "grid" }, cards) : el("p", { class: "muted" }, "No endpoints yet."),
       ];
     });
@@ -185,7 +243,22 @@
     return [auth.kind, ...shown.map((name) => `${name} ${auth[name]}`), `set ${when(auth.set_at)}`].join(", ");
   }
 
-  function endpointCard(endpoint, health) {
+  // The charts, one endpoint after the other once the cards are drawn: each is a bounded but real read of the
+  // delivery log, and every request of the link counts against its opener's key's rate.
+  async function fillCharts(list, slots, current) {
+    for (const [i, endpoint] of list.entries()) {
+      if (!current()) return;
+      try {
+        const stats = await api("GET", `/v1/endpoints/${encodeURIComponent(endpoint.id)}/stats?hours=${CHART_HOURS}`);
+        if (current()) slots[i].replaceChildren(chartOf(stats));
+      } catch (error) {
+        const shown = failure(error);
+        if (shown && current()) slots[i].replaceChildren(shown);
+      }
+    }
+  }
+
+  function endpointCard(endpoint, health, chartSlot) {
     const path = `/v1/endpoints/${encodeURIComponent(endpoint.id)}`;
     const circuit = health.circuit;
     const failing = health.failing_since;
@@ -193,7 +266,7 @@
     const card = el(
       "section",
       { class: "card endpoint", "data-endpoint": endpoint.id },
-      el("h3", { class: "endpoint-url" }, endpoint.url ?? `Pull delivery: GET ${endpoint.messages_url}`),
+      el("h3", { class: "endpoint-url url" }, endpoint.url ? urlText(endpoint.url) : `Pull delivery: GET ${endpoint.messages_url}`),
       endpoint.description ? el("p", { class: "muted" }, endpoint.description) : null,
       el(
         "div",
@@ -203,7 +276,7 @@
         badge(failing ? "failing" : "healthy", failing ? "bad" : "good"),
       ),
       facts([
-        ["Id", endpoint.id],
+        ["Id", el("span", { class: "id" }, endpoint.id)],
         endpoint.kind && endpoint.kind !== "http" && ["Destination", DESTINATION_KINDS[endpoint.kind] || endpoint.kind],
         endpoint.role_arn && ["Role", endpoint.role_arn],
         endpoint.external_id && ["External ID", endpoint.external_id],
@@ -269,7 +342,14 @@
         act("Redrive…", async () => {
           redriveForm.hidden = !redriveForm.hidden;
         }),
+        act("Edit", async () => endpointFormView(endpoint)),
         act("Rotate secret", async () => {
+          const sure = await confirmAction(
+            "Rotate the signing secret?",
+            "A new secret signs from now on; the previous one keeps signing for a while, then stops. Your consumer must verify with the new one before then.",
+            "Rotate secret",
+          );
+          if (!sure) return;
           const rotated = await api("POST", `${path}/rotate-secret`);
           result.replaceChildren(
             el(
@@ -282,6 +362,12 @@
         }),
         endpoint.state === "enabled"
           ? act("Disable", async () => {
+              const sure = await confirmAction(
+                "Disable this endpoint?",
+                `Nothing is sent to ${endpoint.url ?? "it"} while it is disabled: new deliveries for it are cancelled, not kept.`,
+                "Disable endpoint",
+              );
+              if (!sure) return;
               await api("POST", `${path}/disable`);
               endpointsView();
             }, "danger")
@@ -292,6 +378,7 @@
       ),
       redriveForm,
       result,
+      chartSlot,
     );
     return card;
   }
@@ -314,6 +401,12 @@
         onclick: async () => {
           const body = { since: since.value.trim(), status: status.value };
           if (until.value.trim()) body.until = until.value.trim();
+          const sure = await confirmAction(
+            "Start this redrive?",
+            `Every ${body.status} delivery of ${endpoint.url ?? endpoint.id} created in the window is sent again, as a new delivery.`,
+            "Start redrive",
+          );
+          if (!sure) return;
           try {
             const started = await api("POST", `/v1/endpoints/${encodeURIComponent(endpoint.id)}/redrive`, body);
             redriveView(started.redrive_id);
@@ -326,6 +419,363 @@
       message,
     );
     return form;
+  }
+
+  // --- The 24-hour chart (GET /v1/endpoints/{id}/stats), inline SVG: no library, no network ---
+
+  const OUTCOMES = [
+    ["delivered", "delivered"],
+    ["failed_attempts", "failed attempts"],
+    ["dead", "dead"],
+  ];
+  const PERCENTILE_NAMES = ["p50", "p95", "p99"];
+  const CHART = { width: 480, height: 150, left: 40, right: 8, top: 10, bottom: 22 };
+
+  function hourLabel(text) {
+    const moment = new Date(text);
+    return `${String(moment.getHours()).padStart(2, "0")}:00`;
+  }
+
+  // The frame both charts share: the y axis (0 and the top value, with its unit) and every sixth hour's label.
+  function axes(hours, top, unit) {
+    const { width, height, left, right, top: pad, bottom } = CHART;
+    const plotBottom = height - bottom;
+    const step = (width - left - right) / hours.length;
+    const labels = hours
+      .map((hour, i) => (i % 6 === 0 ? svg("text", { x: left + i * step, y: height - 6, class: "tick" }, hourLabel(hour.start)) : null));
+    return [
+      svg("line", { x1: left, x2: width - right, y1: plotBottom, y2: plotBottom, class: "axis" }),
+      svg("text", { x: left - 4, y: pad + 8, class: "tick end" }, `${top}${unit}`),
+      svg("text", { x: left - 4, y: plotBottom, class: "tick end" }, `0${unit}`),
+      labels,
+    ];
+  }
+
+  function outcomeChart(hours) {
+    const { width, height, left, right, top: pad, bottom } = CHART;
+    const plot = height - pad - bottom;
+    const top = Math.max(1, ...hours.map((h) => h.delivered + h.failed_attempts + h.dead));
+    const step = (width - left - right) / hours.length;
+    const bars = hours.map((hour, i) => {
+      let y = height - bottom;
+      const rects = OUTCOMES.map(([name, label]) => {
+        const tall = (hour[name] / top) * plot;
+        y -= tall;
+        return hour[name]
+          ? svg("rect", { x: left + i * step + 1, y, width: Math.max(step - 2, 1), height: tall, class: `bar ${name}` },
+              svg("title", {}, `${hourLabel(hour.start)}: ${hour[name]} ${label}`))
+          : null;
+      });
+      return svg(
+        "g",
+        { class: "hour", "data-start": hour.start, "data-delivered": hour.delivered, "data-failed-attempts": hour.failed_attempts, "data-dead": hour.dead },
+        rects,
+      );
+    });
+    const totals = OUTCOMES.map(([name, label]) => `${hours.reduce((sum, h) => sum + h[name], 0)} ${label}`).join(", ");
+    return svg(
+      "svg",
+      { viewBox: `0 0 ${width} ${height}`, class: "chart outcomes", role: "img", "aria-label": `Deliveries per hour, last ${hours.length} hours: ${totals}` },
+      axes(hours, top, ""),
+      bars,
+    );
+  }
+
+  function latencyChart(hours) {
+    const { width, height, left, right, top: pad, bottom } = CHART;
+    const plot = height - pad - bottom;
+    const top = Math.max(1, ...hours.flatMap((h) => PERCENTILE_NAMES.map((p) => h.latency_ms[p] ?? 0)));
+    const step = (width - left - right) / hours.length;
+    const x = (i) => left + i * step + step / 2;
+    const y = (value) => height - bottom - (value / top) * plot;
+    const lines = PERCENTILE_NAMES.map((p) => {
+      // A line through the hours that had attempts; an hour without any breaks it (M starts a new piece).
+      let path = "";
+      let drawing = false;
+      hours.forEach((hour, i) => {
+        const value = hour.latency_ms[p];
+        if (value === null || value === undefined) {
+          drawing = false;
+          return;
+        }
+        path += `${drawing ? "L" : "M"}${x(i).toFixed(1)} ${y(value).toFixed(1)} `;
+        drawing = true;
+      });
+      const dots = hours.map((hour, i) =>
+        hour.latency_ms[p] === null || hour.latency_ms[p] === undefined
+          ? null
+          : svg("circle", { cx: x(i), cy: y(hour.latency_ms[p]), r: 2, class: `dot ${p}`, "data-start": hour.start, "data-value": hour.latency_ms[p] },
+              svg("title", {}, `${hourLabel(hour.start)}: ${p} ${hour.latency_ms[p]} ms`)),
+      );
+      return svg("g", { class: `series ${p}`, "data-percentile": p }, path ? svg("path", { d: path.trim(), class: `line ${p}` }) : null, dots);
+    });
+    const slowest = Math.max(0, ...hours.map((h) => h.latency_ms.p99 ?? 0));
+    return svg(
+      "svg",
+      { viewBox: `0 0 ${width} ${height}`, class: "chart latency", role: "img", "aria-label": `Attempt latency per hour, p50, p95 and p99; the slowest hour's p99 ${slowest} ms` },
+      axes(hours, top, " ms"),
+      lines,
+    );
+  }
+
+  function legend(entries) {
+    return el("ul", { class: "legend" }, entries.map(([name, label]) => el("li", {}, el("span", { class: `swatch ${name}`, "aria-hidden": "true" }), label)));
+  }
+
+  function chartOf(stats) {
+    const partial = stats.partial
+      ? el("p", { class: "notice", "data-role": "partial" }, `Partial: only the newest ${stats.max_deliveries_read} deliveries of the window are counted.`)
+      : null;
+    return el(
+      "figure",
+      { class: "stats", "data-endpoint": stats.endpoint_id, "data-deliveries-read": stats.deliveries_read },
+      el("figcaption", {}, `Last ${stats.hours.length} hours`, el("span", { class: "muted" }, ` · ${stats.deliveries_read} deliveries`)),
+      partial,
+      outcomeChart(stats.hours),
+      legend(OUTCOMES),
+      latencyChart(stats.hours),
+      legend(PERCENTILE_NAMES.map((p) => [p, `${p} latency`])),
+    );
+  }
+
+  // --- Adding and editing an endpoint: the API's own routes and validation, its problems shown by each field ---
+
+  async function catalogue() {
+    const types = [];
+    let cursor = null;
+    do {
+      const page = await api("GET", `/v1/event-types${cursor ? `?cursor=${encodeURIComponent(cursor)}` : ""}`);
+      types.push(...page.data);
+      cursor = page.next_cursor;
+    } while (cursor);
+    return types;
+  }
+
+  let fieldCount = 0;
+
+  // A labelled input with its hint and its error line (filled from the API's problem), tied by aria-describedby.
+  function field(name, label, input, hint) {
+    const id = `f-${name}-${++fieldCount}`;
+    input.id = id;
+    const error = el("p", { class: "field-error", id: `${id}-error`, hidden: true });
+    const hintNode = hint ? el("p", { class: "hint", id: `${id}-hint` }, hint) : null;
+    input.setAttribute("aria-describedby", [hintNode ? `${id}-hint` : null, `${id}-error`].filter(Boolean).join(" "));
+    return el("div", { class: "field", "data-field": name }, el("label", { for: id }, label), input, hintNode, error);
+  }
+
+  function headerRow(header) {
+    const name = el("input", { type: "text", value: header?.name ?? "", "aria-label": "Header name", autocomplete: "off" });
+    const value = el("input", {
+      type: "text",
+      value: header && !header.secret ? header.value ?? "" : "",
+      placeholder: header?.secret ? "(unchanged)" : "value",
+      "aria-label": "Header value",
+      autocomplete: "off",
+      spellcheck: false,
+    });
+    const secret = el("input", { type: "checkbox", checked: Boolean(header?.secret) });
+    const row = el("div", { class: "header-row" }, name, value, el("label", { class: "check" }, secret, "secret"));
+    row.append(el("button", { type: "button", class: "danger", onclick: () => row.remove() }, "Remove"));
+    row.read = () => {
+      const given = { name: name.value.trim(), secret: secret.checked };
+      // A secret header left blank on an edit keeps its stored value: the API never shows it, so it is not sent.
+      if (!(header?.secret && secret.checked && value.value === "")) given.value = value.value;
+      return given;
+    };
+    return row;
+  }
+
+  function eventTypeChoice(type, chosen) {
+    const box = el("input", { type: "checkbox", name: "event_type", value: type.name, checked: chosen });
+    const details = el(
+      "details",
+      { class: "schema" },
+      el("summary", {}, "Schema and example"),
+      el("p", { class: "muted" }, "Schema"),
+      el("pre", {}, type.schema ? json(type.schema) : "none registered"),
+      el("p", { class: "muted" }, "Example"),
+      el("pre", {}, type.example !== null && type.example !== undefined ? json(type.example) : "none registered"),
+    );
+    return el(
+      "div",
+      { class: "event-type", "data-event-type": type.name },
+      el("label", { class: "check" }, box, el("strong", {}, type.name), type.deprecated ? badge("deprecated", "warn") : null),
+      type.description ? el("p", { class: "muted" }, type.description) : null,
+      details,
+    );
+  }
+
+  function wholeNumber(text) {
+    const trimmed = text.trim();
+    return /^-?\d+$/.test(trimmed) ? Number(trimmed) : trimmed; // anything else goes as typed: the API says why
+  }
+
+  function endpointFormView(existing) {
+    return view("endpoints", async () => {
+      const types = await catalogue();
+      const known = new Set(types.map((t) => t.name));
+      const current = existing?.event_types ?? [];
+      const poll = existing?.kind === "poll";
+      const kind = el("select", { name: "kind" }, el("option", { value: "" }, "Webhook URL or AWS destination (ARN)"), el("option", { value: "poll" }, "Pull delivery: your code reads its messages"));
+      const url = el("input", { type: "text", name: "url", value: existing?.url ?? "", placeholder: "https://example.com/webhooks", autocomplete: "off", spellcheck: false });
+      kind.addEventListener("change", () => {
+        url.disabled = kind.value === "poll";
+      });
+      const description = el("input", { type: "text", name: "description", value: existing?.description ?? "" });
+      const choices = types.map((t) => eventTypeChoice(t, current.includes(t.name)));
+      const patterns = el("input", { type: "text", name: "patterns", value: current.filter((t) => !known.has(t)).join(", "), placeholder: "order.*, *", spellcheck: false });
+      const rate = el("input", { type: "text", name: "rate_limit_per_second", value: existing?.rate_limit_per_second ?? "", placeholder: "none", autocomplete: "off" });
+      const inFlight = el("input", { type: "text", name: "max_in_flight", value: existing?.max_in_flight ?? "", placeholder: "default", autocomplete: "off" });
+      const filter = el("textarea", { name: "filter", rows: 4, spellcheck: false, placeholder: '{"data.total": {"gte": 100}}' });
+      filter.value = existing?.filter ? json(existing.filter) : "";
+      const roleArn = el("input", { type: "text", name: "role_arn", value: existing?.role_arn ?? "", placeholder: "arn:aws:iam::123456789012:role/…", spellcheck: false });
+      const headerRows = el("div", { class: "header-rows" }, (existing?.headers ?? []).map(headerRow));
+      const general = el("div", { role: "alert" });
+      const form = el(
+        "section",
+        { class: "card endpoint-form", id: "endpoint-form" },
+        existing ? facts([["Id", el("span", { class: "id" }, existing.id)]]) : null,
+        existing ? null : field("kind", "Kind", kind),
+        poll ? facts([["Delivery", `Pull delivery: GET ${existing.messages_url}`]]) : field("url", "URL", url, "Where webhooks are sent: an https URL, or an SQS queue, SNS topic or EventBridge bus ARN."),
+        field("description", "Description", description),
+        el(
+          "fieldset",
+          { class: "field event-types", "data-field": "event_types" },
+          el("legend", {}, "Event types"),
+          choices.length ? choices : el("p", { class: "muted" }, "The catalogue has no event types yet."),
+          field("patterns", "Other event types or patterns (comma-separated)", patterns, "Wildcards: order.* for every order event, * for everything."),
+          el("p", { class: "field-error", hidden: true }),
+        ),
+        el(
+          "div",
+          { class: "columns" },
+          field("rate_limit_per_second", "Rate limit (deliveries a second)", rate, "Empty: no limit."),
+          field("max_in_flight", "Max in flight", inFlight, "Deliveries sent at once."),
+        ),
+        field("filter", "Content filter (JSON)", filter, "Only events whose data matches are delivered. Empty: every event of the chosen types."),
+        el(
+          "fieldset",
+          { class: "field headers", "data-field": "headers" },
+          el("legend", {}, "Custom headers"),
+          headerRows,
+          el("button", { type: "button", id: "add-header", onclick: () => headerRows.append(headerRow(null)) }, "Add header"),
+          el("p", { class: "field-error", hidden: true }),
+        ),
+        field("role_arn", "Role ARN (AWS destinations)", roleArn, "The role hookrelay assumes to send to your queue, topic or bus."),
+        existing ? facts([["Authentication", existing.auth ? authText(existing.auth) : "none (set it with the API or the CLI)"]]) : null,
+        general,
+      );
+      const save = el("button", { type: "button", class: "primary", id: "save-endpoint" }, existing ? "Save changes" : "Create endpoint");
+      save.addEventListener("click", async () => {
+        for (const node of form.querySelectorAll(".field-error")) {
+          node.hidden = true;
+          node.textContent = "";
+        }
+        for (const node of form.querySelectorAll("[aria-invalid]")) node.removeAttribute("aria-invalid");
+        general.replaceChildren();
+        let body;
+        try {
+          body = bodyOf();
+        } catch (error) {
+          return showErrors(form, general, [{ field: "filter", message: error.message }], "The content filter is not valid JSON.");
+        }
+        save.disabled = true;
+        try {
+          if (existing) {
+            await api("PATCH", `/v1/endpoints/${encodeURIComponent(existing.id)}`, body);
+            endpointsView();
+          } else {
+            created(await api("POST", "/v1/endpoints", body));
+          }
+        } catch (error) {
+          if (error instanceof Refused) return refused();
+          showErrors(form, general, (error.body && error.body.errors) || [], error.message);
+        } finally {
+          save.disabled = false;
+        }
+      });
+
+      function bodyOf() {
+        const chosen = choices.filter((c) => c.querySelector("input").checked).map((c) => c.dataset.eventType);
+        const typed = patterns.value.split(",").map((p) => p.trim()).filter(Boolean);
+        const body = { event_types: [...chosen, ...typed], headers: [...headerRows.children].map((row) => row.read()) };
+        const text = filter.value.trim();
+        const parsed = text ? JSON.parse(text) : null;
+        if (!existing && kind.value === "poll") body.kind = "poll";
+        else if (!poll) body.url = url.value.trim();
+        if (existing) {
+          // An update names every field the form shows: empty clears the optional ones.
+          body.description = description.value.trim() || null;
+          body.rate_limit_per_second = rate.value.trim() ? wholeNumber(rate.value) : null;
+          body.filter = parsed;
+          if (roleArn.value.trim() !== (existing.role_arn ?? "")) body.role_arn = roleArn.value.trim() || null;
+        } else {
+          if (description.value.trim()) body.description = description.value.trim();
+          if (rate.value.trim()) body.rate_limit_per_second = wholeNumber(rate.value);
+          if (parsed !== null) body.filter = parsed;
+          if (roleArn.value.trim()) body.role_arn = roleArn.value.trim();
+        }
+        if (inFlight.value.trim()) body.max_in_flight = wholeNumber(inFlight.value);
+        return body;
+      }
+
+      return [
+        el("h2", {}, existing ? "Edit endpoint" : "Add endpoint"),
+        form,
+        el("div", { class: "actions" }, save, el("button", { type: "button", onclick: () => endpointsView() }, "Cancel")),
+      ];
+    });
+  }
+
+  // The API's problem details by the fields they name (`field`, from request validation; `pointer`, RFC 6901, from
+  // the endpoint's rules): each under its own field, the rest (and the problem's detail) above the buttons.
+  const FIELD_ALIASES = { content_filter: "filter", kind: "url" };
+  function showErrors(form, general, errors, detail) {
+    const unplaced = [];
+    let first = null;
+    for (const error of errors) {
+      const named = String(error.field ?? error.pointer ?? "");
+      const where = named.replace(/^\//, "");
+      const name = FIELD_ALIASES[where.split(/[./]/)[0]] || where.split(/[./]/)[0];
+      const message = error.message || error.detail || "invalid";
+      const wrapper = name ? form.querySelector(`[data-field="${CSS.escape(name)}"]`) : null;
+      const line = wrapper && wrapper.querySelector(":scope > .field-error");
+      if (!line) {
+        unplaced.push(where ? `${named}: ${message}` : message);
+        continue;
+      }
+      line.hidden = false;
+      // Deeper than the field itself (a pointer into the filter, a header's index): say where.
+      const text = where.includes("/") || where.includes(".") ? `${named}: ${message}` : message;
+      line.textContent = line.textContent ? `${line.textContent} ${text}` : text;
+      const input = wrapper.querySelector("input, textarea, select");
+      if (input) input.setAttribute("aria-invalid", "true");
+      first = first || input;
+    }
+    general.replaceChildren(
+      el("div", { class: "notice error", "data-role": "error" }, el("p", {}, detail), unplaced.length ? el("ul", {}, unplaced.map((u) => el("li", {}, u))) : null),
+    );
+    if (first) first.focus();
+  }
+
+  // The new endpoint's signing secret, shown this once: it is in this page's DOM only until the next view.
+  function created(endpoint) {
+    generation++;
+    show(
+      el("h2", {}, "Endpoint created"),
+      el(
+        "section",
+        { class: "card", id: "created-endpoint", "data-endpoint": endpoint.id },
+        facts([["Id", el("span", { class: "id" }, endpoint.id)], ["URL", endpoint.url ?? `Pull delivery: GET ${endpoint.messages_url}`]]),
+        el(
+          "div",
+          { class: "notice", "data-role": "new-secret" },
+          el("p", {}, "Its signing secret, shown once: copy it now. It is not shown again (rotate it to get a new one)."),
+          el("p", { class: "secret" }, endpoint.secret),
+        ),
+        el("div", { class: "actions" }, el("button", { type: "button", class: "primary", id: "created-done", onclick: () => endpointsView() }, "Done")),
+      ),
+    );
   }
 
   // --- Redrive progress ---
@@ -393,7 +843,9 @@
           el("span", {}, badge(d.status, STATUS_TONES[d.status] || "neutral"),
             // Dead, then a replay of it delivered: it stays dead, "recovered by" that replay (redrives skip it).
             d.recovered_by ? [" ", el("span", { class: "badge good recovered", title: `recovered by ${d.recovered_by}` }, "recovered")] : ""),
-          el("span", { class: "muted" }, urls.get(d.endpoint_id) || d.endpoint_id),
+          urls.get(d.endpoint_id)
+            ? el("span", { class: "muted url" }, urlText(urls.get(d.endpoint_id)))
+            : el("span", { class: "muted id" }, d.endpoint_id),
           el("span", { class: "muted" }, when(d.created_at), ` · ${d.attempt_count} attempt${d.attempt_count === 1 ? "" : "s"}`,
             d.last_status_code ? ` · ${d.last_status_code}` : ""),
         ),

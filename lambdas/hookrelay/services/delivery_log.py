@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
-from hookrelay.domain import paging
+from hookrelay.domain import delivery_stats, paging
 from hookrelay.domain.clock import to_rfc3339, utcnow
+from hookrelay.domain.delivery_stats import EndpointStats
 from hookrelay.domain.errors import InvalidCursor, InvalidRequest, NotFound
 from hookrelay.domain.lifecycle import fan_out_id, is_visible_to
 from hookrelay.domain.models import Delivery, Endpoint, Event
@@ -137,6 +138,37 @@ class DeliveryLogService:
         if delivery.status is not DeliveryStatus.ATTEMPTING or delivery.claimed_at is None:
             return None
         return InFlight(since=delivery.claimed_at, back_by=delivery.claimed_at + self.message_hold)
+
+    def stats(
+        self,
+        tenant_id: str,
+        endpoint_id: str,
+        hours: int = delivery_stats.DEFAULT_HOURS,
+        *,
+        cap: int = delivery_stats.MAX_DELIVERIES_READ,
+        page_size: int = delivery_stats.PAGE_SIZE,
+    ) -> EndpointStats:
+        """The endpoint's last `hours` hours (domain/delivery_stats.py), from its deliveries created in them.
+
+        Bounded: at most `cap` deliveries are read, in log pages of `page_size` (so at most cap / page_size + 1
+        `find` calls: one more may come back short, as the log's page read is bounded too). Past the cap the
+        answer is `partial` (the oldest deliveries of the window were not counted), never a longer read."""
+        if not 1 <= hours <= delivery_stats.MAX_HOURS:
+            raise InvalidRequest(f"hours must be between 1 and {delivery_stats.MAX_HOURS}")
+        if self.endpoints.get(tenant_id, endpoint_id) is None:
+            raise NotFound(f"no endpoint {endpoint_id!r}")
+        now = utcnow()
+        since, until = delivery_stats.window(now, hours)
+        where = DeliveryFilter(tenant_id=tenant_id, endpoint_id=endpoint_id, since=since)
+        read: list[Delivery] = []
+        start: Position | None = None
+        for _ in range(cap // page_size + 1):
+            page = self.deliveries.find(where, min(page_size, cap - len(read)), start, now)
+            read.extend(page.deliveries)
+            start = page.resume_after
+            if start is None or len(read) >= cap:
+                break
+        return delivery_stats.summarize(read, since, until, partial=start is not None)
 
     def event(self, tenant_id: str, event_id: str) -> Event:
         event = self.events.get(event_id)
