@@ -101,7 +101,7 @@ def _powertools(function: Function, settings: Settings) -> dict[str, str]:
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "POWERTOOLS_LOG_LEVEL": LOG_LEVEL,
         # Read by handlers/tracing.py at import: "true" means no Tracer and no X-Ray SDK at all.
-        "POWERTOOLS_TRACE_DISABLED": "false" if settings.xray_tracing else "true",
+        schema.TRACE_SWITCH: "false" if settings.xray_tracing else "true",
     }
 
 

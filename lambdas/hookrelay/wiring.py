@@ -265,6 +265,7 @@ def _ingest(
         event_types=event_types,
         parking=parking,
         telemetry=telemetry,
+        new_traces_sampled=schema.tracing_on(os.environ),
     )
 
 

@@ -51,6 +51,7 @@ HANDLER_EXCEPTIONS: dict[tuple[str, str, str | None], str] = {
     ("hookrelay.handlers.idempotency", "hookrelay.adapters.aws", None): "Powertools idempotency's table client",
     ("hookrelay.handlers.idempotency", "hookrelay.adapters.schema", None): "Powertools idempotency's table name",
     ("hookrelay.handlers.delivery", "hookrelay.adapters.schema", "SQS_MAX_BATCH"): "its batch's workers",
+    ("hookrelay.handlers.tracing", "hookrelay.adapters.schema", None): "the tracing switch's one name",
     (
         "hookrelay.handlers.delivery",
         "hookrelay.adapters.schema",

@@ -27,7 +27,7 @@ from hookrelay.domain.limits import (
 from hookrelay.domain.matching import EVENT_TYPE_PATTERN, FILTER_PATTERN, MAX_FILTERS, MAX_LENGTH
 from hookrelay.domain.signing import PUBLIC_KEY_PREFIX, SECRET_PREFIX, KeyType
 from hookrelay.functions import PUBLIC_ROUTES, SERVED_ROUTES
-from hookrelay.handlers.publish_schemas import MAX_BATCH_EVENTS
+from hookrelay.handlers.publish_schemas import MAX_BATCH_EVENTS, PublishBatchItem
 from hookrelay.services import event_types
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
@@ -153,7 +153,10 @@ def test_a_batch_documents_the_servers_item_pattern_and_cap(document: dict[str, 
     assert schemas["PublishBatch"]["properties"]["events"]["maxItems"] == MAX_BATCH_EVENTS
     assert CLIENT_MAX_BATCH_EVENTS == MAX_BATCH_EVENTS  # the client splits its batches at the server's cap
     item_fields = set(schemas["PublishBatchItem"]["properties"])
-    assert item_fields == set(schemas["PublishEvent"]["properties"]) - {"tenant_id"} | {"idempotency_key"}
+    # An item's own key and trace context (domain/trace_context.py); the single route takes those as headers.
+    own = {"idempotency_key", "traceparent", "tracestate"}
+    assert item_fields == set(schemas["PublishEvent"]["properties"]) - {"tenant_id"} | own
+    assert item_fields == set(PublishBatchItem.model_fields)
 
 
 def test_content_filters_are_documented_with_the_servers_own_caps_and_operators(document: dict[str, Any]) -> None:

@@ -38,8 +38,12 @@ from hookrelay.domain.destinations import (
     aws_destination,
 )
 from hookrelay.domain.models import RESPONSE_EXCERPT_BYTES
+from hookrelay.domain.trace_context import TRACEPARENT_HEADER, TRACESTATE_HEADER
 from hookrelay.services.ports import DestinationMessage, SendResult
 
+# SQS and SNS take at most ten message attributes (the webhook's headers); the trace context's fill what room is left.
+MAX_MESSAGE_ATTRIBUTES = 10
+TRACE_HEADERS = (TRACEPARENT_HEADER, TRACESTATE_HEADER)
 _THROTTLED = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", "TooManyRequestsException"})
 _SERVICE = {DestinationKind.SQS: "sqs", DestinationKind.SNS: "sns", DestinationKind.EVENTBRIDGE: "events"}
 _CONFIG = Config(
@@ -151,7 +155,7 @@ def _put(client: Any, destination: AwsDestination, message: DestinationMessage) 
     """Send the message; the destination's id for it (the attempt's response excerpt)."""
     if destination.kind is DestinationKind.EVENTBRIDGE:
         return _put_event(client, destination, message)
-    attributes = {name: {"DataType": "String", "StringValue": value} for name, value in message.headers.items()}
+    attributes = {name: {"DataType": "String", "StringValue": value} for name, value in _attributes(message.headers)}
     fifo = (
         {"MessageGroupId": message.group, "MessageDeduplicationId": message.deduplication_id}
         if destination.fifo
@@ -169,6 +173,14 @@ def _put(client: Any, destination: AwsDestination, message: DestinationMessage) 
             TopicArn=destination.arn, Message=message.body.decode(), MessageAttributes=attributes, **fifo
         )
     return json.dumps({"MessageId": sent["MessageId"]})
+
+
+def _attributes(headers: dict[str, str]) -> list[tuple[str, str]]:
+    """The headers as message attributes: the W3C trace context's (domain/trace_context.py) only where there is
+    room for them within SQS's and SNS's ten, after the signature's and the endpoint's own."""
+    trace = [(name, value) for name, value in headers.items() if name in TRACE_HEADERS]
+    others = [(name, value) for name, value in headers.items() if name not in TRACE_HEADERS]
+    return others + trace[: max(0, MAX_MESSAGE_ATTRIBUTES - len(others))]
 
 
 def _put_event(client: Any, destination: AwsDestination, message: DestinationMessage) -> str:

@@ -165,6 +165,16 @@ RETRY_STATE_MACHINE_ARN = "RETRY_STATE_MACHINE_ARN"
 # The API's own base URL, as deployed (no trailing slash): where a portal link points, never a request's headers.
 API_URL = "API_URL"
 RETRY_SCHEDULE = "RETRY_SCHEDULE"
+# Powertools' tracing switch: "false" exactly when the deployment turns X-Ray tracing on (CDK context `xray_tracing`).
+# Read by handlers/tracing.py, and by ingest for the sampled flag of the traces it starts (domain/trace_context.py).
+TRACE_SWITCH = "POWERTOOLS_TRACE_DISABLED"
+
+
+def tracing_on(environ: Mapping[str, str]) -> bool:
+    """Whether the platform's own tracing is on in this environment (unset: off, as the local stack and tests run)."""
+    return environ.get(TRACE_SWITCH, "true").strip().lower() in ("false", "0")
+
+
 ALLOW_PRIVATE_DESTINATIONS = "ALLOW_PRIVATE_DESTINATIONS"
 ATTEMPT_TIMEOUT_SECONDS = "ATTEMPT_TIMEOUT_SECONDS"
 SLOW_LANE_AFTER_MS = "SLOW_LANE_AFTER_MS"  # the delivery lanes' threshold (domain/lanes.py); the delivery function's

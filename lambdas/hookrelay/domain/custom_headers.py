@@ -45,7 +45,8 @@ CONNECTION_HEADERS = frozenset(
     }
 )
 PROXY_PREFIX = "proxy-"  # Proxy-Authorization, Proxy-Connection, ...
-PLATFORM_HEADERS = frozenset({"content-type", "content-encoding", "user-agent"})
+# The platform's own: the body's, the client's, and the W3C trace context each attempt sends (domain/trace_context.py).
+PLATFORM_HEADERS = frozenset({"content-type", "content-encoding", "user-agent", "traceparent", "tracestate"})
 AUTHORIZATION = "authorization"
 
 

@@ -17,6 +17,7 @@ from hookrelay.domain.envelope import envelope_body, message_group_id
 from hookrelay.domain.errors import Conflict
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeliveryStatus
+from hookrelay.domain.trace_context import TraceContext
 
 
 def retention_expiry(ended_at: datetime) -> int:
@@ -48,10 +49,12 @@ def new_event(
     ordering_key: str | None = None,
     sequence: int | None = None,
     event_id: str | None = None,
+    trace: TraceContext | None = None,
 ) -> Event:
     """An event with its envelope serialised once: those exact bytes are signed and sent on every attempt.
 
-    `event_id` when the request names it (derived from its `Idempotency-Key`): a retry converges on it."""
+    `event_id` when the request names it (derived from its `Idempotency-Key`): a retry converges on it. `trace`: the
+    W3C trace context it is sent in (domain/trace_context.py)."""
     event_id = event_id or ids.event_id()
     body = envelope_body(
         event_id=event_id,
@@ -70,6 +73,8 @@ def new_event(
         sequence=sequence,
         body=body,
         expires_at=event_expiry(now, horizon_seconds),
+        traceparent=trace.traceparent if trace else None,
+        tracestate=trace.tracestate if trace else None,
     )
 
 
@@ -90,6 +95,7 @@ def queued_delivery(
         replay_of=replay_of,
         event_order=park_order(event.timestamp, event.id),
         queue_shard=endpoint.queue_shard,
+        trace_id=trace.trace_id if (trace := event.trace) else None,
     )
 
 

@@ -16,6 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from hookrelay.domain import trace_context
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import FailureKind, Outcome
 from hookrelay.domain.custom_headers import CustomHeader
@@ -24,6 +25,7 @@ from hookrelay.domain.portal import DEFAULT_CAPABILITIES, Capability
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeadReason, DeliveryStatus
+from hookrelay.domain.trace_context import TraceContext
 
 RESPONSE_EXCERPT_BYTES = 1024
 
@@ -183,6 +185,14 @@ class Event:
     sequence: int | None = None
     body: str  # the envelope exactly as signed and sent, on every attempt, replay and redrive
     expires_at: int  # epoch seconds, DynamoDB TTL
+    # Its W3C trace context (domain/trace_context.py): the producer's, or one the platform started; as the headers
+    # give it (55 characters, and the tracestate only when there is one). None: stored before traces were kept.
+    traceparent: str | None = None
+    tracestate: str | None = None
+
+    @property
+    def trace(self) -> TraceContext | None:
+        return trace_context.parse(self.traceparent, self.tracestate)
 
     @property
     def data(self) -> dict[str, Any]:
@@ -203,6 +213,7 @@ class Attempt:
     response_excerpt: str | None = None
     outcome: Outcome
     retry_after: float | None = None
+    span_id: str | None = None  # the parent id its `traceparent` header sent (domain/trace_context.py)
 
 
 @dataclass(kw_only=True)
@@ -240,3 +251,4 @@ class Delivery:
     # A poll endpoint's delivery: when it was posted to the endpoint's mailbox, and where (domain/mailbox.py).
     posted_at: datetime | None = None
     mailbox_seq: int | None = None
+    trace_id: str | None = None  # its event's W3C trace id, which every attempt's `traceparent` carries

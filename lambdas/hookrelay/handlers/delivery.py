@@ -64,13 +64,17 @@ def deliver(record: SqsMessage, *, late: bool = False) -> None:
         "sent": report.sent,
         "parked": report.parked,
     }
+    if report.span is not None:  # the producer's trace, joined to the platform's logs (handlers/tracing.py)
+        fields |= {"trace_id": report.span.trace_id, "span_id": report.span.parent_id}
     if report.sent and report.status is not None:  # sent: an attempt was made, so the delivery exists
         with _metrics_lock:
             metrics.add_metric(name=attempts_metric(report.status), unit=MetricUnit.Count, value=1)
     if report.sent and report.status is DeliveryStatus.DELIVERED:
         # Delivered: no line of its own; the invocation's metrics record lists them (searchable in Logs Insights).
         with _metrics_lock:
-            _delivered.append({"delivery_id": report.delivery_id, "attempt": report.attempt})
+            _delivered.append(
+                {"delivery_id": report.delivery_id, "attempt": report.attempt, "trace_id": fields.get("trace_id")}
+            )
         return
     logger.info("attempt", extra=fields)
 

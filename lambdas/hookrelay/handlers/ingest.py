@@ -13,8 +13,10 @@ from pydantic import ValidationError
 
 from hookrelay import wiring
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.domain import trace_context
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.errors import IdempotencyKeyReused
+from hookrelay.domain.trace_context import TRACEPARENT_HEADER, TRACESTATE_HEADER, TraceContext
 from hookrelay.functions import INGEST
 from hookrelay.handlers import tracing
 from hookrelay.handlers.http import (
@@ -53,7 +55,18 @@ def publish(request: PublishEvent, request_key: str | None) -> Accepted:
         data=request.data,
         ordering_key=request.ordering_key,
         request_key=request_key,
+        trace=request_trace(),
     )
+
+
+def request_trace() -> TraceContext | None:
+    """The producer's W3C trace context (`traceparent`, `tracestate` headers), joined to the platform's own trace;
+    None when absent or malformed (ignored, as the spec says: the event gets a trace of its own)."""
+    headers = app.current_event.headers
+    trace = trace_context.parse(headers.get(TRACEPARENT_HEADER), headers.get(TRACESTATE_HEADER))
+    if trace is not None:
+        tracer.put_annotation(tracing.W3C_TRACE_ID, trace.trace_id)
+    return trace
 
 
 publish_once = IdempotentCommand(publish, Accepted)
@@ -83,8 +96,9 @@ def post_batch() -> Response[str]:
     results: list[dict[str, Any]] = [{} for _ in batch.events]
     valid: list[tuple[int, BatchItem]] = []
     keys: set[str] = set()
+    trace = request_trace()  # every item's, unless the item gives its own
     for position, raw in enumerate(batch.events):
-        item = batch_item(who, position, raw, keys)
+        item = batch_item(who, position, raw, keys, trace)
         if isinstance(item, BatchItem):
             valid.append((position, item))
         else:
@@ -101,8 +115,11 @@ def post_batch() -> Response[str]:
     return json_response(200, {"accepted": len(accepted), "refused": len(results) - len(accepted), "results": results})
 
 
-def batch_item(who: Principal, position: int, raw: Any, keys: set[str]) -> BatchItem | dict[str, Any]:
-    """The item, validated on its own; or the problem document that refuses it in its place."""
+def batch_item(
+    who: Principal, position: int, raw: Any, keys: set[str], trace: TraceContext | None = None
+) -> BatchItem | dict[str, Any]:
+    """The item, validated on its own; or the problem document that refuses it in its place. Its trace: its own
+    `traceparent` (and `tracestate`) when valid, else the request's (`trace`), else one the platform starts."""
     if compact_size(raw) > MAX_BODY_BYTES:
         return problem_document(
             413, "Payload too large", f"each event must be at most {MAX_BODY_BYTES} bytes", "too-large"
@@ -118,7 +135,8 @@ def batch_item(who: Principal, position: int, raw: Any, keys: set[str]) -> Batch
             return item_result(IdempotencyKeyReused("an earlier event of this batch has the same idempotency key"))
         keys.add(item.idempotency_key)
         key = f"{who.key_id}:{item.idempotency_key}"  # scoped to the caller, as the single route's keys are
-    return BatchItem(event_type=item.type, data=item.data, ordering_key=item.ordering_key, key=key)
+    own = trace_context.parse(item.traceparent, item.tracestate)
+    return BatchItem(event_type=item.type, data=item.data, ordering_key=item.ordering_key, key=key, trace=own or trace)
 
 
 def item_result(outcome: ItemOutcome) -> dict[str, Any]:

@@ -54,3 +54,7 @@ class PublishBatchItem(Strict):
     data: dict[str, Any]
     ordering_key: OrderingKey = None
     idempotency_key: str | None = Field(default=None, min_length=1, max_length=255)
+    # The item's own W3C trace context, over the request's headers: a malformed one is ignored, never refused
+    # (domain/trace_context.py), so these are any strings (the item's size bounds them).
+    traceparent: str | None = None
+    tracestate: str | None = None

@@ -408,6 +408,7 @@ def delivery_summary(delivery: Delivery) -> dict[str, Any]:
         "dead_reason": delivery.dead_reason.value if delivery.dead_reason else None,
         "recovered_by": delivery.recovered_by,
         "recovered_at": _time(delivery.recovered_at),
+        "trace_id": delivery.trace_id,
     }
 
 
@@ -428,6 +429,7 @@ def delivery_detail(
             "error": _error(attempt),
             "latency_ms": attempt.latency_ms,
             "response_excerpt": attempt.response_excerpt,
+            "span_id": attempt.span_id,
         }
         for attempt in delivery.attempts
     ]
@@ -450,6 +452,7 @@ def event_view(event: Event) -> dict[str, Any]:
         "ordering_key": event.ordering_key,
         "sequence": event.sequence,
         "body": event.body,
+        "trace_id": trace.trace_id if (trace := event.trace) else None,
     }
 
 

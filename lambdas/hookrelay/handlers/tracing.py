@@ -8,6 +8,10 @@ On, Powertools' Tracer would patch every library X-Ray supports unless told othe
 each webhook would then carry an `X-Amzn-Trace-Id` header to the consumer, and X-Ray would record endpoint URLs
 (whose paths may hold a consumer's capability tokens). Only botocore is patched; the delivery's own logs and
 metrics record attempts.
+
+A producer's W3C trace (domain/trace_context.py) is joined to the platform's: ingest annotates its segment with the
+trace id (`W3C_TRACE_ID`, searchable in X-Ray: `annotation.w3c_trace_id = "..."`), and the delivery function's
+attempt log lines carry the trace id and the span id each attempt sent. Off, the annotation is a no-op call.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from hookrelay.adapters import schema
+
 TRACED_MODULES = ("botocore",)
-TRACE_SWITCH = "POWERTOOLS_TRACE_DISABLED"
+W3C_TRACE_ID = "w3c_trace_id"  # the X-Ray annotation naming the producer's W3C trace
+TRACE_SWITCH = schema.TRACE_SWITCH
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,6 +33,8 @@ class Tracing(Protocol):
     def capture_lambda_handler(self, *, capture_response: bool = ...) -> Callable[[F], F]: ...
 
     def capture_method(self, *, capture_response: bool = ...) -> Callable[[F], F]: ...
+
+    def put_annotation(self, key: str, value: str) -> None: ...
 
 
 class NoTracing:
@@ -37,13 +46,16 @@ class NoTracing:
     def capture_method(self, *, capture_response: bool = True) -> Callable[[F], F]:
         return _unchanged
 
+    def put_annotation(self, key: str, value: str) -> None:
+        return None
+
 
 def _unchanged(function: F) -> F:
     return function
 
 
 def enabled() -> bool:
-    return os.environ.get(TRACE_SWITCH, "true").strip().lower() in ("false", "0")
+    return schema.tracing_on(os.environ)
 
 
 def tracer(service: str) -> Tracing:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 
-from hookrelay.domain import circuit, lanes, mailbox, pacing, platform_events
+from hookrelay.domain import circuit, lanes, mailbox, pacing, platform_events, trace_context
 from hookrelay.domain.circuit import CircuitState, Gate, Via
 from hookrelay.domain.classification import HARD_FAILURE_ATTEMPT_CAP, FailureKind, Outcome, ResponseRule, rule_for
 from hookrelay.domain.clock import utcnow
@@ -26,6 +26,7 @@ from hookrelay.domain.redrive import recovers
 from hookrelay.domain.schedule import RetrySchedule, parse_retry_after
 from hookrelay.domain.signing import signed_headers
 from hookrelay.domain.status import LATE_CLAIM_AFTER, DeadReason, DeliveryStatus
+from hookrelay.domain.trace_context import TraceContext
 from hookrelay.services.pacing import Pacing
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
@@ -178,11 +179,16 @@ class DeliveryService:
             started = self._repaced(endpoint, started)
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
+        # The attempt's own span in the event's trace (domain/trace_context.py): a new parent id, recorded with it.
+        trace = event.trace
+        span = trace_context.child(trace) if trace is not None else None
+        if span is not None:
+            headers |= span.headers()
         # The endpoint's custom headers under the platform's: the rule refuses clashes, and this keeps it so for a
         # header stored before the rule did (domain/custom_headers.py).
         headers = outbound_headers(endpoint.headers, has_auth=endpoint.auth is not None) | headers
         result, delivery = self._send(delivery, message, self._transmission(endpoint, delivery, event, headers))
-        report = self._record(delivery, event, message, endpoint, started, result)
+        report = self._record(delivery, event, message, endpoint, started, result, span)
         if report.sent:
             delivered = report.status is DeliveryStatus.DELIVERED
             try:
@@ -520,6 +526,7 @@ class DeliveryService:
         endpoint: Endpoint,
         started: datetime,
         result: SendResult,
+        span: TraceContext | None = None,
     ) -> AttemptReport:
         rule = rule_for(result.status_code, result.error)
         finished = self.clock()
@@ -540,6 +547,7 @@ class DeliveryService:
             response_excerpt=result.response_excerpt,
             outcome=rule.outcome,
             retry_after=decision.retry_after,
+            span_id=span.parent_id if span is not None else None,
         )
         record = AttemptRecord(
             attempt=attempt,
@@ -573,6 +581,7 @@ class DeliveryService:
             parked=parked,
             outcome=rule.outcome,
             retry_after=decision.retry_after,
+            span=span,
         )
 
     def _settle(

@@ -56,7 +56,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hookrelay.domain import ids
+from hookrelay.domain import ids, trace_context
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.content_filter import EventView, compiled
 from hookrelay.domain.errors import (
@@ -71,6 +71,7 @@ from hookrelay.domain.matching import FilterIndex
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.domain.trace_context import TraceContext
 from hookrelay.services.event_types import EventDataCheck
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
@@ -107,6 +108,7 @@ class BatchItem:
     data: dict[str, Any]
     ordering_key: str | None = None
     key: str | None = None  # its idempotency key, scoped to the caller: the event's id is derived from it
+    trace: TraceContext | None = None  # the producer's trace context; None: the platform starts one
 
 
 ItemOutcome = BatchAccepted | DomainError
@@ -152,6 +154,9 @@ class IngestService:
     # delivery function parks those that must wait (platform events, sent from functions without the lot).
     parking: Parking | None = None
     telemetry: DeliveryTelemetry | None = None  # counts the deliveries parked on arrival
+    # The sampled flag of the traces the platform starts for events that came without one (domain/trace_context.py):
+    # set when the platform's own tracing is on, so that a consumer's tracer knows the platform may have recorded it.
+    new_traces_sampled: bool = False
     clock: Callable[[], datetime] = field(default=utcnow)
     _known_tenants: set[str] = field(default_factory=set, init=False, repr=False)
 
@@ -164,11 +169,13 @@ class IngestService:
         ordering_key: str | None = None,
         request_key: str | None = None,
         recipients: list[Endpoint] | None = None,
+        trace: TraceContext | None = None,
     ) -> Accepted:
         """`request_key`: the request's `Idempotency-Key` (scoped to the caller) and body, when it has one: the
         event's id is derived from it, so that a retry after a crash converges on the event the first run stored.
         `recipients`: the endpoints to fan out to when the caller has chosen them (operational webhooks, which
-        listed them already); otherwise the tenant's."""
+        listed them already); otherwise the tenant's. `trace`: the producer's trace context, kept with the event (a
+        retry that finds the event stored keeps the first request's); None: the platform starts a trace."""
         self._require_tenant(tenant_id)
         if self.event_types is not None:
             self.event_types.check(event_type, data)
@@ -183,6 +190,7 @@ class IngestService:
             ordering_key=ordering_key,
             sequence=sequence,
             event_id=ids.keyed_id("evt", request_key) if request_key else None,
+            trace=self._trace(trace),
         )
         fresh = self.events.put(event)
         if not fresh:  # a retry of a request that died after storing its event: carry on with the stored one
@@ -210,6 +218,10 @@ class IngestService:
         kept = [item for position, item in enumerate(items) if position not in refused]
         answers = iter(self._publish_items(tenant_id, kept) if kept else [])
         return [refused[position] if position in refused else next(answers) for position in range(len(items))]
+
+    def _trace(self, given: TraceContext | None) -> TraceContext:
+        """The event's trace: the producer's, or a new one, so that every event has one."""
+        return given or trace_context.start(sampled=self.new_traces_sampled)
 
     def _require_tenant(self, tenant_id: str) -> None:
         if tenant_id in self._known_tenants:
@@ -290,6 +302,7 @@ class IngestService:
                 ordering_key=item.ordering_key,
                 sequence=sequence,
                 event_id=ids.keyed_id("evt", _BATCH_KEY_SPACE, item.key) if item.key else None,
+                trace=self._trace(item.trace),
             )
             for position, (item, sequence) in enumerate(zip(items, sequences, strict=True))
         ]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from hookrelay.domain import trace_context
 from hookrelay.domain.classification import Outcome
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.destinations import DestinationKind, kind_of
@@ -37,7 +38,8 @@ class PolledMessage:
     seq: int
     delivery_id: str
     event: Event
-    headers: dict[str, str]  # webhook-id, webhook-timestamp, webhook-signature: as the webhook would carry them
+    # webhook-id, webhook-timestamp, webhook-signature, and the trace context's: as the webhook would carry them
+    headers: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class MailboxService:
             if event is None:  # cannot happen while events outlive their deliveries; skip rather than fail the read
                 continue
             headers = signed_headers(secrets, event.id, now, event.body)
+            trace = event.trace
+            if trace is not None:  # the event's trace, with a span of this read's (domain/trace_context.py)
+                headers |= trace_context.child(trace).headers()
             messages.append(PolledMessage(entry.seq, entry.delivery_id, event, headers))
         return MailboxPage(messages, messages[-1].seq if messages else after)
 

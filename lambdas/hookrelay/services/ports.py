@@ -27,6 +27,7 @@ from hookrelay.domain.platform_events import PlatformNotice
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.status import DeadReason, DeliveryStatus
+from hookrelay.domain.trace_context import TraceContext
 
 if TYPE_CHECKING:  # the event catalogue's types: only the functions serving the catalogue load them
     from hookrelay.domain.endpoint_auth import EndpointAuth
@@ -427,6 +428,7 @@ class AttemptReport:
     outcome: Outcome | None = None  # how the endpoint answered, when an attempt was made
     retry_after: float | None = None  # seconds, from the answer's Retry-After (429 and 503 only)
     forwarded: bool = False  # sent on to its endpoint's slow lane, unattempted (domain/lanes.py)
+    span: TraceContext | None = None  # the W3C trace context the attempt sent (its trace and its own span)
 
 
 class Attempts(Protocol):
