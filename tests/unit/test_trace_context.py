@@ -1,0 +1,116 @@
+"""W3C Trace Context level 1, as the platform reads, starts and passes on a trace (domain/trace_context.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hookrelay.adapters.aws_destinations import MAX_MESSAGE_ATTRIBUTES, _attributes
+from hookrelay.domain import custom_headers, trace_context
+from hookrelay.domain.trace_context import MAX_TRACESTATE_CHARS, MAX_TRACESTATE_MEMBERS, TraceContext
+
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+VALID = f"00-{TRACE_ID}-{PARENT_ID}-01"
+
+
+def test_a_valid_traceparent_is_read_field_by_field() -> None:
+    trace = trace_context.parse(VALID, "congo=t61rcWkgMzE")
+    assert trace == TraceContext(TRACE_ID, PARENT_ID, 1, "congo=t61rcWkgMzE")
+    assert trace.sampled and trace.traceparent == VALID
+    assert trace.headers() == {"traceparent": VALID, "tracestate": "congo=t61rcWkgMzE"}
+
+
+def test_the_unsampled_flag_is_kept_and_unknown_flags_are_not_passed_on() -> None:
+    assert trace_context.parse(f"00-{TRACE_ID}-{PARENT_ID}-00") == TraceContext(TRACE_ID, PARENT_ID, 0)
+    unknown = trace_context.parse(f"00-{TRACE_ID}-{PARENT_ID}-ff")
+    assert unknown is not None and unknown.traceparent == VALID  # only `sampled` is defined in level 1
+
+
+@pytest.mark.parametrize(
+    "malformed",
+    [
+        "",
+        "garbage",
+        f"00-{'0' * 32}-{PARENT_ID}-01",  # an all-zero trace id
+        f"00-{TRACE_ID}-{'0' * 16}-01",  # an all-zero parent id
+        f"ff-{TRACE_ID}-{PARENT_ID}-01",  # version ff is invalid
+        f"00-{TRACE_ID.upper()}-{PARENT_ID}-01",  # uppercase hex
+        f"00-{TRACE_ID[:-1]}-{PARENT_ID}-01",  # a short trace id
+        f"00-{TRACE_ID}-{PARENT_ID}0-01",  # a long parent id
+        f"00-{TRACE_ID}-{PARENT_ID}-1",  # one-digit flags
+        f"00-{TRACE_ID}-{PARENT_ID}-01-extra",  # version 00 is exactly 55 characters
+        f"01-{TRACE_ID}-{PARENT_ID}-01x",  # a later version's extra fields follow a dash
+        f"00_{TRACE_ID}_{PARENT_ID}_01",
+        f"0-{TRACE_ID}-{PARENT_ID}-01",
+    ],
+)
+def test_a_malformed_traceparent_is_ignored_with_its_tracestate(malformed: str) -> None:
+    assert trace_context.parse(malformed, "congo=t61rcWkgMzE") is None
+
+
+def test_a_later_version_is_read_by_its_first_four_fields_and_sent_as_version_00() -> None:
+    trace = trace_context.parse(f"cc-{TRACE_ID}-{PARENT_ID}-01-what-the-future-holds")
+    assert trace is not None and trace.traceparent == VALID
+
+
+def test_no_traceparent_is_no_trace() -> None:
+    assert trace_context.parse(None, "congo=t61rcWkgMzE") is None
+
+
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        (None, None),
+        ("", None),
+        ("rojo=00f067aa0ba902b7, congo=t61rcWkgMzE", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE"),
+        ("rojo=1,,congo=2", "rojo=1,congo=2"),  # empty members are allowed, and dropped
+        ("tenant@vendor=x", "tenant@vendor=x"),
+        ("rojo", None),  # no value
+        ("Rojo=1", None),  # keys are lowercase
+        ("rojo=1,rojo=2", None),  # a key twice
+        ("rojo=a,b", None),  # a comma inside a value makes a member with no `=`
+        ("rojo=trailing ", "rojo=trailing"),  # surrounding spaces are the list's, not the value's
+    ],
+)
+def test_a_tracestate_is_passed_on_only_when_well_formed(given: str | None, kept: str | None) -> None:
+    assert trace_context.clean_tracestate(given) == kept
+
+
+def test_a_tracestate_of_too_many_members_is_dropped_and_a_long_one_cut_by_members() -> None:
+    too_many = ",".join(f"k{i}=v" for i in range(MAX_TRACESTATE_MEMBERS + 1))
+    assert trace_context.clean_tracestate(too_many) is None
+    long = ",".join(f"k{i}={'v' * 60}" for i in range(12))  # 12 members of 64 characters: over 512
+    kept = trace_context.clean_tracestate(long)
+    assert kept is not None and len(kept) <= MAX_TRACESTATE_CHARS
+    assert long.startswith(kept) and kept.count(",") == 7  # the first 8 members, whole
+
+
+def test_a_started_trace_is_random_valid_and_sampled_as_the_platform_says() -> None:
+    first, second = trace_context.start(sampled=False), trace_context.start(sampled=True)
+    assert first.trace_id != second.trace_id and first.parent_id != second.parent_id
+    assert not first.sampled and second.sampled and first.tracestate is None
+    for trace in (first, second):
+        assert trace_context.parse(trace.traceparent) == trace  # what it sends reads back as itself
+
+
+def test_a_child_keeps_the_trace_flags_and_state_with_a_new_span_each_time() -> None:
+    parent = TraceContext(TRACE_ID, PARENT_ID, 1, "congo=t61rcWkgMzE")
+    children = [trace_context.child(parent) for _ in range(3)]
+    assert {(c.trace_id, c.flags, c.tracestate) for c in children} == {(TRACE_ID, 1, "congo=t61rcWkgMzE")}
+    assert len({c.parent_id for c in children} | {PARENT_ID}) == 4
+    assert all(trace_context.parse(c.traceparent, c.tracestate) == c for c in children)
+
+
+def test_an_endpoint_cannot_set_the_trace_headers_the_platform_sends() -> None:
+    for name in ("traceparent", "TraceState"):
+        assert custom_headers.refusal(name, has_auth=False) is not None
+
+
+def test_an_aws_destination_carries_the_trace_only_where_there_is_room() -> None:
+    trace = {"traceparent": VALID, "tracestate": "congo=1"}
+    signed = {"webhook-id": "evt_1", "webhook-timestamp": "1", "webhook-signature": "v1,x", "content-type": "j"}
+    assert dict(_attributes(signed | trace)) == signed | trace
+    custom = {f"x-{n}": "v" for n in range(MAX_MESSAGE_ATTRIBUTES - len(signed) - 1)}  # room for one more
+    assert dict(_attributes(custom | signed | trace)) == custom | signed | {"traceparent": VALID}
+    full = {f"x-{n}": "v" for n in range(MAX_MESSAGE_ATTRIBUTES - len(signed))}
+    assert dict(_attributes(full | signed | trace)) == full | signed
