@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from hookrelay.adapters.aws_destinations import MAX_MESSAGE_ATTRIBUTES, _attributes
 from hookrelay.domain import custom_headers, trace_context
+from hookrelay.domain.schedule import DEFAULT_SCHEDULE
 from hookrelay.domain.trace_context import MAX_TRACESTATE_CHARS, MAX_TRACESTATE_MEMBERS, TraceContext
+from hookrelay.services.ingest import BatchAccepted, BatchItem, IngestService
+from tests.support.builders import T0, TENANT, an_endpoint
+from tests.support.fakes import FakeDeliveries, FakeEndpoints, FakeEvents, KnownTenants, RecordingQueue
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -114,3 +120,52 @@ def test_an_aws_destination_carries_the_trace_only_where_there_is_room() -> None
     assert dict(_attributes(custom | signed | trace)) == custom | signed | {"traceparent": VALID}
     full = {f"x-{n}": "v" for n in range(MAX_MESSAGE_ATTRIBUTES - len(signed))}
     assert dict(_attributes(full | signed | trace)) == full | signed
+
+
+def ingest(*, sampled: bool) -> IngestService:
+    return IngestService(
+        tenants=KnownTenants(TENANT, created_at=T0),
+        endpoints=FakeEndpoints(an_endpoint("ep_1")),
+        events=FakeEvents(),
+        deliveries=FakeDeliveries(),  # type: ignore[arg-type]  # the delivery-log reads are not used here
+        queue=RecordingQueue(),
+        schedule=DEFAULT_SCHEDULE,
+        writer_window=timedelta(minutes=1),
+        new_traces_sampled=sampled,
+        clock=lambda: T0,
+    )
+
+
+def stored_trace(service: IngestService, event_id: str) -> TraceContext:
+    event = service.events.get(event_id)
+    assert event is not None and event.trace is not None
+    return event.trace
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_ingest_starts_a_trace_per_event_sampled_as_the_platform_is_set(sampled: bool) -> None:
+    service = ingest(sampled=sampled)
+    single = service.publish(tenant_id=TENANT, event_type="a.b", data={}).event_id
+    outcomes = service.publish_batch(tenant_id=TENANT, items=[BatchItem("a.b", {})] * 2)
+    batch = [outcome.event_id for outcome in outcomes if isinstance(outcome, BatchAccepted)]
+    traces = [stored_trace(service, event_id) for event_id in (single, *batch)]
+    assert len({t.trace_id for t in traces}) == 3 and {t.sampled for t in traces} == {sampled}
+
+
+def test_ingest_keeps_the_producers_trace_and_its_deliveries_name_it() -> None:
+    service = ingest(sampled=False)
+    given = TraceContext(TRACE_ID, PARENT_ID, 1, "congo=1")
+    accepted = service.publish(tenant_id=TENANT, event_type="a.b", data={}, trace=given)
+    assert stored_trace(service, accepted.event_id) == given
+    [delivery_id] = accepted.delivery_ids
+    delivery = service.deliveries.get(delivery_id)
+    assert delivery is not None and delivery.trace_id == TRACE_ID
+
+
+def test_a_keyed_retry_keeps_the_trace_its_first_request_stored() -> None:
+    service = ingest(sampled=False)
+    first = TraceContext(TRACE_ID, PARENT_ID, 1)
+    retried = trace_context.child(first)  # a producer's retry: its own new span
+    event_id = service.publish(tenant_id=TENANT, event_type="a.b", data={}, request_key="k", trace=first).event_id
+    again = service.publish(tenant_id=TENANT, event_type="a.b", data={}, request_key="k", trace=retried).event_id
+    assert again == event_id and stored_trace(service, event_id) == first
