@@ -250,6 +250,7 @@ class DeliverySummary(Model):
     # A dead (or cancelled) delivery whose replay was delivered: that replay (its status stays dead); redrives skip it.
     recovered_by: str | None = None
     recovered_at: datetime | None = None
+    trace_id: str | None = None  # the W3C trace id every attempt's `traceparent` carries
 
     @property
     def shown_status(self) -> str:
@@ -264,6 +265,7 @@ class Attempt(Model):
     error: str | None = None
     latency_ms: float | None = None
     response_excerpt: str | None = None
+    span_id: str | None = None  # the parent id this attempt's `traceparent` sent
 
 
 class InFlight(Model):
@@ -321,6 +323,7 @@ class Event(Model):
     ordering_key: str | None = None
     sequence: int | None = None
     body: str | None = None  # the exact bytes that were signed and sent
+    trace_id: str | None = None  # its W3C trace id (the producer's, or one the platform started)
 
 
 class RedriveAccepted(Model):
