@@ -1,4 +1,6 @@
-"""With X-Ray tracing on, as deployed: AWS calls are traced, webhooks carry no trace header to consumers.
+"""With X-Ray tracing on, as deployed: AWS calls are traced, webhooks carry no X-Ray trace header to consumers (the
+W3C `traceparent` of the event's own trace is the delivery service's to add, domain/trace_context.py, never the
+sender's), and ingest's annotation joining a producer's W3C trace lands on its segment.
 
 Every other test (and the local stack) runs with tracing disabled, so this path runs nowhere else. Patching is
 process-wide, so it runs in a child process: every handler is imported there as a traced Lambda would import it
@@ -53,7 +55,19 @@ CHILD = textwrap.dedent(
     os.environ[schema.ALLOW_PRIVATE_DESTINATIONS] = "true"  # the consumer is on 127.0.0.1
     url = f"http://127.0.0.1:{server.server_address[1]}/hook"
     result = wiring.delivery_service().sender.send(url, {"webhook-id": "evt_1"}, b"{}")
-    print(json.dumps({"status": result.status_code, "headers": received, "patched": sorted(patcher._PATCHED_MODULES)}))
+
+    from aws_xray_sdk.core import xray_recorder
+    from hookrelay.handlers import ingest, tracing
+
+    with xray_recorder.in_subsegment("## post_event") as subsegment:  # as the route's capture_method opens it
+        ingest.tracer.put_annotation(tracing.W3C_TRACE_ID, "4bf92f3577b34da6a3ce929d0e0e4736")
+        annotations = dict(subsegment.annotations)
+    print(json.dumps({
+        "status": result.status_code,
+        "headers": received,
+        "patched": sorted(patcher._PATCHED_MODULES),
+        "annotations": annotations,
+    }))
     """
 )
 
@@ -82,3 +96,4 @@ def test_a_webhook_sent_with_tracing_on_carries_no_trace_header() -> None:
     assert not {name.lower() for name in headers} & {"x-amzn-trace-id", "traceparent"}, headers
     assert "botocore" in report["patched"], "tracing is off: the test would pass vacuously"
     assert "requests" not in report["patched"]
+    assert report["annotations"] == {"w3c_trace_id": "4bf92f3577b34da6a3ce929d0e0e4736"}

@@ -10,8 +10,9 @@ each webhook would then carry an `X-Amzn-Trace-Id` header to the consumer, and X
 metrics record attempts.
 
 A producer's W3C trace (domain/trace_context.py) is joined to the platform's: ingest annotates its segment with the
-trace id (`W3C_TRACE_ID`, searchable in X-Ray: `annotation.w3c_trace_id = "..."`), and the delivery function's
-attempt log lines carry the trace id and the span id each attempt sent. Off, the annotation is a no-op call.
+trace id when the request carried one (`W3C_TRACE_ID`, searchable in X-Ray: `annotation.w3c_trace_id = "..."`); the
+delivery function's log lines of attempts that did not deliver carry the trace id and the span id each sent (every
+attempt's is in the delivery log). Off, the annotation is a no-op call.
 """
 
 from __future__ import annotations
