@@ -165,3 +165,12 @@ def test_a_poll_endpoints_message_shows_the_trace(platform: Platform) -> None:
     [message] = platform.call("GET", f"/v1/endpoints/{endpoint_id}/messages", token).json()["data"]
     shown = trace_context.parse(message["headers"]["traceparent"])
     assert shown is not None and shown.trace_id == TRACE_ID and shown.parent_id != PRODUCER_SPAN
+
+
+def test_a_test_event_has_a_trace_too(platform: Platform, consumer: ScriptedConsumer) -> None:
+    _, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    assert platform.call("POST", f"/v1/endpoints/{endpoint_id}/test", token).status == 202
+    platform.pump()
+    [request] = consumer.wait_for(1)
+    assert json.loads(request.body)["type"] == "webhook.test" and not sent(request).sampled

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from hookrelay.domain import trace_context
 from hookrelay.domain.clock import RETENTION_DAYS, utcnow
 from hookrelay.domain.errors import Conflict, Gone, NotFound
 from hookrelay.domain.lifecycle import (
@@ -66,7 +67,12 @@ class ReplayService:
         now = utcnow()
         data: dict[str, Any] = {"endpoint_id": endpoint.id, "message": "a test event sent from the API"}
         event = new_event(
-            tenant_id=tenant_id, event_type=TEST_EVENT_TYPE, data=data, now=now, horizon_seconds=self.schedule.horizon
+            tenant_id=tenant_id,
+            event_type=TEST_EVENT_TYPE,
+            data=data,
+            now=now,
+            horizon_seconds=self.schedule.horizon,
+            trace=trace_context.start(sampled=False),  # every event has a trace; nobody traced this one before
         )
         self.events.put(event)
         delivery, _ = self._record(event, endpoint, now)
