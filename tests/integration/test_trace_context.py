@@ -15,6 +15,7 @@ from hookrelay.domain import trace_context
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
+from tests.integration.test_aws_destinations import _queue, _received, _role, _trust
 from tests.support.aws import moto_stack
 from tests.support.consumer import Received, Reply, ScriptedConsumer
 from tests.support.platform import Platform
@@ -174,3 +175,21 @@ def test_a_test_event_has_a_trace_too(platform: Platform, consumer: ScriptedCons
     platform.pump()
     [request] = consumer.wait_for(1)
     assert json.loads(request.body)["type"] == "webhook.test" and not sent(request).sampled
+
+
+def test_an_sqs_destination_gets_the_trace_as_message_attributes(platform: Platform) -> None:
+    tenant_id, token = platform.new_tenant()
+    url, arn = _queue("traced")
+    role = _role("hookrelay-traced", _trust(f"hookrelay-{tenant_id}"))
+    created = platform.call("POST", "/v1/endpoints", token, {"url": arn, "role_arn": role})
+    assert created.status == 201, created.body
+    body = {"tenant_id": tenant_id, "type": "a.b", "data": {}}
+    headers = {"traceparent": TRACEPARENT, "tracestate": TRACESTATE}
+    assert platform.call("POST", "/v1/events", platform.new_key("producer"), body, headers).status == 202
+    platform.pump()
+
+    [message] = _received(url, 1)
+    attributes = {name: value["StringValue"] for name, value in message["MessageAttributes"].items()}
+    trace = trace_context.parse(attributes["traceparent"], attributes["tracestate"])
+    assert trace is not None and (trace.trace_id, trace.tracestate) == (TRACE_ID, TRACESTATE)
+    assert trace.parent_id != PRODUCER_SPAN

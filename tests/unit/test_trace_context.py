@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+import yaml
 
 from hookrelay.adapters.aws_destinations import MAX_MESSAGE_ATTRIBUTES, _attributes
 from hookrelay.domain import custom_headers, trace_context
@@ -169,3 +171,16 @@ def test_a_keyed_retry_keeps_the_trace_its_first_request_stored() -> None:
     event_id = service.publish(tenant_id=TENANT, event_type="a.b", data={}, request_key="k", trace=first).event_id
     again = service.publish(tenant_id=TENANT, event_type="a.b", data={}, request_key="k", trace=retried).event_id
     assert again == event_id and stored_trace(service, event_id) == first
+
+
+def test_the_consumer_guide_and_openapi_state_the_rules_the_code_keeps() -> None:
+    root = Path(__file__).resolve().parents[2]
+    guide = (root / "docs" / "consumer-guide.md").read_text()
+    section = guide[guide.index("### Trace context") :]
+    section = section[: section.index("\n### ", 1)]
+    assert f"at most {MAX_TRACESTATE_CHARS} characters" in section
+    assert "`traceparent`" in section and "`span_id`" in section and "`trace_id`" in section
+    parameters = yaml.safe_load((root / "openapi" / "openapi.yaml").read_text())["components"]["parameters"]
+    assert parameters["Traceparent"]["name"] == trace_context.TRACEPARENT_HEADER
+    assert parameters["Tracestate"]["name"] == trace_context.TRACESTATE_HEADER
+    assert f"cut to {MAX_TRACESTATE_CHARS}" in parameters["Tracestate"]["description"]
