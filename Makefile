@@ -35,9 +35,11 @@ run: install
 consumer: install
 	@$(RUN) python -m local.consumer $(ARGS)
 
-# The client's CLI, e.g. make cli ARGS='deliveries list --status dead' (HOOKRELAY_URL and HOOKRELAY_TOKEN from the env)
+# The client's CLI, e.g. make cli ARGS='deliveries list --status dead' (HOOKRELAY_URL and HOOKRELAY_TOKEN from the env).
+# make exits 2 whenever a recipe fails, whatever the CLI's code (its "Error N" line names it): scripts that branch on
+# the CLI's exit codes run bin/hookrelay, which this target execs.
 cli: install
-	@PYTHONPATH=client $(RUN) python -m hookrelay_client $(ARGS)
+	@exec bin/hookrelay $(ARGS)
 
 # The tiers that run in one process each go to TEST_WORKERS pytest-xdist workers (one per core); the end-to-end
 # tier runs after them, alone: its local stacks start processes of their own, which workers beside it would crowd.

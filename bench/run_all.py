@@ -2,16 +2,24 @@
 
 python bench/run_all.py                 (make bench)
 python bench/run_all.py cost.py ...     (only these)
+
+Each benchmark that finishes is recorded: its output, as printed, goes to bench/results/<script>.txt, with the
+date and the machine on its first line. `python -m bench.readme` (make bench-readme) writes bench/README.md from
+those records, so the README shows the figures of the latest run and nothing older.
 """
 
 from __future__ import annotations
 
+import datetime
+import os
+import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"
 SCRIPTS = (
     "delivery_overhead.py",
     "isolation.py",
@@ -33,8 +41,17 @@ LIMITS = {"bad_night.py": 1800, "local_throughput.py": 2100}
 SUMMARY = "issue 12:"  # lines the cost, cold-start and delivery benchmarks print for the side-by-side summary
 
 
+def record(script: str, lines: list[str]) -> None:
+    """Keep a finished benchmark's output for bench/README.md (a failed or timed-out one keeps the last record)."""
+    RESULTS.mkdir(exist_ok=True)
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    header = f"recorded {datetime.datetime.now(datetime.UTC):%Y-%m-%d} on {machine}\n"
+    (RESULTS / f"{Path(script).stem}.txt").write_text(header + "".join(lines))
+
+
 def run(script: str, limit: float, summary: list[str]) -> int:
-    """Run one benchmark, its output shown as it comes; its summary lines kept for the end."""
+    """Run one benchmark, its output shown as it comes and recorded when it succeeds; its summary lines kept."""
+    lines: list[str] = []
     with subprocess.Popen(  # noqa: S603 - this interpreter, our own script
         [sys.executable, str(BENCH / script)], stdout=subprocess.PIPE, text=True, bufsize=1
     ) as process:
@@ -42,12 +59,16 @@ def run(script: str, limit: float, summary: list[str]) -> int:
         started = time.monotonic()
         for line in process.stdout:
             print(line, end="", flush=True)
+            lines.append(line)
             if line.startswith(SUMMARY):
                 summary.append(line.rstrip())
             if time.monotonic() - started > limit:
                 process.kill()
                 raise subprocess.TimeoutExpired(script, limit)
-        return process.wait()
+        code = process.wait()
+    if code == 0:
+        record(script, lines)
+    return code
 
 
 def main() -> int:
