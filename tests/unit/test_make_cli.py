@@ -36,8 +36,8 @@ def test_bin_hookrelay_exits_with_the_clis_code() -> None:
 
 def test_make_cli_names_the_clis_code() -> None:
     """make exits 2 on any failed recipe; its "Error N" line carries the CLI's code, and the recipe execs the CLI."""
-    done = subprocess.run(  # noqa: S603, S607 - make, our own Makefile
-        ["make", "--no-print-directory", "cli", "ARGS=deliveries list"],
+    done = subprocess.run(
+        ["make", "--no-print-directory", "cli", "ARGS=deliveries list"],  # noqa: S607 - make, our own Makefile
         cwd=ROOT,
         env=unreachable_env(),
         capture_output=True,
