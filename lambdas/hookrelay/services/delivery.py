@@ -573,6 +573,9 @@ class DeliveryService:
             parked=parked,
             outcome=rule.outcome,
             retry_after=decision.retry_after,
+            made=attempt,
+            endpoint_id=endpoint.id,
+            event_type=event.type,
         )
 
     def _settle(
