@@ -1,6 +1,6 @@
 """Accepting an event: store it, fan it out to the tenant's matching endpoints, enqueue the deliveries.
 
-Three writes, none of them a transaction (see the README's "Nothing stranded"): the event, its deliveries,
+Three writes, none of them a transaction (see docs/api.md, "Nothing stranded"): the event, its deliveries,
 their messages. If the process dies between two of them, the producer got no 202:
 
 - after the event and before the deliveries: the event is stored with no delivery. It was never accepted (no
