@@ -18,7 +18,7 @@ NODE_NOTE := node -e 'const v = process.versions.node; if (+v.split(".")[0] < 22
 	past its end of life for the CDK (jsii supports 22 and 24): it still synthesizes; upgrade Node when you can`)'
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run consumer cli test lint typecheck format synth rehearse deploy unit integration infra e2e bench capacity browser screenshots dist
+.PHONY: install run consumer cli test lint typecheck format synth rehearse deploy unit integration infra e2e bench bench-readme capacity browser screenshots dist
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -126,6 +126,11 @@ deploy: install
 # The benchmarks of bench/README.md (measured figures, printed; not part of make test), a few minutes in all.
 bench: install
 	$(RUN) python bench/run_all.py
+
+# bench/README.md from bench/readme_intro.md and each benchmark's latest recorded output (bench/results/*.txt, which
+# make bench writes); make bench rewrites it itself.
+bench-readme: install
+	$(RUN) python -m bench.readme
 
 # The capacity model (docs/capacity.md): each quota's utilisation for a workload, the first to saturate, the cost,
 # checked by a simulation; e.g. make capacity ARGS='--rate 10000 --fanout 10 --failing 0.01'. Under a minute.
