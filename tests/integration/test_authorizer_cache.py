@@ -1,5 +1,5 @@
 """The local stack's gateway keeps the authorizer's answers as API Gateway does: per Authorization header, for the
-deployed `Authorizer.cache_seconds`; a revoked key keeps working until its answer expires (docs/deploying.md's delay)."""
+deployed `Authorizer.cache_seconds`; a revoked key keeps working until its answer expires (docs/deploying.md)."""
 
 from __future__ import annotations
 
