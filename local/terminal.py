@@ -36,12 +36,13 @@ def extras(record: logging.LogRecord) -> dict[str, Any]:
 
 
 class Quiet(logging.Filter):
-    """Drops heartbeats that did nothing, and the attempt lines (the attempts are printed from their reports)."""
+    """Drops heartbeats that did nothing, and the lines of attempts made (printed from their reports instead); a
+    message that made no attempt (parked, a duplicate, forwarded to the slow lane) keeps its line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         if message == ATTEMPT_MESSAGE:
-            return False
+            return not extras(record).get("sent")
         did_something = HEARTBEATS.get(message)
         return did_something is None or did_something(extras(record))
 

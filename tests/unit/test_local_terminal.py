@@ -69,10 +69,12 @@ def test_heartbeats_print_only_when_they_did_something(sweeper: tuple[Logger, io
     logger.info("reconciled", extra={"examined": 9, "resent": [], "surfaced": [], "deleted": 0, "redrives": []})
     assert out.getvalue() == ""
     logger.info("reconciled", extra={"examined": 9, "resent": ["dlv_7"], "surfaced": [], "deleted": 0})
-    logger.info("attempt", extra={"delivery_id": "dlv_1"})  # printed from its report instead
+    logger.info("attempt", extra={"delivery_id": "dlv_1", "sent": True})  # printed from its report instead
+    logger.info("attempt", extra={"delivery_id": "dlv_2", "sent": False, "parked": True})  # no attempt: its line
     lines = out.getvalue().splitlines()
-    assert len(lines) == 1 and f"{logger.service} reconciled" in lines[0] and "resent=['dlv_7']" in lines[0]
-    assert not lines[0].startswith("{")
+    assert len(lines) == 2 and f"{logger.service} reconciled" in lines[0] and "resent=['dlv_7']" in lines[0]
+    assert "attempt  delivery_id=dlv_2 sent=False parked=True" in lines[1]
+    assert not any(line.startswith("{") for line in lines)
 
 
 def test_at_debug_the_logs_are_the_deployed_json(sweeper: tuple[Logger, io.StringIO]) -> None:
