@@ -11,6 +11,7 @@ those records, so the README shows the figures of the latest run and nothing old
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import subprocess
@@ -47,7 +48,23 @@ def record(script: str, lines: list[str]) -> None:
     RESULTS.mkdir(exist_ok=True)
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     header = f"recorded {datetime.datetime.now(datetime.UTC):%Y-%m-%d} on {machine}\n"
-    (RESULTS / f"{Path(script).stem}.txt").write_text(header + "".join(lines))
+    (RESULTS / f"{Path(script).stem}.txt").write_text(header + "".join(figures(lines)))
+
+
+def figures(lines: list[str]) -> list[str]:
+    """What the benchmark printed, less the log records of the handlers it runs in process (Powertools' JSON lines
+    and metrics records, thousands in the bad night): they are the functions' output, not the figures."""
+    return [line for line in lines if not _log_record(line)]
+
+
+def _log_record(line: str) -> bool:
+    if not line.startswith("{"):
+        return False
+    try:
+        document = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and ("level" in document or "_aws" in document)
 
 
 def run(script: str, limit: float, summary: list[str]) -> int:

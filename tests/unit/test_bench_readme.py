@@ -25,3 +25,15 @@ def test_a_recorded_output_is_shown_verbatim_and_a_missing_one_says_how_to_recor
 def test_every_benchmark_of_make_bench_has_its_section() -> None:
     text = readme.generate()
     assert readme.scripts() and all(f"### `{script}`" in text for script in readme.scripts())
+
+
+def test_a_record_leaves_out_the_in_process_handlers_log_records() -> None:
+    from bench.run_all import figures
+
+    printed = [
+        '{"level":"INFO","message":"attempt","service":"delivery"}\n',
+        '{"_aws":{"Timestamp":1},"service":"delivery","delivered":[]}\n',
+        "| executions | 4 |\n",
+        '{"not": "a log record"}\n',
+    ]
+    assert figures(printed) == ["| executions | 4 |\n", '{"not": "a log record"}\n']
