@@ -24,7 +24,9 @@ from hookrelay.services.ports import AttemptReport
 # The schedules' summaries, quiet when nothing happened: every few seconds on --fast, they would fill the terminal.
 HEARTBEATS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     "endpoint health sweep": lambda fields: bool(fields.get("notices") or fields.get("disabled")),
-    "reconciled": lambda fields: any(fields.get(key) for key in ("resent", "surfaced", "deleted", "redrives")),
+    "reconciled": lambda fields: any(
+        fields.get(key) for key in ("resent", "surfaced", "deleted", "redrives", "skipped_before")
+    ),
 }
 ATTEMPT_MESSAGE = "attempt"  # the delivery function's line for an undelivered attempt: printed from its report
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
