@@ -10,9 +10,15 @@ ARGS ?=
 export UV_PROJECT_ENVIRONMENT := .venv
 export UV_PYTHON_DOWNLOADS := never
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+# jsii's end-of-life banner for this Node (a box of "!!" lines, which jsii's Python side re-prints as byte strings):
+# silenced for the running major version; `make synth` says it in one line instead (NODE_NOTE).
+NODE_MAJOR := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(NODE_MAJOR)
+NODE_NOTE := node -e 'const v = process.versions.node; if (+v.split(".")[0] < 22) console.error(`note: Node $${v} is \
+	past its end of life for the CDK (jsii supports 22 and 24): it still synthesizes; upgrade Node when you can`)'
 export CDK_DISABLE_CLI_TELEMETRY := true
 
-.PHONY: install run consumer cli test lint typecheck format synth rehearse deploy unit integration infra e2e bench capacity browser screenshots dist
+.PHONY: install run consumer cli test lint typecheck format synth rehearse deploy unit integration infra e2e bench bench-readme capacity browser screenshots dist
 
 $(UV):
 	$(PYTHON) -m venv .tools
@@ -35,9 +41,11 @@ run: install
 consumer: install
 	@$(RUN) python -m local.consumer $(ARGS)
 
-# The client's CLI, e.g. make cli ARGS='deliveries list --status dead' (HOOKRELAY_URL and HOOKRELAY_TOKEN from the env)
+# The client's CLI, e.g. make cli ARGS='deliveries list --status dead' (HOOKRELAY_URL and HOOKRELAY_TOKEN from the env).
+# make exits 2 whenever a recipe fails, whatever the CLI's code (its "Error N" line names it): scripts that branch on
+# the CLI's exit codes run bin/hookrelay, which this target execs.
 cli: install
-	@PYTHONPATH=client $(RUN) python -m hookrelay_client $(ARGS)
+	@exec bin/hookrelay $(ARGS)
 
 # The tiers that run in one process each go to TEST_WORKERS pytest-xdist workers (one per core); the end-to-end
 # tier runs after them, alone: its local stacks start processes of their own, which workers beside it would crowd.
@@ -100,21 +108,29 @@ dist: install
 STAGE ?= dev
 
 synth: install
+	@$(NODE_NOTE)
 	npx cdk synth --quiet -c stage=$(STAGE) $(ARGS)
 
 # The deploy rehearsal (part of make test): synth of the stage with cdk-nag, cfn-lint, asl-validator on the workflow
 # as deployed, and its role checked against its tasks; a one-screen summary. No AWS account.
 rehearse: install
+	@$(NODE_NOTE)
 	$(RUN) python -m scripts.rehearse --stage $(STAGE)
 
 # Deploy the stage (scripts/deploy.py): the account's Lambda concurrency checked against the stage's settings,
 # bootstrap when needed, cdk deploy, the outputs, the first admin key. Credentials and region from the environment.
 deploy: install
+	@$(NODE_NOTE)
 	$(RUN) python -m scripts.deploy --stage $(STAGE) $(ARGS)
 
 # The benchmarks of bench/README.md (measured figures, printed; not part of make test), a few minutes in all.
 bench: install
 	$(RUN) python bench/run_all.py
+
+# bench/README.md from bench/readme_intro.md and each benchmark's latest recorded output (bench/results/*.txt, which
+# make bench writes); make bench rewrites it itself.
+bench-readme: install
+	$(RUN) python -m bench.readme
 
 # The capacity model (docs/capacity.md): each quota's utilisation for a workload, the first to saturate, the cost,
 # checked by a simulation; e.g. make capacity ARGS='--rate 10000 --fanout 10 --failing 0.01'. Under a minute.

@@ -1,7 +1,10 @@
 """A webhook consumer that does what the consumer guide says: verify, deduplicate, persist, enqueue, 200.
 
-    python examples/consumer_app.py --port 8080 --secret whsec_... [--secret whsec_old...] [--db consumer.sqlite3]
-    python examples/consumer_app.py --port 8080 --secret whpk_...   # an Ed25519 endpoint's public key
+    .tools/bin/uv run --frozen --no-sync python examples/consumer_app.py --secret whsec_... [--secret whsec_old...]
+        [--port 9100] [--db consumer.sqlite3]
+    .tools/bin/uv run --frozen --no-sync python examples/consumer_app.py --secret whpk_...   # an Ed25519 public key
+
+(`.tools/bin/uv run`: this repository's Python environment, which has `standardwebhooks` and `cryptography`.)
 
 Standard library only, plus the official `standardwebhooks` verifier (v1, HMAC) and `cryptography` (v1a,
 Ed25519). The handler acknowledges in milliseconds; a worker thread does the real work from a durable queue
@@ -31,6 +34,9 @@ from standardwebhooks.webhooks import WebhookVerificationError
 
 log = logging.getLogger("consumer")
 PURGE_EVERY_SECONDS = 3600
+
+# Not the local stack's API (8080) nor the walkthrough's demo consumer (9000): all three may run side by side.
+DEFAULT_PORT = 9100
 
 # guide:schema
 # The platform retries for up to 72 hours, and a dead delivery can be redriven for 30 days after that:
@@ -280,7 +286,7 @@ class ConsumerServer:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="A webhook consumer: verify, deduplicate, persist, enqueue, 200.")
-    parser.add_argument("--port", type=int, default=8080, help="0 picks a free port")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="0 picks a free port")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument(
         "--secret",

@@ -22,12 +22,14 @@ import os
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
 from hookrelay.function_permissions import Statement
-from hookrelay.functions import BY_NAME, FUNCTIONS
+from hookrelay.functions import BY_NAME, DELIVERY, FUNCTIONS
+from hookrelay.services.ports import AttemptReport
 from local.as_deployed import LocalDeployment
 
 log = logging.getLogger("hookrelay.local.workers")
@@ -65,7 +67,8 @@ def become(function: str, deployed: AsDeployed) -> None:
 
 def serve(function: str, connection: Connection, log_level: str, deployed: AsDeployed | None = None) -> None:
     """A worker process: invoke `function` with each event received, until the parent goes away."""
-    from local.lambda_runtime import invoke_here
+    from local import terminal
+    from local.lambda_runtime import invoke_here, load_handler
     from local.processes import exit_with_parent, leave_interrupts_to_the_parent, name_this_process
 
     if deployed is not None:
@@ -75,6 +78,9 @@ def serve(function: str, connection: Connection, log_level: str, deployed: AsDep
     name_this_process(f"fn-{function}")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("hookrelay").setLevel(log_level)
+    load_handler(function)  # preloaded: its logger exists, for the terminal's lines
+    terminal.install(function, log_level)
+    attempts = _attempts_made(function)
     while True:
         try:
             event = connection.recv()
@@ -84,7 +90,18 @@ def serve(function: str, connection: Connection, log_level: str, deployed: AsDep
             reply: tuple[str, Any] = ("ok", invoke_here(function, event))
         except Exception:
             reply = ("error", traceback.format_exc())
+        if attempts is not None:
+            terminal.print_attempts(attempts())
         connection.send(reply)
+
+
+def _attempts_made(function: str) -> Callable[[], list[AttemptReport]] | None:
+    """The delivery function's attempts of its last invocation (one terminal line each); None for the others."""
+    if function != DELIVERY.name:
+        return None
+    from hookrelay.handlers import delivery
+
+    return delivery.attempts_made
 
 
 # On Linux, a UNIX socket closed with unread data in its receive queue resets its peer (ECONNRESET); closed with

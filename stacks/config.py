@@ -148,7 +148,7 @@ def slow_lane_after_ms(node: Node) -> int:
 DELIVERY_SHARDS_CONTEXT = "delivery_shards"
 # The stack's output naming its delivery shards: scripts/deploy.py reads it back before the next deploy.
 DELIVERY_SHARDS_OUTPUT = "DeliveryShards"
-# The delivery role's ARN: what a consumer's role for an AWS destination trusts (README, "AWS destinations").
+# The delivery role's ARN: what a consumer's role for an AWS destination trusts (the consumer guide).
 DELIVERY_ROLE_OUTPUT = "DeliveryRoleArn"
 
 

@@ -136,7 +136,9 @@ def send(client: HookrelayClient, args: argparse.Namespace) -> Result:
     sequence = f", sequence {accepted.sequence}" if accepted.sequence is not None else ""
     count = len(accepted.delivery_ids)
     text = f"accepted {accepted.event_id}: {count} deliver{'y' if count == 1 else 'ies'}{sequence}"
-    return Result(accepted, "\n".join([text, *(f"  {delivery_id}" for delivery_id in accepted.delivery_ids)]))
+    warnings = [f"warning: {warning.code}: {warning.detail}" for warning in accepted.warnings]
+    deliveries = [f"  {delivery_id}" for delivery_id in accepted.delivery_ids]
+    return Result(accepted, "\n".join([text, *deliveries, *warnings]))
 
 
 def send_batch(client: HookrelayClient, args: argparse.Namespace) -> Result:

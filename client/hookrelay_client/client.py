@@ -264,7 +264,7 @@ class HookrelayClient:
         to the endpoint (`basic_auth(...)`, `bearer_auth(...)`, `oauth2_client_credentials(...)`).
 
         `url` may be an AWS destination's ARN (an SQS queue, SNS topic or EventBridge bus) with `role_arn`, the role
-        hookrelay assumes with the endpoint's `.external_id` (README, "AWS destinations"). `kind="poll"` with
+        hookrelay assumes with the endpoint's `.external_id` (the consumer guide). `kind="poll"` with
         `url=None`: pull delivery, read with `read_messages`."""
         body = {
             "url": url,

@@ -37,10 +37,18 @@ class CreatedTenant(Model):
     api_key: IssuedApiKey
 
 
+class IngestWarning(Model):
+    """Something about an accepted event worth fixing, e.g. `unknown_event_type` (a typo?), with a suggestion."""
+
+    code: str
+    detail: str
+
+
 class PublishedEvent(Model):
     event_id: str
     delivery_ids: list[str]
     sequence: int | None = None
+    warnings: list[IngestWarning] = Field(default_factory=list)
 
 
 class BatchEventResult(Model):

@@ -100,8 +100,8 @@ class Authorizer:
 
     API Gateway keeps its answer per Authorization header for `cache_seconds` (the local stack's gateway too): a
     producer's steady stream costs one invocation per key and period instead of one per request (bench/cost.py
-    prices both). The price: a revoked key or ended portal session keeps working up to that long (README, "API
-    keys").
+    prices both). The price: a revoked key or ended portal session keeps working up to that long (docs/deploying.md
+    says so).
     """
 
     cache_seconds: int = 60

@@ -38,7 +38,7 @@ def test_the_authorizer_is_the_simple_response_lambda_cached_a_minute(synthesize
     assert props["AuthorizerPayloadFormatVersion"] == "2.0"
     assert props["EnableSimpleResponses"] is True
     assert props["IdentitySource"] == ["$request.header.Authorization"]
-    assert props["AuthorizerResultTtlInSeconds"] == 60  # a revoked key works for up to a minute (README)
+    assert props["AuthorizerResultTtlInSeconds"] == 60  # a revoked key works for up to a minute (docs/deploying.md)
     authorizer_function = function_logical_ids(synthesized)[authorizer().name]
     assert {"Fn::GetAtt": [authorizer_function, "Arn"]} in props["AuthorizerUri"]["Fn::Join"][1]
 

@@ -23,7 +23,7 @@ from tests.support.synth import (
 
 # The tables' logical ids as deployed. A table whose logical id changes is a new table to CloudFormation: the old
 # one is orphaned (retained) and the new one starts empty. So they are pinned: a change here must be deliberate,
-# and must come with a migration (docs: the README's "Upgrading").
+# and must come with a migration (docs/deploying.md, "Upgrading").
 PINNED_TABLE_IDS = {
     "Tenants": "StorageTenants23CFB847",
     "ApiKeys": "StorageApiKeys7B037C32",

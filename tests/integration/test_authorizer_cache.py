@@ -1,5 +1,5 @@
 """The local stack's gateway keeps the authorizer's answers as API Gateway does: per Authorization header, for the
-deployed `Authorizer.cache_seconds`; a revoked key keeps working until its answer expires (the README's delay)."""
+deployed `Authorizer.cache_seconds`; a revoked key keeps working until its answer expires (docs/deploying.md)."""
 
 from __future__ import annotations
 
@@ -84,6 +84,6 @@ def test_a_zero_second_cache_keeps_nothing() -> None:
     assert cache.get("Bearer t") is None
 
 
-def test_the_readme_states_the_delay_the_code_sets() -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_deploying_doc_states_the_delay_the_code_sets() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "deploying.md").read_text()
     assert f"**a revoked key keeps working for up to {authorizer_cache_seconds()} seconds**" in readme

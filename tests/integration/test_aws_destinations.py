@@ -23,7 +23,7 @@ ACCOUNT = "123456789012"  # moto's
 
 
 def _trust(external_id: str | None, principal: str | None = None) -> dict[str, Any]:
-    """The trust policy the README gives a consumer to paste (with the external ID hookrelay shows them)."""
+    """The trust policy the consumer guide gives a consumer to paste (with the external ID hookrelay shows them)."""
     statement: dict[str, Any] = {
         "Effect": "Allow",
         "Principal": {"AWS": principal or caller_role("delivery")},

@@ -665,3 +665,15 @@ def test_endpoint_stats_through_the_client_and_the_cli_chart(
 
     code, out, _ = cli(token_of(tenant["client"]), "--json", "deliveries", "stats", "--endpoint", endpoint_id)
     assert code == 0 and json.loads(out)["hours"][-1]["delivered"] == 1
+
+
+def test_send_prints_ingests_warning_of_a_type_unknown_to_the_catalogue(
+    platform: Platform, tenant: dict[str, Any], cli: Callable[..., tuple[int, str, str]]
+) -> None:
+    platform.call("PUT", "/v1/event-types/order.created", platform.admin_token, {"description": "placed"})
+    producer = platform.new_key("producer")
+    code, out, _ = cli(producer, "send", "--tenant-id", tenant["id"], "--type", "oder.created", "--data", "{}")
+    assert code == 0 and "0 deliveries" in out
+    assert "warning: unknown_event_type:" in out and "did you mean order.created?" in out
+    published = tenant["producer"].publish_event(tenant["id"], "oder.created", {})
+    assert [warning.code for warning in published.warnings] == ["unknown_event_type"]

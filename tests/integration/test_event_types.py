@@ -187,3 +187,27 @@ def test_a_batch_refuses_only_the_events_that_break_their_schema_naming_each_poi
     assert results[1]["errors"] == [{"pointer": "/events/1/data/amount", "detail": "must be bigger than or equal to 0"}]
     stored = platform.call("GET", "/v1/deliveries", tenant).json()["data"]
     assert sorted(d["event_id"] for d in stored) == sorted([results[0]["event_id"], results[2]["event_id"]])
+
+
+def test_an_event_matching_nothing_with_a_type_unknown_to_the_catalogue_is_accepted_with_a_warning(
+    platform: Platform,
+) -> None:
+    register(platform, "order.created")
+    tenant_id, tenant = platform.new_tenant()
+    platform.new_endpoint(tenant, "http://127.0.0.1:9/orders", ["order.*"])
+    producer = platform.new_key("producer")
+
+    typo = publish(platform, producer, tenant_id, "oder.created", {"id": "o-1", "amount": 5})
+    assert typo.status == 202 and typo.json()["delivery_ids"] == []
+    [warning] = typo.json()["warnings"]
+    assert warning["code"] == "unknown_event_type" and warning["detail"].endswith("did you mean order.created?")
+
+    matched = publish(platform, producer, tenant_id, "order.shipped", {})  # unregistered, but an endpoint takes it
+    assert matched.status == 202 and "warnings" not in matched.json()
+    registered = publish(platform, producer, tenant_id, "order.created", {"id": "o-1", "amount": 5})
+    assert "warnings" not in registered.json()
+
+    events = [{"type": "oder.created", "data": {}}, {"type": "order.created", "data": {"id": "o-2", "amount": 1}}]
+    batch = platform.call("POST", "/v1/events/batch", producer, {"tenant_id": tenant_id, "events": events})
+    first, second = batch.json()["results"]
+    assert [w["code"] for w in first["warnings"]] == ["unknown_event_type"] and "warnings" not in second

@@ -2,7 +2,14 @@ from __future__ import annotations
 
 import pytest
 
-from hookrelay.domain.classification import RESPONSE_RULES, FailureKind, Outcome, classify, rule_for
+from hookrelay.domain.classification import (
+    RESPONSE_RULES,
+    FailureKind,
+    Outcome,
+    classify,
+    describe_failure,
+    rule_for,
+)
 
 
 @pytest.mark.parametrize("code", [200, 201, 202, 204, 299])
@@ -46,3 +53,28 @@ def test_only_429_and_503_honour_retry_after() -> None:
 def test_every_failure_kind_has_a_rule() -> None:
     for failure in FailureKind:
         assert any(rule.matches(None, failure) for rule in RESPONSE_RULES), failure
+
+
+@pytest.mark.parametrize(
+    ("kind", "cause", "expected"),
+    [
+        (FailureKind.DNS, None, "could not resolve host hooks.example.invalid"),
+        (
+            FailureKind.CONNECTION,
+            "connection refused",
+            "could not connect to hooks.example.invalid: connection refused",
+        ),
+        (
+            FailureKind.TLS,
+            "certificate has expired",
+            "TLS handshake with hooks.example.invalid failed: certificate has expired",
+        ),
+        (
+            FailureKind.TIMEOUT,
+            "connecting timed out",
+            "hooks.example.invalid did not answer in time (connecting timed out)",
+        ),
+    ],
+)
+def test_a_failure_reads_as_a_sentence_naming_the_host(kind: FailureKind, cause: str | None, expected: str) -> None:
+    assert describe_failure(kind, "hooks.example.invalid", cause) == expected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -178,6 +179,32 @@ def test_example_runs_from_the_command_line(tmp_path: Path) -> None:
         url = process.stdout.readline().removeprefix("listening on ").strip()
         body = envelope("evt_cli")
         headers = signed_headers([SECRET], "evt_cli", datetime.now(UTC), body.decode())
+        assert requests.post(url, data=body, headers=headers, timeout=5).status_code == 200
+    finally:
+        process.terminate()
+        process.wait(timeout=5)
+
+
+def test_the_guides_command_runs_as_written(tmp_path: Path) -> None:
+    """The guide's command: the project's Python (which has the verifiers) on a port the local stack's API and the
+    walkthrough's demo consumer leave free. Run as written but for the secret, the database and the port (0: this
+    machine is shared)."""
+    from local.stack import DEFAULT_PORT as API_PORT
+
+    running = GUIDE.read_text().split("## Running the example", 1)[1]
+    [command] = re.findall(r"^```bash\n(.*?)\n```", running, re.M | re.S)
+    assert command.startswith(".tools/bin/uv run --frozen --no-sync python examples/consumer_app.py ")
+    words = shlex.split(command)
+    port = int(words[words.index("--port") + 1])
+    assert port == consumer_app.DEFAULT_PORT and port not in (API_PORT, 9000)
+    written = {"--port": "0", "--secret": SECRET, "--db": str(tmp_path / "guide.db")}
+    args = [written.get(before, word) for before, word in zip(["", *words[:-1]], words, strict=True)]
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, cwd=ROOT)  # noqa: S603
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().removeprefix("listening on ").strip()
+        body = envelope("evt_guide")
+        headers = signed_headers([SECRET], "evt_guide", datetime.now(UTC), body.decode())
         assert requests.post(url, data=body, headers=headers, timeout=5).status_code == 200
     finally:
         process.terminate()

@@ -16,6 +16,7 @@ from hookrelay.domain.event_types import (
     MAX_SCHEMA_DEPTH,
     json_pointer,
     schema_violations,
+    unknown_type_detail,
     unregistered_filter,
 )
 from hookrelay.services.event_types import EventDataCheck, EventTypeCatalogue, enforce_from_config
@@ -354,3 +355,33 @@ def test_a_crash_before_the_one_write_changes_nothing_and_a_retry_converges() ->
     assert types.names() == []
     registered, created = service.register("order.created", description=None, schema=ORDER, example=None)
     assert created and types.names() == ["order.created"] and registered.data_schema == ORDER
+
+
+# --- The warning of an accepted event that matched nothing and is not in the catalogue ---
+
+
+def test_an_unknown_type_close_to_a_registered_one_is_suggested() -> None:
+    detail = unknown_type_detail("oder.created", ["invoice.paid", "order.created", "order.shipped"])
+    assert detail is not None and detail.endswith("did you mean order.created?")
+    assert "'oder.created'" in detail
+
+
+def test_an_unknown_type_close_to_nothing_points_at_the_catalogue() -> None:
+    detail = unknown_type_detail("zzz", ["order.created"])
+    assert detail is not None and "did you mean" not in detail and "GET /v1/event-types" in detail
+
+
+@pytest.mark.parametrize("registered", [[], ["order.created"]])
+def test_a_registered_type_or_an_empty_catalogue_has_no_warning(registered: list[str]) -> None:
+    assert unknown_type_detail("order.created", registered) is None
+
+
+def test_ingest_reads_the_catalogues_names_once_per_cache_period() -> None:
+    types, clock = FakeEventTypes(), Ticks()
+    catalogue = EventTypeCatalogue(types, FastJsonSchemas())
+    check = EventDataCheck(types, FastJsonSchemas(), clock=clock)
+    assert check.registered_names() == []
+    catalogue.register("order.created", description=None, schema=None, example=None)
+    assert check.registered_names() == []  # within the cache period: what was read
+    clock.now = CATALOGUE_CACHE_SECONDS
+    assert check.registered_names() == ["order.created"]

@@ -144,8 +144,9 @@ def test_dns_failure_is_a_dns_error() -> None:
     def resolver(host: str, port: int) -> list[str]:
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
 
-    result = RequestsSender(resolver=resolver).send("https://nowhere.example.test/hook", {}, b"{}")
+    result = RequestsSender(resolver=resolver).send("https://nowhere.example.test/hook?token=s3cret", {}, b"{}")
     assert result.error is FailureKind.DNS
+    assert result.error_detail == "could not resolve host nowhere.example.test"
 
 
 def test_connection_refused_is_a_connection_error() -> None:
@@ -154,6 +155,16 @@ def test_connection_refused_is_a_connection_error() -> None:
         closed_port = probe.getsockname()[1]
     result = RequestsSender(allow_private_destinations=True).send(f"http://127.0.0.1:{closed_port}/", {}, b"{}")
     assert result.error is FailureKind.CONNECTION
+    assert result.error_detail == f"could not connect to 127.0.0.1:{closed_port}: connection refused"
+
+
+def test_a_tls_failure_says_so_in_words(consumer: ScriptedConsumer) -> None:
+    """https to a plain-HTTP server: the handshake fails, and the record says which host and why, not a class name."""
+    url = f"https://127.0.0.1:{port_of(consumer)}/hook"
+    result = RequestsSender(allow_private_destinations=True).send(url, {}, b"{}")
+    assert result.error is FailureKind.TLS
+    assert (result.error_detail or "").startswith(f"TLS handshake with 127.0.0.1:{port_of(consumer)} failed")
+    assert "Error" not in (result.error_detail or "")
 
 
 def test_redirects_are_not_followed(consumer: ScriptedConsumer) -> None:

@@ -1,5 +1,5 @@
 """The per-tenant limits (issue 27): one definition (domain/limits.py), validated from CDK context, carried to the API
-function alone, stated by the stage files and the README as the code states them."""
+function alone, stated by the stage files and docs/deploying.md as the code states them."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ class _Node:
         return self.context.get(key)
 
 
-def test_the_readmes_table_of_limits_is_the_codes() -> None:
-    match = REGION.search((ROOT / "README.md").read_text())
-    assert match, "README.md has no limits:begin/limits:end region"
+def test_the_deploying_docs_table_of_limits_is_the_codes() -> None:
+    match = REGION.search((ROOT / "docs" / "deploying.md").read_text())
+    assert match, "docs/deploying.md has no limits:begin/limits:end region"
     assert match.group(1).strip() == limits_table().strip()
     assert {name for name, *_ in LIMITS} <= config.setting_names()
 

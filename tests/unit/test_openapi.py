@@ -199,3 +199,9 @@ def test_custom_headers_and_auth_are_documented_with_the_servers_own_caps_and_ki
     assert set(auth) == {"kind", *fields}
     shown = schemas["Endpoint"]["properties"]["auth"]["oneOf"][1]["properties"]
     assert not set(shown) & endpoint_auth.SECRET_FIELDS and set(shown) == {"kind", "set_at", *fields} - SECRET_FIELDS
+
+
+def test_the_ingest_warning_codes_are_the_codes(document: dict[str, Any]) -> None:
+    from hookrelay.domain.event_types import UNKNOWN_EVENT_TYPE
+
+    assert document["components"]["schemas"]["IngestWarning"]["properties"]["code"]["enum"] == [UNKNOWN_EVENT_TYPE]

@@ -15,10 +15,11 @@ watchdog shuts down the attempt's socket, which wakes whatever read or write is 
 from __future__ import annotations
 
 import socket
+import ssl
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, urlsplit
 
@@ -38,7 +39,7 @@ from hookrelay.domain.addresses import (
     is_loopback_address,
     is_public_address,
 )
-from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS, FailureKind
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS, FailureKind, describe_failure
 from hookrelay.domain.errors import InvalidRequest
 from hookrelay.domain.models import RESPONSE_EXCERPT_BYTES
 from hookrelay.services.ports import SendResult
@@ -228,6 +229,39 @@ def _failure_kind(error: BaseException) -> FailureKind:
     return FailureKind.CONNECTION
 
 
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """The error and what it wraps (requests wraps urllib3's, which wraps the socket's), outermost first."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        reason = getattr(current, "reason", None)  # urllib3's MaxRetryError and NewConnectionError keep it here
+        nested = reason if isinstance(reason, BaseException) else None
+        arg = next((a for a in getattr(current, "args", ()) if isinstance(a, BaseException)), None)
+        current = nested or arg or current.__cause__ or current.__context__
+
+
+def _cause(kind: FailureKind, error: BaseException) -> str | None:
+    """The few causes worth naming, in words (the exception's class names mean nothing to a consumer)."""
+    for cause in _causes(error):
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, ConnectionResetError):
+            return "connection reset"
+        if kind is FailureKind.TLS and isinstance(cause, ssl.SSLError):
+            reason = getattr(cause, "verify_message", None) or cause.reason or ""  # e.g. WRONG_VERSION_NUMBER
+            return str(reason).lower().replace("_", " ") or None
+        if kind is FailureKind.TIMEOUT and isinstance(cause, requests.ConnectTimeout):
+            return "connecting timed out"
+    return None
+
+
+def _failure_detail(kind: FailureKind, url: str, error: BaseException) -> str:
+    host = urlsplit(url).netloc.rpartition("@")[2]  # never the credentials, path or query
+    return describe_failure(kind, host, _cause(kind, error))
+
+
 class RequestsSender:
     def __init__(
         self,
@@ -273,8 +307,9 @@ class RequestsSender:
             except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as error:
                 if deadline.expired:
                     return self._past_deadline(status_code, elapsed_ms(), limit)
-                detail = str(error) if isinstance(error, BlockedDestination) else type(error).__name__
-                return SendResult(status_code, elapsed_ms(), _failure_kind(error), detail)
+                kind = _failure_kind(error)
+                detail = str(error) if kind is FailureKind.BLOCKED else _failure_detail(kind, url, error)
+                return SendResult(status_code, elapsed_ms(), kind, detail)
         latency = elapsed_ms()
         if deadline.expired or latency > limit * 1000:  # the last bytes raced the watchdog: late all the same
             return self._past_deadline(status_code, latency, limit, excerpt)

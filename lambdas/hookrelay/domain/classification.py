@@ -37,6 +37,20 @@ class FailureKind(StrEnum):
     TOKEN = "token_error"
 
 
+def describe_failure(kind: FailureKind, host: str, cause: str | None = None) -> str:
+    """What an attempt's record and log say after the failure kind: a sentence a consumer can act on, naming the
+    host (never the URL's path or query, which may carry a token) and, when known, the cause (e.g. "refused")."""
+    if kind is FailureKind.DNS:
+        return f"could not resolve host {host}"
+    if kind is FailureKind.TIMEOUT:
+        return f"{host} did not answer in time" + (f" ({cause})" if cause else "")
+    if kind is FailureKind.TLS:
+        return f"TLS handshake with {host} failed" + (f": {cause}" if cause else "")
+    if kind is FailureKind.CONNECTION:
+        return f"could not connect to {host}" + (f": {cause}" if cause else "")
+    return f"{kind.value} for {host}" + (f": {cause}" if cause else "")
+
+
 @dataclass(frozen=True)
 class ResponseRule:
     label: str

@@ -247,3 +247,18 @@ def unregistered_filter(filters: Iterable[str], names: Sequence[str]) -> str | N
         if not any(filter_matches(pattern, name) for name in names):
             return pattern
     return None
+
+
+UNKNOWN_EVENT_TYPE = "unknown_event_type"  # the code of ingest's warning (openapi: IngestWarning)
+
+
+def unknown_type_detail(event_type: str, registered: Sequence[str]) -> str | None:
+    """Why an accepted event that reached no endpoint may be a typo: its type is not in a catalogue that has types,
+    with the closest registered name when one is close. None when the type is registered or nothing is."""
+    if not registered or event_type in registered:
+        return None
+    import difflib  # here, not at the top: only the rare unmatched-and-unregistered event pays its import
+
+    close = difflib.get_close_matches(event_type, sorted(registered), n=1)
+    hint = f"; did you mean {close[0]}?" if close else " (GET /v1/event-types lists the registered types)"
+    return f"no endpoint matched {event_type!r} and the event catalogue has no such type{hint}"

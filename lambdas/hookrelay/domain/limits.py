@@ -1,8 +1,8 @@
 """Per-tenant limits: what one tenant's keys may make the platform hold and do for every event it publishes.
 
 A deployment sets them (CDK context, validated by stacks/config.py, carried to the API function in its environment);
-these are the defaults and the ranges a deployment may choose from. The README's table of limits is generated from
-`LIMITS` (tests/unit/test_limits.py holds it to this module).
+these are the defaults and the ranges a deployment may choose from. The table of limits in docs/deploying.md is
+generated from `LIMITS` (tests/unit/test_limits.py holds it to this module).
 
 - `max_endpoints_per_tenant` (default 1,000): live (not deleted) endpoints a tenant may have at once. Every event of
   the tenant is matched against all of them, and `GET /v1/endpoints` pages through them. Counted on the tenant's
@@ -64,7 +64,7 @@ def limit_from_config(name: str, raw: object, default: int, ceiling: int) -> int
     return value
 
 
-# The README's table: (setting, default, the most a deployment may set, what it bounds).
+# docs/deploying.md's table: (setting, default, the most a deployment may set, what it bounds).
 LIMITS: tuple[tuple[str, int, int, str], ...] = (
     (
         "max_endpoints_per_tenant",
@@ -82,7 +82,7 @@ LIMITS: tuple[tuple[str, int, int, str], ...] = (
 
 
 def limits_table() -> str:
-    """The README's table of per-tenant limits, generated from `LIMITS`."""
+    """docs/deploying.md's table of per-tenant limits, generated from `LIMITS`."""
     rows = ["| Setting (CDK context) | Default | Most a deployment may set | Bounds |", "|---|---|---|---|"]
     rows += [f"| `{name}` | {default:,} | {ceiling:,} | {what} |" for name, default, ceiling, what in LIMITS]
     return "\n".join(rows)

@@ -95,7 +95,7 @@ EXPIRED = "this portal link has expired"
 
 
 def capability_table() -> str:
-    """`ROUTE_CAPABILITIES` as the README's Markdown table (tests/unit/test_portal_capability_docs.py)."""
+    """`ROUTE_CAPABILITIES` as docs/api.md's Markdown table (tests/unit/test_portal_capability_docs.py)."""
     rows = ["| capability | routes a portal link with it may call |", "|---|---|"]
     for capability in Capability:
         routes = [f"`{route}`" for route, needed in ROUTE_CAPABILITIES.items() if needed is capability]

@@ -2,7 +2,7 @@
 
 API Gateway caches the answer per Authorization header for `Api.AUTHORIZER_CACHE_TTL` (stacks/constructs/api.py),
 so this runs once per key and TTL, not on every request: a revoked key keeps working until its cached answer
-expires (the README states the delay). For the same reason the per-key rate limit is not counted here but in the
+expires (docs/deploying.md states the delay). For the same reason the per-key rate limit is not counted here but in the
 API functions (handlers/http.py), which see every request.
 
 Lean on purpose, since it is on the path of every uncached request: plain dicts (payload format 2.0, simple

@@ -26,7 +26,7 @@ from hookrelay.domain.status import DeliveryStatus
 from hookrelay.functions import DELIVERY
 from hookrelay.handlers import tracing
 from hookrelay.handlers.sqs_batch import PartialBatchResponse, SqsMessage, process_batch
-from hookrelay.services.ports import CircuitCommand
+from hookrelay.services.ports import AttemptReport, CircuitCommand
 
 logger = Logger(service=DELIVERY.name)
 tracer = tracing.tracer(DELIVERY.name)
@@ -36,6 +36,9 @@ workers = ThreadPoolExecutor(max_workers=SQS_MAX_BATCH, thread_name_prefix="deli
 # Powertools' Metrics is one record per invocation, filled from every worker thread.
 _metrics_lock = threading.Lock()
 _delivered: list[dict[str, Any]] = []
+# Every attempt made in the invocation, for the local stack's terminal (local/terminal.py), which has no metrics
+# record: one readable line each. Nothing reads it in AWS (no line is added there).
+_made: list[AttemptReport] = []
 # When the invocation must be done (time.monotonic()), seen by every group's thread (each runs in a copy of the
 # invocation's context): what a message may spend waiting for a rate-limited endpoint's slot (domain/pacing.py).
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
@@ -71,12 +74,27 @@ def deliver(record: SqsMessage, *, late: bool = False) -> None:
     if report.sent and report.status is not None:  # sent: an attempt was made, so the delivery exists
         with _metrics_lock:
             metrics.add_metric(name=attempts_metric(report.status), unit=MetricUnit.Count, value=1)
+            _made.append(report)
     if report.sent and report.status is DeliveryStatus.DELIVERED:
         # Delivered: no line of its own; the invocation's metrics record lists them (searchable in Logs Insights).
         with _metrics_lock:
             _delivered.append({"delivery_id": report.delivery_id, "attempt": report.attempt})
         return
+    if report.made is not None:  # what the endpoint answered, on the line an undelivered attempt has anyway
+        fields |= {
+            "endpoint_id": report.endpoint_id,
+            "status_code": report.made.status_code,
+            "latency_ms": report.made.latency_ms,
+            "error": report.made.error,
+            "error_detail": report.made.error_detail,
+        }
     logger.info("attempt", extra=fields)
+
+
+def attempts_made() -> list[AttemptReport]:
+    """The attempts the last invocation made (delivered ones included), in the order they finished."""
+    with _metrics_lock:
+        return list(_made)
 
 
 def deliver_late(record: SqsMessage) -> None:
@@ -89,6 +107,7 @@ def deliver_late(record: SqsMessage) -> None:
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchResponse:
     _delivered.clear()
+    _made.clear()
     _deadline.set(time.monotonic() + context.get_remaining_time_in_millis() / 1000)
     try:
         # A message is attempted only while its longest path still fits in the invocation's time (schema.py).

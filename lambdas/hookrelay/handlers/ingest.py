@@ -79,7 +79,7 @@ def post_event() -> Response[str]:
     accepted = publish_once(app, who, parse_body(app, PublishEvent))
     metrics.add_metric(name="EventsAccepted", unit=MetricUnit.Count, value=1)
     metrics.add_metric(name="DeliveriesCreated", unit=MetricUnit.Count, value=len(accepted.delivery_ids))
-    return json_response(202, accepted.model_dump())
+    return json_response(202, accepted.answer())
 
 
 @app.post("/v1/events/batch")
@@ -141,7 +141,7 @@ def batch_item(
 
 def item_result(outcome: ItemOutcome) -> dict[str, Any]:
     if isinstance(outcome, BatchAccepted):
-        return {"status": 202, **outcome.model_dump()}
+        return {"status": 202, **outcome.answer()}
     return problem_document(
         outcome.status, outcome.title, outcome.detail, problem_kind(outcome), **problem_extra(outcome)
     )

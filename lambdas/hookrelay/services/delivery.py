@@ -582,6 +582,9 @@ class DeliveryService:
             outcome=rule.outcome,
             retry_after=decision.retry_after,
             span=span,
+            made=attempt,
+            endpoint_id=endpoint.id,
+            event_type=event.type,
         )
 
     def _settle(

@@ -187,6 +187,15 @@ class EventDataCheck:
     max_entries: int = MAX_EVENT_TYPES
     clock: Callable[[], float] = time.monotonic
     _known: OrderedDict[str, _Known] = field(default_factory=OrderedDict)
+    _names: tuple[float, list[str]] | None = None  # when the catalogue's names were read, and them
+
+    def registered_names(self) -> list[str]:
+        """The catalogue's type names, read at most once per `ttl_seconds` (only for events that matched no
+        endpoint: the warning of an unknown type)."""
+        now = self.clock()
+        if self._names is None or now - self._names[0] >= self.ttl_seconds:
+            self._names = (now, self.types.names())
+        return self._names[1]
 
     def check(self, event_type: str, data: dict[str, Any]) -> None:
         check = self._check_for(event_type)

@@ -1,6 +1,6 @@
 """Accepting an event: store it, fan it out to the tenant's matching endpoints, enqueue the deliveries.
 
-Three writes, none of them a transaction (see the README's "Nothing stranded"): the event, its deliveries,
+Three writes, none of them a transaction (see docs/api.md, "Nothing stranded"): the event, its deliveries,
 their messages. If the process dies between two of them, the producer got no 202:
 
 - after the event and before the deliveries: the event is stored with no delivery. It was never accepted (no
@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from hookrelay.domain import ids, trace_context
 from hookrelay.domain.clock import utcnow
@@ -66,6 +66,7 @@ from hookrelay.domain.errors import (
     InvalidDocument,
     InvalidRequest,
 )
+from hookrelay.domain.event_types import UNKNOWN_EVENT_TYPE, unknown_type_detail
 from hookrelay.domain.lifecycle import awaits_first_message, new_delivery, new_event, parked_on_arrival
 from hookrelay.domain.matching import FilterIndex
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
@@ -86,12 +87,24 @@ from hookrelay.services.ports import (
 )
 
 
+class IngestWarning(BaseModel):
+    """Something about an accepted event the producer may want to fix (openapi: IngestWarning)."""
+
+    code: str
+    detail: str
+
+
 class Accepted(BaseModel):
     """What a producer is told (and, under an `Idempotency-Key`, told again): the event and its deliveries."""
 
     event_id: str
     delivery_ids: list[str]
     sequence: int | None = None
+    warnings: list[IngestWarning] = Field(default_factory=list)
+
+    def answer(self) -> dict[str, Any]:
+        """The response body: `warnings` only when there are some."""
+        return self.model_dump(exclude=None if self.warnings else {"warnings"})
 
 
 class BatchAccepted(Accepted):
@@ -206,7 +219,12 @@ class IngestService:
             else:
                 unsent = self._record_again(deliveries)
             self._send(tenant_id, [(d, event) for d in unsent])
-        return Accepted(event_id=event.id, delivery_ids=[d.id for d in deliveries], sequence=event.sequence)
+        return Accepted(
+            event_id=event.id,
+            delivery_ids=[d.id for d in deliveries],
+            sequence=event.sequence,
+            warnings=self._warnings(event_type) if not deliveries else [],
+        )
 
     def publish_batch(self, *, tenant_id: str, items: Sequence[BatchItem]) -> list[ItemOutcome]:
         """Each item's outcome, in order: accepted (perhaps a duplicate of its key's earlier event) or refused.
@@ -249,7 +267,14 @@ class IngestService:
         planned = [outcome for outcome in outcomes if isinstance(outcome, _Planned)]
         self.deliveries.put_many([d for p in planned if not p.duplicate for d in p.deliveries])
         self._send(tenant_id, [(d, p.event) for p in planned for d in p.unsent])
-        return [_answer(outcome) for outcome in outcomes]
+        return [_answer(outcome, self._warnings) for outcome in outcomes]
+
+    def _warnings(self, event_type: str) -> list[IngestWarning]:
+        """For an event that matched no endpoint: a warning when its type is not in the catalogue (a typo?)."""
+        if self.event_types is None:
+            return []
+        detail = unknown_type_detail(event_type, self.event_types.registered_names())
+        return [IngestWarning(code=UNKNOWN_EVENT_TYPE, detail=detail)] if detail else []
 
     def _parked_on_arrival(
         self, deliveries: list[Delivery], endpoints: list[Endpoint], now: datetime
@@ -402,7 +427,7 @@ def _same_event(stored: Event, tenant_id: str, item: BatchItem) -> bool:
     )
 
 
-def _answer(outcome: _Planned | DomainError) -> ItemOutcome:
+def _answer(outcome: _Planned | DomainError, warnings: Callable[[str], list[IngestWarning]]) -> ItemOutcome:
     if isinstance(outcome, DomainError):
         return outcome
     return BatchAccepted(
@@ -410,4 +435,5 @@ def _answer(outcome: _Planned | DomainError) -> ItemOutcome:
         delivery_ids=[d.id for d in outcome.deliveries],
         sequence=outcome.event.sequence,
         duplicate=outcome.duplicate,
+        warnings=warnings(outcome.event.type) if not outcome.deliveries else [],
     )

@@ -429,6 +429,10 @@ class AttemptReport:
     retry_after: float | None = None  # seconds, from the answer's Retry-After (429 and 503 only)
     forwarded: bool = False  # sent on to its endpoint's slow lane, unattempted (domain/lanes.py)
     span: TraceContext | None = None  # the W3C trace context the attempt sent (its trace and its own span)
+    # The attempt made, when one was (`sent`), and whose: what its log line (and the local stack's terminal) shows.
+    made: Attempt | None = None
+    endpoint_id: str | None = None
+    event_type: str | None = None
 
 
 class Attempts(Protocol):
