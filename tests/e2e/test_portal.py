@@ -27,7 +27,7 @@ from hookrelay.domain.clock import epoch_seconds, to_rfc3339, utcnow
 from hookrelay.domain.schedule import FAST_SCHEDULE
 from local.provision import resource_name
 from tests.e2e import browser as chromium
-from tests.e2e.harness import REPO, Consumer, LocalStack, eventually
+from tests.e2e.harness import REPO, SUMMARY, Consumer, LocalStack, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -429,7 +429,7 @@ def test_the_chart_draws_the_stats_route_s_numbers(
     totals = {k: sum(api[h][k] for h in shared) for k in ("delivered", "dead")}
     assert totals == {"delivered": 1, "dead": 2}  # the chart has something to show, and it is this
     assert sum(api[h]["failed_attempts"] for h in shared) >= 2
-    print(f"\nchart: {len(shared)} hours drawn equal the stats route's; totals {totals}")
+    SUMMARY.append(f"portal chart: {len(shared)} hours drawn equal the stats route's; totals {totals}")
 
 
 AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
@@ -485,7 +485,9 @@ def test_axe_finds_no_serious_or_critical_violations(
         ready()
         found = axe_violations(browser)
         by_impact = Counter(v["impact"] for v in found)
-        print(f"\naxe, {name}: {len(found)} violations by impact {dict(by_impact) or '{}'}: {[v['id'] for v in found]}")
+        SUMMARY.append(
+            f"axe, {name}: {len(found)} violations by impact {dict(by_impact) or '{}'}: {[v['id'] for v in found]}"
+        )
         blocking += [(name, v) for v in found if v["impact"] in BLOCKING_IMPACTS]
     browser.click("#confirm-cancel")
     assert not blocking, blocking
@@ -531,5 +533,7 @@ def test_delivery_rows_break_no_word_in_the_middle_at_1280_px(
         return [checked, broken];
         """
     )
-    print(f"\nwords in delivery rows at {chromium.DESKTOP[0]} px: {checked} checked, {len(broken)} broken")
+    SUMMARY.append(
+        f"portal words in delivery rows at {chromium.DESKTOP[0]} px: {checked} checked, {len(broken)} broken"
+    )
     assert checked > 20 and broken == [], broken
