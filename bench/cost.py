@@ -57,7 +57,7 @@ from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, RetrySchedule
 from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, RECONCILER
 from local import gateway
-from local.provision import delivery_sources
+from local.provision import delivery_sources, resource_name
 from local.sqs_source import poll_once
 from scripts.create_admin_key import create_admin_key
 from stacks import config as stack_config
@@ -469,7 +469,6 @@ def run_scenario(
         with meter.installed(), moto_stack(retry_schedule=scenario.retry_schedule) as env:
             # ATTEMPT_TIMEOUT_SECONDS stays moto_stack's 2 s: no attempt here comes near a timeout.
             driver = Driver(env, meter)
-            FIXED_COST_TABLES.add(env[schema.CHECKPOINTS.env_var])
             if settings is not None:  # the execution log's level priced (deployed, or --as-before)
                 driver.workflow_level = settings.workflow_log_level
                 driver.workflow_execution_data = settings.workflow_execution_data
@@ -651,9 +650,9 @@ def bill(run: Run, settings: Settings) -> tuple[list[Line], list[ApiCall]]:
     return lines, left_out
 
 
-# Tables whose requests are a fixed cost per run of a schedule, not per event: the reconciler's checkpoints (filled in
-# with each scenario's table names).
-FIXED_COST_TABLES: set[str] = set()
+# Tables whose requests are a fixed cost per run of a schedule, not per event: the reconciler's checkpoints (their
+# names as moto_stack provisions them).
+FIXED_COST_TABLES = frozenset({resource_name(schema.CHECKPOINTS.logical_name)})
 
 
 def not_billed(call: ApiCall) -> str | None:
@@ -666,7 +665,7 @@ def not_billed(call: ApiCall) -> str | None:
         return "the local event source looks the queue ARN up on every poll; Lambda's poller does not"
     if call.origin == EVENT_SOURCE and call.empty:
         return "empty polls: a fixed cost of the event source's polling, not per event"
-    if call.table and call.table in FIXED_COST_TABLES:
+    if call.table in FIXED_COST_TABLES:
         return "the reconciler's checkpoint, read and moved once a run: a fixed cost (8,640 runs a month)"
     return None
 

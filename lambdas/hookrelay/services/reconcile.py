@@ -109,8 +109,8 @@ class Reconciler:
     redrives: RedriveRepository
     redrive_jobs: RedriveJobs
     failed_jobs: MessageSource  # the redrive jobs' dead-letter queue
+    checkpoints: Checkpoints  # how far the runs have read the delivery log
     parking: Parking | None = None  # for deliveries parked on arrival and stranded (None: not looked for)
-    checkpoints: Checkpoints | None = None  # None: every run looks `lookback` back (the tests' older set-ups)
     clock: Callable[[], datetime] = field(default=utcnow)
     lookback: timedelta = RECONCILE_LOOKBACK
 
@@ -119,27 +119,29 @@ class Reconciler:
         report = ReconcileReport()
         self.surface(report)
         now = self.clock()
-        reached = self.checkpoints.get(CHECKPOINT) if self.checkpoints is not None else None
+        reached = self.checkpoints.get(CHECKPOINT)
         if lookback is not None:
             spans = [(now - lookback, now - RECONCILE_GRACE)]
             # The checkpoint moves with the span only if the span starts at or before it (else a gap would be left
             # between them, which the scheduled runs still read).
             moves = reached is not None and spans[0][0] <= reached
         else:
-            spans, moves = self._due(report, now, reached), self.checkpoints is not None
+            spans, moves = self._due(report, now, reached), True
+        tenants = list(self.tenants.ids())  # one walk a run, for all its spans
+        endpoints: dict[tuple[str, str], Endpoint | None] = {}  # each read once a run
         for since, until in spans:
             if since >= until:
                 continue
-            self.resend_stranded(report, since, until, now)
+            self.resend_stranded(report, tenants, since, until, now, endpoints)
             report.spans.append((since, until))
-            if moves and self.checkpoints is not None:
+            if moves:
                 self.checkpoints.advance(CHECKPOINT, until)  # only once the span is done: a death re-reads it
         return report
 
     def _due(self, report: ReconcileReport, now: datetime, reached: datetime | None) -> list[tuple[datetime, datetime]]:
         """The spans of the log due, oldest first: from the checkpoint to the grace, `CATCH_UP_STEP` each."""
         until = now - RECONCILE_GRACE
-        since = reached if reached is not None and self.checkpoints is not None else now - self.lookback
+        since = reached if reached is not None else now - self.lookback
         if since < now - CATCH_UP_LIMIT:
             report.skipped_before = since
             since = now - CATCH_UP_LIMIT
@@ -151,9 +153,16 @@ class Reconciler:
 
     # --- Deliveries written but never enqueued ---
 
-    def resend_stranded(self, report: ReconcileReport, since: datetime, until: datetime, now: datetime) -> None:
-        endpoints: dict[tuple[str, str], Endpoint | None] = {}  # read once per span
-        for tenant_id in self.tenants.ids():
+    def resend_stranded(
+        self,
+        report: ReconcileReport,
+        tenants: list[str],
+        since: datetime,
+        until: datetime,
+        now: datetime,
+        endpoints: dict[tuple[str, str], Endpoint | None],
+    ) -> None:
+        for tenant_id in tenants:
             where = DeliveryFilter(tenant_id=tenant_id, since=since, until=until)
             position = None
             while True:
