@@ -305,7 +305,9 @@ class RequestsSender:
                 finally:
                     response.close()
             except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as error:
-                if deadline.expired:
+                # requests' own read timeout is the same limit as the watchdog's: whichever fired first, an error at
+                # the limit is the deadline's (as for a response finished past it, below).
+                if deadline.expired or elapsed_ms() >= limit * 1000:
                     return self._past_deadline(status_code, elapsed_ms(), limit)
                 kind = _failure_kind(error)
                 detail = str(error) if kind is FailureKind.BLOCKED else _failure_detail(kind, url, error)
