@@ -22,7 +22,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -113,6 +113,7 @@ _RESET_MEANS_UNREAD = sys.platform == "linux"
 
 class Worker:
     def __init__(self, context: Any, function: str, log_level: str, deployed: AsDeployed | None = None) -> None:
+        self.function = function
         self.connection, child = context.Pipe()
         self.process = context.Process(
             target=serve, args=(function, child, log_level, deployed), name=f"hookrelay-{function}", daemon=True
@@ -158,9 +159,17 @@ class Worker:
 class FunctionWorkers:
     """Worker processes per function, at most `concurrency[name]` of a function at once."""
 
-    def __init__(self, concurrency: dict[str, int], log_level: str, deployment: LocalDeployment | None = None) -> None:
+    def __init__(
+        self,
+        concurrency: dict[str, int],
+        log_level: str,
+        deployment: LocalDeployment | None = None,
+        *,
+        spares: Collection[str] = (),
+    ) -> None:
         """`deployment`: each function's environment and statements, as deployed, for its workers; None: every
-        worker sees this process's environment and no call is checked (the worker pool's own tests)."""
+        worker sees this process's environment and no call is checked (the worker pool's own tests). `spares`: the
+        functions that keep a spare worker ready (`_keep_a_spare`)."""
         self._deployment = deployment
         self._context = multiprocessing.get_context("forkserver")
         handlers = sorted({function.handler.rpartition(".")[0] for function in FUNCTIONS})
@@ -169,8 +178,11 @@ class FunctionWorkers:
         self._context.set_forkserver_preload([*handlers, "local.worker_warmup", "local.iam_check"])
         self._log_level = log_level
         self._slots = {name: threading.BoundedSemaphore(concurrency[name]) for name in BY_NAME}
+        self._limits = dict(concurrency)
+        self._spares = frozenset(spares)
         self._idle: dict[str, list[Worker]] = {name: [] for name in BY_NAME}
         self._all: list[Worker] = []
+        self._starting: set[str] = set()  # functions with a spare worker being started
         self._lock = threading.Lock()
 
     def _as_deployed(self, function: str) -> AsDeployed | None:
@@ -228,6 +240,7 @@ class FunctionWorkers:
                     break
                 worker = self._idle[function].pop()  # the most recently used: the warmest
             if worker.is_usable():
+                self._keep_a_spare(function)
                 return worker
             log.warning("a %s worker died while idle (exit %s); replaced", function, worker.process.exitcode)
             self._discard(worker)
@@ -235,7 +248,34 @@ class FunctionWorkers:
         worker = Worker(self._context, function, self._log_level, self._as_deployed(function))
         with self._lock:
             self._all.append(worker)
+        self._keep_a_spare(function)
         return worker
+
+    def _keep_a_spare(self, function: str) -> None:
+        """When the last idle worker is taken and the function has room for another, fork one now, in the background:
+        the next invocation while this one runs (a hanging endpoint holding a worker, a burst's second batch) then
+        finds a worker ready instead of waiting for a fork, as Lambda's warm environments under load are ready."""
+        if function not in self._spares:
+            return
+        with self._lock:
+            if self._idle[function] or function in self._starting:
+                return
+            if sum(1 for worker in self._all if worker.function == function) >= self._limits.get(function, 0):
+                return
+            self._starting.add(function)
+        threading.Thread(target=self._start_spare, args=(function,), name=f"{function}-spare", daemon=True).start()
+
+    def _start_spare(self, function: str) -> None:
+        try:
+            worker = Worker(self._context, function, self._log_level, self._as_deployed(function))
+        except Exception:  # stopping, or out of resources: the next invocation forks its own, as before
+            log.exception("starting a spare %s worker failed", function)
+            worker = None
+        with self._lock:
+            self._starting.discard(function)
+            if worker is not None:
+                self._all.append(worker)
+                self._idle[function].insert(0, worker)  # behind the warm ones: taken only when they are busy
 
     def _checkin_or_replace(self, function: str, worker: Worker) -> None:
         """Back to the idle workers if it is alive and its pipe clean (a handler that raised leaves both so);

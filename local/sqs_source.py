@@ -118,6 +118,12 @@ class EventSource:
     scans the queue once per ten messages rather than once per message, and only when a free invocation slot
     has nothing held to work on. A message reported failed keeps the rest of its group's held messages
     back with it: they come back after their visibility timeout, still in order.
+
+    `concurrency` bounds the invocations running at once, as Lambda's maximum concurrency does, however many
+    groups each holds. A group is held by its invocation until that returns, unless the queue hands out another
+    of its messages first: SQS (moto) does that only once every earlier message of the group is deleted (or
+    visible again), which is what the delivery function's early release of a settled group does
+    (handlers/sqs_batch.py), so that group is free for the next invocation while its old one still runs.
     """
 
     def __init__(
@@ -138,7 +144,9 @@ class EventSource:
         self.wait_seconds = wait_seconds  # the long poll's length: how long `stop` may wait for the receiver
         self.queue_arn = queue_arn_of(sqs, queue_url)
         self._held: dict[str, deque[dict[str, Any]]] = {}  # message group -> received, not yet invoked, in order
-        self._busy: set[str] = set()  # message groups with an invocation running
+        self._busy: dict[str, int] = {}  # message group -> the invocation holding it
+        self._running = 0  # invocations running
+        self._next_invocation = 0
         self._changed = threading.Condition()
         self._stopping = threading.Event()
         self._receiver = threading.Thread(target=self._receive_forever, name=f"{function}-source", daemon=True)
@@ -152,7 +160,7 @@ class EventSource:
 
     def _wants_messages(self) -> bool:
         """A free slot, and nothing held that it could take (called holding `_changed`)."""
-        return len(self._busy) < self.concurrency and not self._ready_groups()
+        return self._running < self.concurrency and not self._ready_groups()
 
     def _receive_forever(self) -> None:
         while not self._stopping.is_set():
@@ -168,14 +176,17 @@ class EventSource:
                 continue
             with self._changed:
                 for message in messages:
-                    self._held.setdefault(_group_of(message), deque()).append(message)
+                    group = _group_of(message)
+                    # Handed out again: the queue has let the group go (its invocation released it), so must we.
+                    self._busy.pop(group, None)
+                    self._held.setdefault(group, deque()).append(message)
                 self._dispatch()
 
     def _dispatch(self) -> None:
         """Start invocations for held messages while slots are free (called holding `_changed`). As Lambda's FIFO
         poller does, a batch takes up to `batch_size` messages across message groups, each group's in order, and a
         group is in one invocation at a time."""
-        while (ready := self._ready_groups()) and len(self._busy) < self.concurrency and not self._stopping.is_set():
+        while (ready := self._ready_groups()) and self._running < self.concurrency and not self._stopping.is_set():
             batch: list[dict[str, Any]] = []
             groups: list[str] = []
             for group in ready:
@@ -187,14 +198,19 @@ class EventSource:
                 groups.append(group)
                 if len(batch) >= self.batch_size:
                     break
-            self._busy.update(groups)
+            self._next_invocation += 1
+            self._busy.update(dict.fromkeys(groups, self._next_invocation))
+            self._running += 1
             invocation = threading.Thread(
-                target=self._invoke, args=(groups, batch), name=f"{self.function}-invoke", daemon=True
+                target=self._invoke,
+                args=(self._next_invocation, groups, batch),
+                name=f"{self.function}-invoke",
+                daemon=True,
             )
             self._invocations.add(invocation)
             invocation.start()
 
-    def _invoke(self, groups: list[str], messages: list[dict[str, Any]]) -> None:
+    def _invoke(self, number: int, groups: list[str], messages: list[dict[str, Any]]) -> None:
         failed = {m["MessageId"] for m in messages}
         try:
             failed = invoke_batch_failures(self.sqs, self.queue_url, self.queue_arn, messages, self.function)
@@ -205,7 +221,10 @@ class EventSource:
                 for message in messages:
                     if message["MessageId"] in failed:  # the rest of its group comes back behind it, in order
                         self._held.pop(_group_of(message), None)
-                self._busy.difference_update(groups)
+                for group in groups:
+                    if self._busy.get(group) == number:  # not since handed out again to another invocation
+                        del self._busy[group]
+                self._running -= 1
                 self._invocations.discard(threading.current_thread())
                 self._dispatch()
                 self._changed.notify_all()

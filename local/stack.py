@@ -325,7 +325,11 @@ def start(
             api_key_rate=api_key_rate,
             log_shards=log_shards,
         )
-        workers = FunctionWorkers(concurrency_limits(concurrency), log_level.upper(), deployment)
+        # The delivery function keeps a spare worker ready: its event sources run invocations side by side, and one
+        # held by a hanging endpoint must not make the next healthy batch wait for a fork (bench/isolation.py).
+        workers = FunctionWorkers(
+            concurrency_limits(concurrency), log_level.upper(), deployment, spares=[functions.DELIVERY.name]
+        )
         lambda_runtime.use_workers(workers)
         workers.warm_up([function.name for function in functions.FUNCTIONS])
         keys = issue_keys(env[schema.API_KEYS.env_var])

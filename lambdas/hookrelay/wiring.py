@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from hookrelay.adapters.dynamodb import DeliveryTable
     from hookrelay.adapters.redrive_sqs import SqsRedriveJobs
     from hookrelay.adapters.schema import DeliveryQueueUrls
+    from hookrelay.adapters.sqs import SqsReleaser
     from hookrelay.adapters.stepfunctions import StepFunctionsRetryWorkflow
     from hookrelay.adapters.telemetry import DeadLetterTelemetry, PowertoolsTelemetry
     from hookrelay.domain.addresses import EndpointPorts
@@ -351,6 +352,14 @@ def circuit_service() -> CircuitService:
         attempts=delivery_service(),
         platform_events=_EmitterOnFirstUse(),
     )
+
+
+@per_function
+def delivery_releaser() -> SqsReleaser:
+    """Deletes a fast lane's settled message groups before the batch's invocation returns (domain/lanes.py)."""
+    from hookrelay.adapters.sqs import SqsReleaser
+
+    return SqsReleaser(aws.client("sqs"), delivery_queue_urls())
 
 
 @per_function

@@ -39,10 +39,15 @@ class StandIn:
         self.held_body: str | None = None
         self.fail_body: str | None = None
         self.raise_on: str | None = None
+        self.release: tuple[str, str] | None = None  # (queue URL, body): deleted first, as a settled group is
 
     def __call__(self, function: str, event: dict[str, Any]) -> dict[str, Any]:
         bodies = [record["body"] for record in event["Records"]]
         self.started.extend(bodies)
+        for record in event["Records"]:
+            if self.release is not None and record["body"] == self.release[1]:
+                boto3.client("sqs").delete_message(QueueUrl=self.release[0], ReceiptHandle=record["receiptHandle"])
+                self.finished.append(record["body"])
         if self.held_body in bodies:
             self.hold.wait(timeout=30)
         self.finished.extend(bodies)
@@ -91,6 +96,29 @@ def test_a_group_in_flight_waits_while_other_groups_go_on(queue_url: str, monkey
         source.stop()
     assert stand_in.started.index("a2") > stand_in.finished.index("a1")
     assert counts(queue_url) == (0, 0)
+
+
+def test_a_group_its_invocation_released_goes_on_while_that_invocation_still_runs(
+    queue_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The delivery function deletes a settled group's messages while a slow group holds its batch (domain/lanes.py):
+    the queue then hands out that group's next message, and the event source runs it at once."""
+    stand_in = StandIn()
+    stand_in.held_body = "slow1"
+    stand_in.release = (queue_url, "a1")
+    monkeypatch.setattr(sqs_source, "invoke", stand_in)
+    send(queue_url, "slow", "slow1")
+    send(queue_url, "a", "a1")
+    source = running(queue_url, batch_size=schema.SQS_MAX_BATCH)
+    try:
+        eventually(lambda: {"slow1", "a1"} <= set(stand_in.started), "one batch with both groups")
+        send(queue_url, "a", "a2")
+        eventually(lambda: "a2" in stand_in.finished, "a2 runs while its group's old batch is held")
+        assert "slow1" not in stand_in.finished
+    finally:
+        stand_in.hold.set()
+        source.stop()
+    eventually(lambda: counts(queue_url) == (0, 0), "every message deleted")
 
 
 def test_only_reported_failures_stay_on_the_queue(queue_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

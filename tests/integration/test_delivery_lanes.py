@@ -17,6 +17,7 @@ import pytest
 from hookrelay import wiring
 from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
 from hookrelay.adapters.schema import SQS_MAX_BATCH
+from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.models import Endpoint
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeliveryStatus
@@ -78,6 +79,14 @@ def platform() -> Iterator[Platform]:
 
 
 @pytest.fixture
+def deployed_timeout_platform() -> Iterator[Platform]:
+    """With the deployed attempt timeout: long enough that a busy machine still sees the batch's healthy groups
+    settle, and be released, while the hanging attempt holds the batch."""
+    with moto_stack(attempt_timeout_seconds=ATTEMPT_TIMEOUT_SECONDS) as env:
+        yield Platform(env=env, admin_token=create_admin_key(env["API_KEYS_TABLE"]).token)
+
+
+@pytest.fixture
 def consumer() -> Iterator[ScriptedConsumer]:
     server = ScriptedConsumer()
     yield server
@@ -115,8 +124,9 @@ def message_count(platform: Platform, url: str) -> int:
 
 
 def test_a_batch_s_healthy_endpoints_settle_while_a_hanging_one_holds_its_request_which_then_moves_it_to_the_slow_lane(
-    platform: Platform, consumer: ScriptedConsumer, hanging: HangingConsumer
+    deployed_timeout_platform: Platform, consumer: ScriptedConsumer, hanging: HangingConsumer
 ) -> None:
+    platform = deployed_timeout_platform
     tenant_id, token = platform.new_tenant()
     healthy = [platform.new_endpoint(token, consumer.url)["id"] for _ in range(HEALTHY)]
     hung = platform.new_endpoint(token, hanging.url)
@@ -139,6 +149,12 @@ def test_a_batch_s_healthy_endpoints_settle_while_a_hanging_one_holds_its_reques
 
     # Recorded while the hanging request is still held: none of the nine waited for it.
     wait_until(healthy_delivered, "the nine healthy deliveries to be recorded delivered")
+    # And released: their messages deleted by the function itself, so each group's next message is not held back
+    # by the batch's hanging one (domain/lanes.py, `release_after`).
+    wait_until(
+        lambda: sum(message_count(platform, url) for url in fast) == 1, "only the hanging message left in flight"
+    )
+    assert any(poll.is_alive() for poll in polls)  # the batch is still waiting for the hanging attempt
     assert not hanging.release.is_set() and hanging.requests == 1
     for poll in polls:
         poll.join(timeout=60)

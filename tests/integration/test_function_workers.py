@@ -27,6 +27,7 @@ from hookrelay.functions import API, AUTHORIZER, BY_NAME, PORTAL
 from local import gateway, lambda_runtime
 from local.as_deployed import local_deployment, local_settings, placeholder_environment
 from local.function_workers import FunctionWorkers, InvocationFailed, Worker
+from tests.support.pump import wait_until
 
 WAIT_SECONDS = 30.0  # generous: a fork server's first start imports every handler
 
@@ -59,8 +60,7 @@ def silent_aws() -> Iterator[str]:
         server.close()
 
 
-@pytest.fixture
-def pool(monkeypatch: pytest.MonkeyPatch, silent_aws: str) -> Iterator[FunctionWorkers]:
+def _pool(monkeypatch: pytest.MonkeyPatch, silent_aws: str, spares: tuple[str, ...] = ()) -> Iterator[FunctionWorkers]:
     # The workers' environment is the fork server's, which it takes from this process when it starts: a fresh one
     # here, with a region (it reads the AWS service models), test credentials, and the silent endpoint, so that no
     # call can leave the machine. The portal function makes no AWS call; the authorizer reads its keys' table.
@@ -70,7 +70,7 @@ def pool(monkeypatch: pytest.MonkeyPatch, silent_aws: str) -> Iterator[FunctionW
     monkeypatch.setenv("AWS_ENDPOINT_URL", silent_aws)
     monkeypatch.setenv(schema.API_KEYS.env_var, "keys")
     forkserver._forkserver._stop()  # started again, with this environment, by the pool's first fork
-    workers = FunctionWorkers(dict.fromkeys(BY_NAME, 4), "WARNING")
+    workers = FunctionWorkers(dict.fromkeys(BY_NAME, 4), "WARNING", spares=spares)
     lambda_runtime.use_workers(workers)
     try:
         yield workers
@@ -78,6 +78,16 @@ def pool(monkeypatch: pytest.MonkeyPatch, silent_aws: str) -> Iterator[FunctionW
         lambda_runtime.use_workers(None)
         workers.stop()
         forkserver._forkserver._stop()  # the next user starts its own, with its environment
+
+
+@pytest.fixture
+def pool(monkeypatch: pytest.MonkeyPatch, silent_aws: str) -> Iterator[FunctionWorkers]:
+    yield from _pool(monkeypatch, silent_aws)
+
+
+@pytest.fixture
+def pool_with_spare_portals(monkeypatch: pytest.MonkeyPatch, silent_aws: str) -> Iterator[FunctionWorkers]:
+    yield from _pool(monkeypatch, silent_aws, spares=(PORTAL.name,))
 
 
 def page() -> gateway.GatewayResponse:
@@ -105,6 +115,26 @@ def test_an_idle_worker_killed_is_replaced_and_the_next_invocation_succeeds(pool
 
     assert answer.status == 200, answer.body[:200]
     assert only_worker(pool) is not killed
+
+
+def portal_workers(pool: FunctionWorkers) -> list[Worker]:
+    return [w for w in pool._all if w.process.is_alive() and w.process.name == f"hookrelay-{PORTAL.name}"]
+
+
+def test_a_function_with_a_spare_has_a_worker_ready_beside_the_busy_one_and_no_more_than_its_limit(
+    pool_with_spare_portals: FunctionWorkers,
+) -> None:
+    """The local delivery function's spare: once its last idle worker is taken, another is forked in the background,
+    so that a second invocation at once does not wait for a fork; never beyond the function's concurrency."""
+    pool = pool_with_spare_portals
+    assert page().status == 200
+    wait_until(lambda: len(portal_workers(pool)) == 2, "a spare portal worker beside the one that ran")
+    for _ in range(6):  # one at a time: the warm one runs each, and the spare stays spare
+        assert page().status == 200
+    assert len(portal_workers(pool)) == 2
+    at_once = [_in_background(page) for _ in range(6)]
+    assert all(answer.result().status == 200 for answer in at_once)
+    assert len(portal_workers(pool)) <= 4  # the portal's concurrency here
 
 
 def test_an_idle_worker_killed_just_now_is_never_handed_an_invocation(pool: FunctionWorkers) -> None:

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import boto3
 import pytest
 
 from hookrelay.adapters import schema
@@ -128,6 +129,25 @@ def test_without_a_valid_traceparent_each_event_gets_a_trace_of_its_own(
     assert len({t.trace_id for t in traces}) == 2 and "0" * 32 not in {t.trace_id for t in traces}
     assert {t.tracestate for t in traces} == {None}  # a tracestate goes only with its own traceparent
     assert {t.sampled for t in traces} == {False}  # the platform's tracing is off here: not sampled
+
+
+def test_a_trace_the_platform_started_is_shown_as_sent_though_nothing_stores_it(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    token, _, accepted = publish(platform, consumer)
+    platform.pump()
+
+    [request] = consumer.wait_for(1)
+    trace = sent(request)
+    [delivery_id] = accepted["delivery_ids"]
+    shown = delivery(platform, token, delivery_id)
+    assert shown["trace_id"] == trace.trace_id and [a["span_id"] for a in shown["attempts"]] == [trace.parent_id]
+    assert platform.call("GET", f"/v1/events/{accepted['event_id']}", token).json()["trace_id"] == trace.trace_id
+    dynamodb = boto3.resource("dynamodb")
+    event = dynamodb.Table(platform.env["EVENTS_TABLE"]).get_item(Key={"id": accepted["event_id"]})["Item"]
+    item = dynamodb.Table(platform.env["DELIVERIES_TABLE"]).get_item(Key={"id": delivery_id})["Item"]
+    assert "traceparent" not in event and "trace_id" not in item
+    assert all("span_id" not in attempt for attempt in item.get("attempts", []))
 
 
 def test_a_batch_takes_the_headers_trace_unless_an_event_gives_its_own(

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import pytest
 
+from hookrelay.domain import lanes
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.classification import FailureKind
 from hookrelay.domain.lanes import message_key, quickens, slows
@@ -184,3 +186,14 @@ def test_a_late_message_behind_an_open_circuit_is_parked_not_forwarded(world: Wo
     world.endpoints.put(replace(endpoint(world), circuit=CircuitState.OPEN))
     report = world.service.attempt(world.message(1), late=True)
     assert report.parked and queue(world).sent == []
+
+
+def test_a_batch_releases_its_settled_groups_after_a_multiple_of_its_quickest_and_never_sooner_than_the_floor() -> None:
+    assert lanes.release_after(0.001) == lanes.RELEASE_FLOOR_SECONDS
+    assert lanes.release_after(0.5) == lanes.RELEASE_RATIO * 0.5
+
+
+def test_the_architecture_doc_states_the_release_rule_of_the_code() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    assert f"`RELEASE_RATIO` ({lanes.RELEASE_RATIO}) times" in doc
+    assert f"`RELEASE_FLOOR_SECONDS` ({lanes.RELEASE_FLOOR_SECONDS * 1000:.0f} ms)" in doc

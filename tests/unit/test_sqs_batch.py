@@ -153,3 +153,111 @@ def test_each_group_runs_in_the_invocation_s_context(workers: ThreadPoolExecutor
     finally:
         INVOCATION.reset(token)
     assert seen == ["delivery", "delivery"]
+
+
+def handled_batch(*groups_and_ids: tuple[str, str]) -> dict[str, Any]:
+    """As the event source hands it over: each record with its receipt handle and its queue's ARN."""
+    event = batch(*groups_and_ids)
+    for record in event["Records"]:
+        record["receiptHandle"] = f"handle-{record['messageId']}"
+        record["eventSourceARN"] = "arn:aws:sqs:us-east-1:123456789012:deliveries.fifo"
+    return event
+
+
+class Releases:
+    """What the batch released, and when the first release came."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.handles: list[str] = []
+        self.queues: set[str] = set()
+        self.first = threading.Event()
+        self.fail = fail
+
+    def __call__(self, queue_arn: str, receipt_handles: list[str]) -> None:
+        self.queues.add(queue_arn)
+        self.handles.extend(receipt_handles)
+        self.first.set()
+        if self.fail:
+            raise RuntimeError("throttled")
+
+
+class AnyLogs:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def exception(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        self.lines.append(msg)
+
+
+def test_groups_settled_while_a_slow_one_runs_are_released_before_the_batch_returns(
+    workers: ThreadPoolExecutor,
+) -> None:
+    releases = Releases()
+    seen_while_slow: list[bool] = []
+
+    def handle(message: SqsMessage) -> None:
+        if message.body == "slow1":  # an endpoint that does not answer: the batch waits for it
+            seen_while_slow.append(releases.first.wait(timeout=30))
+
+    event = handled_batch(("slow", "slow1"), ("a", "a1"), ("a", "a2"), ("b", "b1"))
+    response = process_batch(event, handle, AnyLogs(), fifo=True, workers=workers, release=releases)
+
+    assert seen_while_slow == [True]  # released while the slow group was still being attempted
+    assert sorted(releases.handles) == ["handle-a1", "handle-a2", "handle-b1"]
+    assert releases.queues == {"arn:aws:sqs:us-east-1:123456789012:deliveries.fifo"}
+    assert failed(response) == []
+
+
+def test_a_failed_group_is_never_released(workers: ThreadPoolExecutor) -> None:
+    releases = Releases()
+
+    def handle(message: SqsMessage) -> None:
+        if message.body == "bad1":
+            raise RuntimeError("boom")
+        if message.body == "slow1":
+            releases.first.wait(timeout=30)
+
+    event = handled_batch(("bad", "bad1"), ("bad", "bad2"), ("ok", "ok1"), ("slow", "slow1"))
+    response = process_batch(event, handle, AnyLogs(), fifo=True, workers=workers, release=releases)
+
+    assert releases.handles == ["handle-ok1"]
+    assert failed(response) == ["bad1", "bad2"]  # reported, to come back in order
+
+
+def test_groups_settled_within_the_batchs_first_moments_are_left_to_the_event_source(
+    workers: ThreadPoolExecutor,
+) -> None:
+    """A batch whose groups settle together (its clock never passes `release_after`) makes no request to release
+    them: the event source deletes them when the invocation returns, in the one request it makes anyway."""
+    releases = Releases()
+    both_inside = threading.Barrier(2, timeout=30)
+
+    response = process_batch(
+        handled_batch(("a", "a1"), ("b", "b1")),
+        lambda _: both_inside.wait(),
+        AnyLogs(),
+        fifo=True,
+        workers=workers,
+        release=releases,
+        clock=lambda: 1000.0,  # no time passes
+    )
+
+    assert releases.handles == []
+    assert failed(response) == []
+
+
+def test_a_release_that_fails_is_logged_and_changes_nothing_else(workers: ThreadPoolExecutor) -> None:
+    releases = Releases(fail=True)
+    logs = AnyLogs()
+
+    def handle(message: SqsMessage) -> None:
+        if message.body == "slow1":
+            releases.first.wait(timeout=30)
+
+    response = process_batch(
+        handled_batch(("slow", "slow1"), ("a", "a1")), handle, logs, fifo=True, workers=workers, release=releases
+    )
+
+    assert releases.handles == ["handle-a1"]
+    assert logs.lines == ["releasing settled messages failed"]
+    assert failed(response) == []  # the event source deletes both when the invocation returns

@@ -184,3 +184,25 @@ def test_the_consumer_guide_and_openapi_state_the_rules_the_code_keeps() -> None
     assert parameters["Traceparent"]["name"] == trace_context.TRACEPARENT_HEADER
     assert parameters["Tracestate"]["name"] == trace_context.TRACESTATE_HEADER
     assert f"cut to {MAX_TRACESTATE_CHARS}" in parameters["Tracestate"]["description"]
+
+
+def test_an_unsampled_platform_trace_is_derived_from_the_event_and_stored_nowhere() -> None:
+    service = ingest(sampled=False)
+    accepted = service.publish(tenant_id=TENANT, event_type="a.b", data={})
+    event = service.events.get(accepted.event_id)
+    assert event is not None and event.traceparent is None and event.tracestate is None
+    assert event.trace == trace_context.derived(accepted.event_id) and not event.trace.sampled
+    [delivery_id] = accepted.delivery_ids
+    delivery = service.deliveries.get(delivery_id)
+    assert delivery is not None and delivery.trace_id is None
+    assert delivery.event_trace_id == event.trace.trace_id
+
+
+def test_a_derived_trace_and_an_attempts_span_are_valid_stable_and_distinct() -> None:
+    trace = trace_context.derived("evt_1")
+    assert trace_context.parse(trace.traceparent) == trace  # a valid traceparent, as any other
+    assert trace == trace_context.derived("evt_1") and trace.trace_id != trace_context.derived("evt_2").trace_id
+    spans = {trace_context.attempt_span_id("dlv_1", number) for number in (1, 2, 3)}
+    spans.add(trace_context.attempt_span_id("dlv_2", 1))
+    assert len(spans) == 4 and all(len(span) == 16 and span.strip("0") for span in spans)
+    assert trace_context.attempt_span_id("dlv_1", 2) == trace_context.attempt_span_id("dlv_1", 2)

@@ -124,3 +124,23 @@ class SqsDeliveryQueue:
             if result.get("Failed"):
                 failed = [chunk[int(entry["Id"])].delivery_id for entry in result["Failed"]]
                 raise RuntimeError(f"could not enqueue deliveries {failed}: {result['Failed']}")
+
+
+class SqsReleaser:
+    """Deletes a batch's settled messages before its invocation returns (handlers/sqs_batch.py): a delivery queue's
+    messages, named by the queue's ARN as the event source gives it. The event source's own delete of the same
+    messages when the invocation returns succeeds too (SQS ignores a receipt handle already deleted)."""
+
+    def __init__(self, sqs: Any, queues: DeliveryQueueUrls) -> None:
+        self.sqs = sqs
+        self.by_name = {url.rstrip("/").rsplit("/", 1)[-1]: url for url in queues.all()}
+
+    def release(self, queue_arn: str, receipt_handles: list[str]) -> None:
+        url = self.by_name[queue_arn.rsplit(":", 1)[-1]]
+        for start in range(0, len(receipt_handles), SQS_BATCH):
+            chunk = receipt_handles[start : start + SQS_BATCH]
+            result = self.sqs.delete_message_batch(
+                QueueUrl=url, Entries=[{"Id": str(i), "ReceiptHandle": handle} for i, handle in enumerate(chunk)]
+            )
+            if result.get("Failed"):
+                raise RuntimeError(f"could not release {len(result['Failed'])} messages: {result['Failed']}")

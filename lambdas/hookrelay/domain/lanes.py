@@ -52,6 +52,22 @@ def quickens(latency_ms: int, error: FailureKind | None, slow_after_ms: int) -> 
     return error is None and latency_ms <= slow_after_ms // 2
 
 
+# Releasing a fast lane's settled groups early. Lambda's event source deletes a batch's messages when the invocation
+# returns, and until then every message group in the batch is locked: its next message waits for the batch's slowest
+# attempt (up to the attempt timeout, before that endpoint's move to the slow lane). So a group that has settled
+# while others are still being attempted is deleted by the function itself ("released") once the batch has run
+# RELEASE_RATIO times as long as its quickest group took, and at least RELEASE_FLOOR_SECONDS: a batch whose groups
+# settle together (the usual one) pays no request for it, and one held by a slow group frees the others within a
+# few times their own latency. Groups settling after that are released as they settle.
+RELEASE_FLOOR_SECONDS = 0.05
+RELEASE_RATIO = 4
+
+
+def release_after(quickest_seconds: float) -> float:
+    """How long into a batch its settled groups are released, given how long its quickest group took."""
+    return max(RELEASE_FLOOR_SECONDS, RELEASE_RATIO * quickest_seconds)
+
+
 def message_key(delivery_id: str, attempt: int) -> str:
     """A forwarded message's name in its group's tail: one attempt of one delivery (a re-sent copy shares it)."""
     return f"{delivery_id}#{attempt}"

@@ -95,7 +95,7 @@ def queued_delivery(
         replay_of=replay_of,
         event_order=park_order(event.timestamp, event.id),
         queue_shard=endpoint.queue_shard,
-        trace_id=trace.trace_id if (trace := event.trace) else None,
+        trace_id=event.trace.trace_id if event.traceparent else None,  # derived from the event id otherwise
     )
 
 

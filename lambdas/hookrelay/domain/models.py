@@ -185,14 +185,15 @@ class Event:
     sequence: int | None = None
     body: str  # the envelope exactly as signed and sent, on every attempt, replay and redrive
     expires_at: int  # epoch seconds, DynamoDB TTL
-    # Its W3C trace context (domain/trace_context.py): the producer's, or one the platform started; as the headers
-    # give it (55 characters, and the tracestate only when there is one). None: stored before traces were kept.
+    # Its W3C trace context (domain/trace_context.py): the producer's, or one the platform started sampled; as the
+    # headers give it (55 characters, and the tracestate only when there is one). None: a trace the platform started
+    # unsampled, derived from the event's id (or an event stored before traces were kept, which gets one so too).
     traceparent: str | None = None
     tracestate: str | None = None
 
     @property
-    def trace(self) -> TraceContext | None:
-        return trace_context.parse(self.traceparent, self.tracestate)
+    def trace(self) -> TraceContext:
+        return trace_context.parse(self.traceparent, self.tracestate) or trace_context.derived(self.id)
 
     @property
     def data(self) -> dict[str, Any]:
@@ -213,7 +214,8 @@ class Attempt:
     response_excerpt: str | None = None
     outcome: Outcome
     retry_after: float | None = None
-    span_id: str | None = None  # the parent id its `traceparent` header sent (domain/trace_context.py)
+    # The parent id its `traceparent` header sent, as recorded before span ids were derived (`Delivery.span_of`).
+    span_id: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -251,4 +253,14 @@ class Delivery:
     # A poll endpoint's delivery: when it was posted to the endpoint's mailbox, and where (domain/mailbox.py).
     posted_at: datetime | None = None
     mailbox_seq: int | None = None
-    trace_id: str | None = None  # its event's W3C trace id, which every attempt's `traceparent` carries
+    # Its event's W3C trace id, which every attempt's `traceparent` carries, stored when the event's trace is
+    # (`event_trace_id` has it either way).
+    trace_id: str | None = None
+
+    @property
+    def event_trace_id(self) -> str:
+        return self.trace_id or trace_context.derived(self.event_id).trace_id
+
+    def span_of(self, attempt: Attempt) -> str:
+        """The span id an attempt of this delivery sent: recorded by older records, derived since."""
+        return attempt.span_id or trace_context.attempt_span_id(self.id, attempt.number)

@@ -6,6 +6,12 @@ span would be), and the `tracestate` as it came. Replays and redrives are delive
 trace. An event whose request carried none (or a malformed one, which the spec says to ignore, never to refuse)
 gets a trace of its own, started by the platform, so that every event has one.
 
+What is stored is only what cannot be derived. A trace the platform starts unsampled (the default: the platform's
+tracing is off) takes its ids from the event's id (`derived`), and each attempt's span id comes from its delivery
+and attempt number (`attempt_span_id`), so neither the event, nor its deliveries, nor their attempts store a copy:
+at a fan-out of 10 that is about 650 bytes an event, kept 30 days. A producer's trace, or one the platform starts
+sampled, is stored with the event (and its trace id with each delivery: the log shows it without reading the event).
+
 Parsing follows https://www.w3.org/TR/trace-context/ section 3.2: `version-traceid-parentid-flags`, lowercase hex;
 version `ff` is invalid; version `00` is exactly 55 characters; a later version is read by its first four fields (and
 sent on as version 00, the one this speaks); an all-zero trace id or parent id is invalid. Only the `sampled` flag
@@ -16,6 +22,7 @@ characters the spec asks vendors to propagate, by whole members from the right.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from dataclasses import dataclass, replace
@@ -101,6 +108,21 @@ def clean_tracestate(tracestate: str | None) -> str | None:
 def start(*, sampled: bool) -> TraceContext:
     """A new trace, for an event whose producer sent none: random ids, the platform's sampling decision."""
     return TraceContext(_random_hex(16), new_span_id(), SAMPLED if sampled else 0)
+
+
+def derived(event_id: str) -> TraceContext:
+    """The unsampled trace the platform starts for an event that came without one: ids derived from the event's."""
+    return TraceContext(_derived_hex(f"trace/{event_id}", 16), _derived_hex(f"span/{event_id}", 8), 0)
+
+
+def attempt_span_id(delivery_id: str, attempt: int) -> str:
+    """An attempt's own span id (a re-sent copy of the attempt shares it): derived, so that nothing stores it."""
+    return _derived_hex(f"attempt/{delivery_id}/{attempt}", 8)
+
+
+def _derived_hex(seed: str, size: int) -> str:
+    digest = hashlib.sha256(seed.encode()).hexdigest()[: 2 * size]
+    return digest if digest.strip("0") else digest[:-1] + "1"  # all zero is invalid (one seed in 2^64)
 
 
 def child(context: TraceContext, span_id: str | None = None) -> TraceContext:

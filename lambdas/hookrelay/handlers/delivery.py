@@ -114,7 +114,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchRespon
         def may_start() -> bool:
             return context.get_remaining_time_in_millis() >= DELIVERY_MESSAGE_SECONDS * 1000
 
-        return process_batch(event, deliver, logger, fifo=True, workers=workers, may_start=may_start, late=deliver_late)
+        return process_batch(
+            event,
+            deliver,
+            logger,
+            fifo=True,
+            workers=workers,
+            may_start=may_start,
+            late=deliver_late,
+            release=wiring.delivery_releaser().release,
+        )
     finally:
         if _delivered:
             metrics.add_metadata(key="delivered", value=list(_delivered))

@@ -408,7 +408,7 @@ def delivery_summary(delivery: Delivery) -> dict[str, Any]:
         "dead_reason": delivery.dead_reason.value if delivery.dead_reason else None,
         "recovered_by": delivery.recovered_by,
         "recovered_at": _time(delivery.recovered_at),
-        "trace_id": delivery.trace_id,
+        "trace_id": delivery.event_trace_id,
     }
 
 
@@ -429,7 +429,7 @@ def delivery_detail(
             "error": _error(attempt),
             "latency_ms": attempt.latency_ms,
             "response_excerpt": attempt.response_excerpt,
-            "span_id": attempt.span_id,
+            "span_id": delivery.span_of(attempt),
         }
         for attempt in delivery.attempts
     ]
@@ -452,7 +452,7 @@ def event_view(event: Event) -> dict[str, Any]:
         "ordering_key": event.ordering_key,
         "sequence": event.sequence,
         "body": event.body,
-        "trace_id": trace.trace_id if (trace := event.trace) else None,
+        "trace_id": event.trace.trace_id,
     }
 
 

@@ -8,15 +8,21 @@ matters is each message group's (the queue promises no other), so the batch is p
 `SqsFifoPartialProcessor(skip_group_on_error=True)` does: each group's records in order, and after a failure the
 rest of that group is reported failed unprocessed (it comes back, in order, after the failed one), while the other
 groups go on. Given `workers`, the groups run concurrently, each on one thread: one slow group holds only itself.
+And given `release`, a group that has settled while others still run is deleted from its queue before the
+invocation returns (domain/lanes.py, `release_after`), so the queue hands out its next message without waiting
+for the batch's slowest group.
 """
 
 from __future__ import annotations
 
 import contextvars
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
+
+from hookrelay.domain.lanes import release_after
 
 
 class Logs(Protocol):
@@ -36,6 +42,8 @@ class SqsMessage:
     message_id: str
     body: str
     attributes: dict[str, str]
+    receipt_handle: str = ""
+    source_arn: str = ""  # the queue's ARN
 
     @property
     def message_group_id(self) -> str:
@@ -55,6 +63,8 @@ class EntireBatchFailed(RuntimeError):
 
 
 Handle = Callable[[SqsMessage], None]
+# Deletes messages from a queue: the queue's ARN, their receipt handles.
+Release = Callable[[str, list[str]], None]
 
 
 def _always() -> bool:
@@ -70,12 +80,21 @@ def process_batch(
     workers: ThreadPoolExecutor | None = None,
     may_start: Callable[[], bool] = _always,
     late: Handle | None = None,
+    release: Release | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> PartialBatchResponse:
     """`may_start`: asked before each of a group's messages after its first; False means the invocation's time is
     running out: that message and the rest of its group go to `late` (a quicker handling), in order, or without one
-    are left unprocessed, reported failed (they come back, in order)."""
+    are left unprocessed, reported failed (they come back, in order). `release`: deletes settled groups early."""
+    started = clock()
     messages = [
-        SqsMessage(record["messageId"], record["body"], record.get("attributes", {}))
+        SqsMessage(
+            record["messageId"],
+            record["body"],
+            record.get("attributes", {}),
+            record.get("receiptHandle", ""),
+            record.get("eventSourceARN", ""),
+        )
         for record in event.get("Records", [])
     ]
     # A standard queue keeps no order: each message is its own group.
@@ -85,15 +104,65 @@ def process_batch(
     else:
         # Each group in a copy of the invocation's context: what is scoped to the invocation stays so on the
         # workers' threads (the local stack's per-function environment and IAM check, for one).
-        runs = [
-            workers.submit(contextvars.copy_context().run, _process_group, group, handle, logger, may_start, late)
+        context = contextvars.copy_context
+        runs = {
+            workers.submit(context().run, _process_group, group, handle, logger, may_start, late): group
             for group in groups
-        ]
-        failed_ids = {m for run in runs for m in run.result()}
+        }
+        if release is None:
+            failed_ids = {m for run in runs for m in run.result()}
+        else:
+            failed_ids = _settle_releasing(runs, release, logger, clock, started)
     if messages and len(failed_ids) == len(messages):
         raise EntireBatchFailed(f"all {len(messages)} records failed processing")
     # In the batch's order, as the event source handed them over.
     return {"batchItemFailures": [{"itemIdentifier": m.message_id} for m in messages if m.message_id in failed_ids]}
+
+
+def _settle_releasing(
+    runs: dict[Future[list[str]], list[SqsMessage]],
+    release: Release,
+    logger: Logs,
+    clock: Callable[[], float],
+    started: float,
+) -> set[str]:
+    """Wait for every group; release each one settled (none of its messages failed) while another still runs, once
+    the batch is `release_after` its quickest group into its run. Returns the failed messages' ids."""
+    failed: set[str] = set()
+    pending = set(runs)
+    settled: list[SqsMessage] = []  # settled, not yet released
+    release_at: float | None = None
+    while pending:
+        now = clock()
+        done, pending = wait(
+            pending,
+            timeout=None if release_at is None or now >= release_at else release_at - now,
+            return_when=FIRST_COMPLETED,
+        )
+        for run in done:
+            group_failed = run.result()
+            failed.update(group_failed)
+            if not group_failed:
+                settled.extend(runs[run])
+            if release_at is None:
+                release_at = started + release_after(clock() - started)
+        if pending and settled and release_at is not None and clock() >= release_at:
+            _release(settled, release, logger)
+            settled = []
+    return failed
+
+
+def _release(messages: Sequence[SqsMessage], release: Release, logger: Logs) -> None:
+    """Delete settled messages now. If that fails the event source still deletes them when the invocation returns:
+    their groups just wait for the batch, as they would without releasing."""
+    by_queue: dict[str, list[str]] = {}
+    for message in messages:
+        by_queue.setdefault(message.source_arn, []).append(message.receipt_handle)
+    for source_arn, handles in by_queue.items():
+        try:
+            release(source_arn, handles)
+        except Exception:
+            logger.exception("releasing settled messages failed", extra={"messages": len(handles)})
 
 
 def _groups(messages: Sequence[SqsMessage]) -> list[list[SqsMessage]]:

@@ -179,11 +179,9 @@ class DeliveryService:
             started = self._repaced(endpoint, started)
         headers = signed_headers(endpoint.active_secrets(started), event.id, started, event.body)
         headers["content-type"] = "application/json"
-        # The attempt's own span in the event's trace (domain/trace_context.py): a new parent id, recorded with it.
-        trace = event.trace
-        span = trace_context.child(trace) if trace is not None else None
-        if span is not None:
-            headers |= span.headers()
+        # The attempt's own span in the event's trace (domain/trace_context.py): derived, so nothing records it.
+        span = trace_context.child(event.trace, trace_context.attempt_span_id(delivery.id, message.attempt))
+        headers |= span.headers()
         # The endpoint's custom headers under the platform's: the rule refuses clashes, and this keeps it so for a
         # header stored before the rule did (domain/custom_headers.py).
         headers = outbound_headers(endpoint.headers, has_auth=endpoint.auth is not None) | headers
@@ -547,7 +545,6 @@ class DeliveryService:
             response_excerpt=result.response_excerpt,
             outcome=rule.outcome,
             retry_after=decision.retry_after,
-            span_id=span.parent_id if span is not None else None,
         )
         record = AttemptRecord(
             attempt=attempt,

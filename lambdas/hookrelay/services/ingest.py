@@ -237,9 +237,12 @@ class IngestService:
         answers = iter(self._publish_items(tenant_id, kept) if kept else [])
         return [refused[position] if position in refused else next(answers) for position in range(len(items))]
 
-    def _trace(self, given: TraceContext | None) -> TraceContext:
-        """The event's trace: the producer's, or a new one, so that every event has one."""
-        return given or trace_context.start(sampled=self.new_traces_sampled)
+    def _trace(self, given: TraceContext | None) -> TraceContext | None:
+        """The event's trace to store: the producer's, or a new sampled one; None: the platform's unsampled one,
+        derived from the event's id (`Event.trace`), so that every event has one."""
+        if given is not None or not self.new_traces_sampled:
+            return given
+        return trace_context.start(sampled=True)
 
     def _require_tenant(self, tenant_id: str) -> None:
         if tenant_id in self._known_tenants:

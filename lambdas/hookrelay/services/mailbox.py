@@ -74,9 +74,8 @@ class MailboxService:
             if event is None:  # cannot happen while events outlive their deliveries; skip rather than fail the read
                 continue
             headers = signed_headers(secrets, event.id, now, event.body)
-            trace = event.trace
-            if trace is not None:  # the event's trace, with a span of this read's (domain/trace_context.py)
-                headers |= trace_context.child(trace).headers()
+            # The event's trace, with a span of this read's (domain/trace_context.py).
+            headers |= trace_context.child(event.trace).headers()
             messages.append(PolledMessage(entry.seq, entry.delivery_id, event, headers))
         return MailboxPage(messages, messages[-1].seq if messages else after)
 

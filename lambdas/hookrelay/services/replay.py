@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from hookrelay.domain import trace_context
 from hookrelay.domain.clock import RETENTION_DAYS, utcnow
 from hookrelay.domain.errors import Conflict, Gone, NotFound
 from hookrelay.domain.lifecycle import (
@@ -72,7 +71,7 @@ class ReplayService:
             data=data,
             now=now,
             horizon_seconds=self.schedule.horizon,
-            trace=trace_context.start(sampled=False),  # every event has a trace; nobody traced this one before
+            trace=None,  # nobody traced this one before: its trace is derived from its id (`Event.trace`)
         )
         self.events.put(event)
         delivery, _ = self._record(event, endpoint, now)
