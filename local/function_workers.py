@@ -248,6 +248,13 @@ class FunctionWorkers:
         worker = Worker(self._context, function, self._log_level, self._as_deployed(function))
         with self._lock:
             self._all.append(worker)
+            # A spare that became ready while this one was forked is one too many at the limit.
+            over = self._idle[function] and self._count(function) > self._limits.get(function, 0)
+            surplus = self._idle[function].pop(0) if over else None
+            if surplus is not None:
+                self._all.remove(surplus)
+        if surplus is not None:
+            surplus.stop()
         self._keep_a_spare(function)
         return worker
 
@@ -260,7 +267,7 @@ class FunctionWorkers:
         with self._lock:
             if self._idle[function] or function in self._starting:
                 return
-            if sum(1 for worker in self._all if worker.function == function) >= self._limits.get(function, 0):
+            if self._count(function) >= self._limits.get(function, 0):
                 return
             self._starting.add(function)
         threading.Thread(target=self._start_spare, args=(function,), name=f"{function}-spare", daemon=True).start()
@@ -273,9 +280,19 @@ class FunctionWorkers:
             worker = None
         with self._lock:
             self._starting.discard(function)
+            if worker is not None and self._count(function) >= self._limits.get(function, 0):
+                surplus, worker = worker, None  # invocations forked their own meanwhile, up to the limit
+            else:
+                surplus = None
             if worker is not None:
                 self._all.append(worker)
                 self._idle[function].insert(0, worker)  # behind the warm ones: taken only when they are busy
+        if surplus is not None:
+            surplus.stop()
+
+    def _count(self, function: str) -> int:
+        """The function's workers (called holding `_lock`)."""
+        return sum(1 for worker in self._all if worker.function == function)
 
     def _checkin_or_replace(self, function: str, worker: Worker) -> None:
         """Back to the idle workers if it is alive and its pipe clean (a handler that raised leaves both so);

@@ -12,6 +12,7 @@ import pytest
 
 from hookrelay import wiring
 from hookrelay.adapters import schema
+from hookrelay.domain import trace_context
 from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.status import DeliveryStatus
 from scripts.create_admin_key import create_admin_key
@@ -155,7 +156,8 @@ def test_summary_fields(platform: Platform, history) -> None:
         "dead_reason": None,  # not dead
         "recovered_by": None,  # not dead, so never recovered
         "recovered_at": None,
-        "trace_id": None,  # seeded as a record stored before trace context was kept
+        # Seeded as a record stored before trace context was kept: its event's trace is derived from the event's id.
+        "trace_id": trace_context.derived(dead.event_id).trace_id,
     }
 
 
