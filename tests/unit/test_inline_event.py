@@ -59,16 +59,6 @@ def test_the_carried_event_survives_the_queue_exactly() -> None:
     assert parsed == message and parsed.event is not None and parsed.event.body == world.event.body
 
 
-def test_a_fresh_message_says_so_through_the_queue_with_how_often_it_was_handed_out() -> None:
-    world = make_world()
-    fresh = first_attempt_message(world.delivery, world.event, fresh=True)
-    parsed = parse_message(message_body(fresh), fresh.group_id, fresh.deduplication_id, receive_count=2)
-    assert parsed == replace(fresh, receive_count=2)
-    assert first_attempt_message(world.delivery, fresh=True).fresh is False  # only with its event
-    plain = first_attempt_message(world.delivery, world.event)
-    assert '"fresh"' not in message_body(plain) and not parse_message(message_body(plain), "g", "d").fresh
-
-
 def test_an_event_too_large_encoded_stays_out_of_the_message() -> None:
     """The limit is on the encoded event: characters escaped as JSON count as what they take in the message."""
     world = make_world()

@@ -37,8 +37,6 @@ def message_body(message: DeliveryMessage, carried: Mapping[str, str | None] | N
         body["task_token"] = message.reply_to  # the name the ASL gives it (retry workflow's SendAttempt)
     if message.lane is DeliveryLane.SLOW:  # forwarded (domain/lanes.py): its receiver settles the group's tail
         body["lane"] = message.lane.value
-    if message.fresh:
-        body["fresh"] = 1
     text = json.dumps(body, separators=(",", ":"))
     event = message.event
     encoded = None if event is None else carried[event.id] if carried and event.id in carried else _carried(event)
@@ -57,7 +55,7 @@ def _carried(event: Event) -> str | None:
     return encoded if len(encoded) <= CARRIED_EVENT_MAX_BYTES else None
 
 
-def parse_message(body: str, group_id: str, deduplication_id: str, receive_count: int = 1) -> DeliveryMessage:
+def parse_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMessage:
     data = json.loads(body)
     return DeliveryMessage(
         delivery_id=str(data["delivery_id"]),
@@ -70,8 +68,6 @@ def parse_message(body: str, group_id: str, deduplication_id: str, receive_count
         via=Via(data.get("via", Via.QUEUE.value)),
         event=_event(data.get("event")),
         lane=DeliveryLane(data.get("lane", DeliveryLane.FAST.value)),
-        fresh=data.get("fresh") == 1,
-        receive_count=receive_count,
     )
 
 
@@ -84,14 +80,12 @@ def _event(data: Any) -> Event | None:
         return None
 
 
-def parse_queue_message(
-    body: str, group_id: str, deduplication_id: str, receive_count: int = 1
-) -> DeliveryMessage | CircuitCommand:
+def parse_queue_message(body: str, group_id: str, deduplication_id: str) -> DeliveryMessage | CircuitCommand:
     """A delivery message, or a command of an endpoint's probe workflow (sent by the ASL, under `circuit`)."""
     data = json.loads(body)
     if isinstance(data, dict) and "circuit" in data:
         return parse_command(data["circuit"], data.get("task_token"))
-    return parse_message(body, group_id, deduplication_id, receive_count)
+    return parse_message(body, group_id, deduplication_id)
 
 
 class SqsDeliveryQueue:

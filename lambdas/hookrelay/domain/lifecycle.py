@@ -124,16 +124,6 @@ def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:
     return replace(delivery, status=DeliveryStatus.CANCELLED, completed_at=now, expires_at=retention_expiry(now))
 
 
-def fresh_fan_out(event: Event, endpoint: Endpoint, delivery_id: str, message_group_id: str) -> Delivery | None:
-    """The delivery an ingest request wrote, queued, as the event's fan-out to the endpoint, exactly as it wrote it
-    (`new_delivery` at the event's time, in the group its message names: the endpoint's `max_in_flight` may have
-    changed since); None when `delivery_id` is not that fan-out."""
-    if delivery_id != fan_out_id(event, endpoint):
-        return None
-    written = queued_delivery(event, endpoint, event.timestamp, delivery_id=delivery_id)
-    return replace(written, message_group_id=message_group_id)
-
-
 def parked_on_arrival(delivery: Delivery, endpoint: Endpoint, now: datetime) -> Delivery:
     """A new delivery as ingest writes it: parked from the start when its endpoint's circuit stands (open or
     draining), so that an outage costs no message, no invocation and no endpoint read per event; the drain releases

@@ -51,9 +51,7 @@ def _spare_seconds() -> float | None:
 
 
 def deliver(record: SqsMessage, *, late: bool = False) -> None:
-    message = parse_queue_message(
-        record.body, record.message_group_id, record.message_deduplication_id, record.approximate_receive_count
-    )
+    message = parse_queue_message(record.body, record.message_group_id, record.message_deduplication_id)
     if isinstance(message, CircuitCommand):
         following = wiring.circuit_service().handle(message)
         logger.info(

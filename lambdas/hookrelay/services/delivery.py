@@ -18,7 +18,7 @@ from hookrelay.domain.clock import utcnow
 from hookrelay.domain.custom_headers import outbound_headers
 from hookrelay.domain.destinations import DestinationKind, external_id, is_aws_target, kind_of, session_name
 from hookrelay.domain.envelope import retry_group_id
-from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, fresh_fan_out, retention_expiry
+from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry
 from hookrelay.domain.mailbox import MailboxEntry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.queues import DeliveryLane
@@ -148,7 +148,6 @@ class DeliveryService:
     def _attempt(
         self, message: DeliveryMessage, endpoint: Endpoint | None, now: datetime, spare_seconds: float | None = None
     ) -> AttemptReport:
-        as_written = True  # the delivery is as ingest wrote it, if its message is fresh (`_as_written`)
         if endpoint is not None and endpoint.state is EndpointState.ENABLED:
             paused = endpoint.drain_paused_until is not None and endpoint.drain_paused_until > now
             if circuit.gate(endpoint.circuit, message.via, drain_paused=paused) is Gate.PARK:
@@ -156,13 +155,12 @@ class DeliveryService:
                 if parked is not None:
                     return parked
                 endpoint = self.endpoints.get(endpoint.tenant_id, endpoint.id)  # it closed meanwhile: attempt
-                as_written = False  # parking may have written it
             if endpoint is not None and endpoint.rate_limit_per_second is not None:
                 paced = self._paced(message, endpoint, now, spare_seconds)
                 if isinstance(paced, AttemptReport):
                     return paced
                 now = paced
-        delivery = self._claim(message, now, endpoint if as_written else None)
+        delivery = self._claim(message, now)
         if delivery is None:
             current = self.deliveries.get(message.delivery_id)  # read once, for both of what follows
             delivery = self._claim_stranded(message, endpoint, current, now)
@@ -338,12 +336,10 @@ class DeliveryService:
             endpoint_id = delivery.endpoint_id
         return self.endpoints.get(message.tenant_id, endpoint_id)
 
-    def _claim(self, message: DeliveryMessage, now: datetime, endpoint: Endpoint | None = None) -> Delivery | None:
+    def _claim(self, message: DeliveryMessage, now: datetime) -> Delivery | None:
         """The delivery, claimed for the message's attempt; or, for a first attempt off the queue, read and left
         unclaimed (`domain.lifecycle.claims_late`: `_send` claims it if it runs long, `_record` settles it). None if
         the attempt is not this message's to make."""
-        if (written := self._as_written(message, endpoint)) is not None:
-            return written
         if claims_late(message.via, message.attempt, message.reply_to):
             # Eventually consistent first, at half the price. What could have moved the delivery on within the last
             # second is another worker holding a copy of this message, which the queue does not hand out (FIFO drops
@@ -445,31 +441,6 @@ class DeliveryService:
             self.telemetry.bookkeeping_failed(LATE_CLAIM_ERRORS, delivery.id, error)
             return replace(delivery, claimed_at=now)
         return claimed or delivery
-
-    @staticmethod
-    def _as_written(message: DeliveryMessage, endpoint: Endpoint | None) -> Delivery | None:
-        """The delivery of a fresh message (`DeliveryMessage.fresh`), without reading it. Ingest wrote it queued
-        before sending this message, and nothing moves a queued, unparked delivery on but an attempt taken off one of
-        its messages: this one, handed out for the first time (a copy of it is dropped by FIFO deduplication for
-        five minutes, and every later one, from the reconciler or a retried request, is not fresh), in its fast lane
-        (a forwarded copy is the slow lane's). A cancellation for a disabled endpoint is made here, on the endpoint
-        just read. Otherwise, or when it is not the event's fan-out to that endpoint: None, read it."""
-        if not (
-            message.fresh
-            and message.receive_count == 1
-            and message.via is Via.QUEUE
-            and message.lane is DeliveryLane.FAST
-            and message.reply_to is None
-            and message.event is not None
-            and endpoint is not None
-            and endpoint.id == message.endpoint_id
-            and claims_late(message.via, message.attempt, message.reply_to)
-        ):
-            return None
-        written = fresh_fan_out(message.event, endpoint, message.delivery_id, message.group_id)
-        if written is None or not attemptable_unclaimed(written, message.tenant_id, message.attempt):
-            return None
-        return written
 
     def _claim_stranded(
         self, message: DeliveryMessage, endpoint: Endpoint | None, current: Delivery | None, now: datetime

@@ -67,13 +67,7 @@ from hookrelay.domain.errors import (
     InvalidRequest,
 )
 from hookrelay.domain.event_types import UNKNOWN_EVENT_TYPE, unknown_type_detail
-from hookrelay.domain.lifecycle import (
-    awaits_first_message,
-    is_fan_out,
-    new_delivery,
-    new_event,
-    parked_on_arrival,
-)
+from hookrelay.domain.lifecycle import awaits_first_message, new_delivery, new_event, parked_on_arrival
 from hookrelay.domain.matching import FilterIndex
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.schedule import RetrySchedule
@@ -224,7 +218,7 @@ class IngestService:
                 unsent = self._record(self._parked_on_arrival(deliveries, endpoints, now))
             else:
                 unsent = self._record_again(deliveries)
-            self._send(tenant_id, [(d, event) for d in unsent], fresh={d.id for d in unsent} if fresh else set())
+            self._send(tenant_id, [(d, event) for d in unsent])
         return Accepted(
             event_id=event.id,
             delivery_ids=[d.id for d in deliveries],
@@ -275,11 +269,7 @@ class IngestService:
                 outcomes.append(self._published_before(tenant_id, item, event.id, index, now))
         planned = [outcome for outcome in outcomes if isinstance(outcome, _Planned)]
         self.deliveries.put_many([d for p in planned if not p.duplicate for d in p.deliveries])
-        self._send(
-            tenant_id,
-            [(d, p.event) for p in planned for d in p.unsent],
-            fresh={d.id for p in planned if not p.duplicate for d in p.unsent},
-        )
+        self._send(tenant_id, [(d, p.event) for p in planned for d in p.unsent])
         return [_answer(outcome, self._warnings) for outcome in outcomes]
 
     def _warnings(self, event_type: str) -> list[IngestWarning]:
@@ -297,10 +287,9 @@ class IngestService:
         by_id = {endpoint.id: endpoint for endpoint in endpoints}
         return [parked_on_arrival(d, by_id[d.endpoint_id], now) for d in deliveries]
 
-    def _send(self, tenant_id: str, pairs: list[tuple[Delivery, Event]], *, fresh: set[str]) -> None:
+    def _send(self, tenant_id: str, pairs: list[tuple[Delivery, Event]]) -> None:
         """The deliveries' first messages; those written parked get their lot entries instead, and a message only
-        if the circuit closed as they parked (`Parking.park_new`). `fresh`: the deliveries this request wrote; the
-        messages of those it wrote queued say so (`DeliveryMessage.fresh`: their attempt need not read them)."""
+        if the circuit closed as they parked (`Parking.park_new`)."""
         sending: list[tuple[Delivery, Event]] = []
         behind: dict[str, list[tuple[Delivery, Event]]] = {}
         for delivery, event in pairs:
@@ -314,12 +303,7 @@ class IngestService:
             sending.extend(pair for pair in parked if pair[0].id in taken_out)
             if self.telemetry is not None and len(parked) > len(taken_out):
                 self.telemetry.count(DELIVERIES_PARKED, len(parked) - len(taken_out))
-        self.queue.enqueue(
-            [
-                first_attempt_message(d, event, fresh=d.id in fresh and d.parked_at is None and is_fan_out(d))
-                for d, event in sending
-            ]
-        )
+        self.queue.enqueue([first_attempt_message(d, event) for d, event in sending])
 
     def _refused_by_catalogue(self, items: Sequence[BatchItem]) -> dict[int, DomainError]:
         """Items whose data fails their type's registered schema, by position (pointers into the batch body)."""

@@ -413,11 +413,6 @@ class DeliveryMessage:
     # each delivery), and the lane. Where it is sent only: a message read from a queue does not say its shard.
     shard: int = 0
     lane: DeliveryLane = DeliveryLane.FAST
-    # Sent by the ingest request that wrote its delivery, queued, as the event's fan-out: while the queue has handed
-    # it out once only (`receive_count`), its delivery is exactly what the event and its endpoint make
-    # (`services.delivery`: the attempt reads no delivery then).
-    fresh: bool = False
-    receive_count: int = 1  # as the queue counts its receipts: more than one, an earlier one may have made it
 
 
 @dataclass(frozen=True)
@@ -716,10 +711,10 @@ class MessageSource(Protocol):
     def delete(self, message: QueuedMessage) -> None: ...
 
 
-def first_attempt_message(delivery: Delivery, event: Event | None = None, *, fresh: bool = False) -> DeliveryMessage:
+def first_attempt_message(delivery: Delivery, event: Event | None = None) -> DeliveryMessage:
     """The message asking for a new delivery's first attempt; FIFO deduplicates it on the delivery id. `event`: the
     delivery's event, for the queue to carry when it is small enough (adapters/sqs.py: CARRIED_EVENT_MAX_BYTES), so
-    that the attempt reads none. `fresh`: `DeliveryMessage.fresh` (only with the event)."""
+    that the attempt reads none."""
     inline = event is not None and event.id == delivery.event_id
     return DeliveryMessage(
         delivery_id=delivery.id,
@@ -730,7 +725,6 @@ def first_attempt_message(delivery: Delivery, event: Event | None = None, *, fre
         endpoint_id=delivery.endpoint_id,  # the circuit is read before any claim, without reading the delivery
         event=event if inline else None,
         shard=delivery.queue_shard,
-        fresh=fresh and inline,
     )
 
 
