@@ -182,7 +182,8 @@ class FunctionWorkers:
         self._spares = frozenset(spares)
         self._idle: dict[str, list[Worker]] = {name: [] for name in BY_NAME}
         self._all: list[Worker] = []
-        self._starting: set[str] = set()  # functions with a spare worker being started
+        self._starting: dict[str, threading.Thread] = {}  # functions with a spare worker being started
+        self._stopped = False
         self._lock = threading.Lock()
 
     def _as_deployed(self, function: str) -> AsDeployed | None:
@@ -265,12 +266,15 @@ class FunctionWorkers:
         if function not in self._spares:
             return
         with self._lock:
-            if self._idle[function] or function in self._starting:
+            if self._stopped or self._idle[function] or function in self._starting:
                 return
             if self._count(function) >= self._limits.get(function, 0):
                 return
-            self._starting.add(function)
-        threading.Thread(target=self._start_spare, args=(function,), name=f"{function}-spare", daemon=True).start()
+            starter = threading.Thread(
+                target=self._start_spare, args=(function,), name=f"{function}-spare", daemon=True
+            )
+            self._starting[function] = starter
+        starter.start()
 
     def _start_spare(self, function: str) -> None:
         try:
@@ -279,8 +283,8 @@ class FunctionWorkers:
             log.exception("starting a spare %s worker failed", function)
             worker = None
         with self._lock:
-            self._starting.discard(function)
-            if worker is not None and self._count(function) >= self._limits.get(function, 0):
+            self._starting.pop(function, None)
+            if worker is not None and (self._stopped or self._count(function) >= self._limits.get(function, 0)):
                 surplus, worker = worker, None  # invocations forked their own meanwhile, up to the limit
             else:
                 surplus = None
@@ -310,6 +314,11 @@ class FunctionWorkers:
                 self._all.remove(worker)
 
     def stop(self) -> None:
+        with self._lock:
+            self._stopped = True  # no spare is started from now on
+            starting = list(self._starting.values())
+        for starter in starting:  # a fork under way finishes before the fork server may be stopped
+            starter.join(timeout=10)
         with self._lock:
             workers, self._all = self._all, []
         for worker in workers:
