@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.models import Tenant
@@ -74,3 +75,23 @@ def test_a_delivery_taken_back_out_because_the_circuit_closed_is_not_counted() -
     service.publish(tenant_id=TENANT, event_type="order.paid", data={})
     assert telemetry.counts == {}
     assert len(service.queue.sent) == 2  # type: ignore[attr-defined]
+
+
+def test_the_other_endpoints_messages_are_sent_before_the_open_circuits_lot_is_written() -> None:
+    """An endpoint whose circuit is open costs the event's other endpoints no wait: their messages go first."""
+    service, _ = ingest_beside_an_open_circuit()
+    assert service.parking is not None
+    lot = service.parking.lot
+    lot_entries_when_sent: list[int] = []
+    queue = service.queue
+    enqueue = queue.enqueue
+
+    def enqueue_seeing_the_lot(messages: Any) -> None:
+        lot_entries_when_sent.append(len(lot.parked_by))  # type: ignore[attr-defined]
+        enqueue(messages)
+
+    queue.enqueue = enqueue_seeing_the_lot  # type: ignore[method-assign]
+    service.publish(tenant_id=TENANT, event_type="order.paid", data={})
+
+    assert lot_entries_when_sent == [0]  # the healthy endpoint's message, before the down one's lot entry
+    assert len(lot.parked_by) == 1  # type: ignore[attr-defined]
