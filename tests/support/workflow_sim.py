@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 import boto3
@@ -129,9 +130,13 @@ class WorkflowSim:
 
     # --- The state machine ---
 
-    @property
+    @cached_property
     def sfn(self) -> Any:
-        return boto3.client("stepfunctions")
+        return boto3.client("stepfunctions")  # one client for the simulation's life, as `Platform.sqs`
+
+    @cached_property
+    def sqs(self) -> Any:
+        return boto3.client("sqs")
 
     def refresh(self) -> None:
         """Pick up executions the functions started; forget those they stopped."""
@@ -219,7 +224,7 @@ class WorkflowSim:
             body = {"circuit": document, "task_token": token}
             group = f"circuit~{document['endpoint_id']}"
             dedup = f"{execution.name}-{document['commands']}-{document['kind']}{resend}"
-        boto3.client("sqs").send_message(
+        self.sqs.send_message(
             QueueUrl=document.get("queue_url", self.delivery_queue),  # as the ASL's Ensure*Queue states
             MessageBody=json.dumps(body),
             MessageGroupId=group,
@@ -238,7 +243,7 @@ class WorkflowSim:
                 "attempt": document["attempt"],
                 "error": "States.Timeout",
             }
-            boto3.client("sqs").send_message(QueueUrl=self.dead_letter_queue, MessageBody=json.dumps(letter))
+            self.sqs.send_message(QueueUrl=self.dead_letter_queue, MessageBody=json.dumps(letter))
             self._end(execution, "failed (attempt lost)")
         else:
             self._end(execution, "failed (command lost)")
