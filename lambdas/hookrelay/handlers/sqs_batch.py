@@ -104,11 +104,10 @@ def process_batch(
     else:
         # Each group in a copy of the invocation's context: what is scoped to the invocation stays so on the
         # workers' threads (the local stack's per-function environment and IAM check, for one).
-        context = contextvars.copy_context
-        runs = {
-            workers.submit(context().run, _process_group, group, handle, logger, may_start, late): group
-            for group in groups
-        }
+        runs: dict[Future[list[str]], list[SqsMessage]] = {}
+        for group in groups:
+            run = workers.submit(contextvars.copy_context().run, _process_group, group, handle, logger, may_start, late)
+            runs[run] = group
         if release is None:
             failed_ids = {m for run in runs for m in run.result()}
         else:
@@ -131,22 +130,19 @@ def _settle_releasing(
     failed: set[str] = set()
     pending = set(runs)
     settled: list[SqsMessage] = []  # settled, not yet released
-    release_at: float | None = None
+    release_at: float | None = None  # set when the first group settles (`release_after` its time)
     while pending:
-        now = clock()
-        done, pending = wait(
-            pending,
-            timeout=None if release_at is None or now >= release_at else release_at - now,
-            return_when=FIRST_COMPLETED,
-        )
+        # Until the first group settles, and once past the release time, only a group settling changes anything.
+        wake = None if release_at is None else max(0.0, release_at - clock()) or None
+        done, pending = wait(pending, timeout=wake, return_when=FIRST_COMPLETED)
         for run in done:
             group_failed = run.result()
             failed.update(group_failed)
             if not group_failed:
                 settled.extend(runs[run])
-            if release_at is None:
-                release_at = started + release_after(clock() - started)
-        if pending and settled and release_at is not None and clock() >= release_at:
+        if release_at is None:
+            release_at = started + release_after(clock() - started)
+        if pending and settled and clock() >= release_at:
             _release(settled, release, logger)
             settled = []
     return failed
