@@ -50,7 +50,7 @@ import boto3
 
 from bench.common import SECONDS_PER_MONTH, heading, machine, median, table
 from bench.metering import BENCH, EVENT_SOURCE, UNATTRIBUTED, ApiCall, Meter
-from hookrelay.adapters import schema
+from hookrelay.adapters import log_pages, schema
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
@@ -400,7 +400,7 @@ class Driver:
         with self.meter.origin(BENCH):
             table_ = boto3.resource("dynamodb").Table(self.env[schema.DELIVERIES.env_var])
             for item in table_.scan()["Items"]:
-                if item["tenant_id"] == tenant_id:
+                if item["tenant_id"] == tenant_id and not log_pages.is_page_item(item):
                     run.statuses[item["status"]] += 1
                     run.attempts[int(item.get("attempt_count", 0))] += 1
 

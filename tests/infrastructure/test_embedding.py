@@ -179,24 +179,29 @@ def test_the_stage_files_domain_with_a_certificate(tmp_path: Path) -> None:
 
 
 def test_the_wheel_synthesizes_the_example_outside_the_checkout(tmp_path: Path) -> None:
-    """`make dist`, a fresh virtualenv (`uv venv`) with the wheel and uv.lock's versions of its dependencies and
-    `cdk` extra installed offline from uv's cache (`--no-deps`: the exported list is the whole closure), then the
-    example app run from a directory outside the checkout, with nothing of the checkout on its path."""
+    """`make dist`, a fresh virtualenv (`uv venv`) with uv.lock's versions of the wheel's dependencies and its `cdk`
+    extra synced offline from uv's cache (`uv sync`, which reads the lock's own URLs: `uv pip install -r` would need
+    the index pages a fresh machine's cache does not hold) and the wheel installed, then the example app run from a
+    directory outside the checkout, with nothing of the checkout on its path."""
     uv = ROOT / ".tools" / "bin" / "uv"
     run = {"cwd": ROOT, "check": True, "capture_output": True, "text": True}
     subprocess.run(["make", "dist"], **run)  # noqa: S607
     (wheel,) = (ROOT / "dist").glob("hookrelay-*.whl")
-    requirements = tmp_path / "requirements.txt"
-    exported = subprocess.run(  # noqa: S603
-        [str(uv), "export", "--frozen", "--no-dev", "--extra", "cdk", "--no-emit-project", "--no-hashes"], **run
-    )
-    requirements.write_text(exported.stdout)
     venv = tmp_path / "venv"
     subprocess.run([str(uv), "venv", "--quiet", "--python", sys.executable, str(venv)], **run)  # noqa: S603
-    installed = subprocess.run(  # noqa: S603
-        [str(uv), "pip", "install", "--offline", "--quiet", "--no-deps", "-r", str(requirements), str(wheel)],
+    into_venv = {**os.environ, "VIRTUAL_ENV": str(venv), "UV_PROJECT_ENVIRONMENT": str(venv)}
+    synced = subprocess.run(  # noqa: S603
+        [str(uv), "sync", "--frozen", "--offline", "--quiet", "--no-dev", "--extra", "cdk", "--no-install-project"],
         cwd=ROOT,
-        env={**os.environ, "VIRTUAL_ENV": str(venv)},
+        env=into_venv,
+        capture_output=True,
+        text=True,
+    )
+    assert synced.returncode == 0, synced.stderr
+    installed = subprocess.run(  # noqa: S603
+        [str(uv), "pip", "install", "--offline", "--quiet", "--no-deps", str(wheel)],
+        cwd=ROOT,
+        env=into_venv,
         capture_output=True,
         text=True,
     )

@@ -37,6 +37,7 @@ from tests.support.aws import as_function, moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
 from tests.support.pump import QueuePump, wait_until
+from tests.support.records import stored_deliveries
 
 SCHEDULE = json.dumps({"name": "circuit-test", "gaps": [0, 3, 1, 1], "repeat_every": 3, "horizon": 120})
 HORIZON_SECONDS = 120
@@ -515,7 +516,7 @@ def run_reconciler_later() -> dict[str, Any]:
 
 def unanswered_delivery(outage: Outage) -> Delivery:
     """The one delivery of the outage's endpoint that no 202 reported (its request crashed)."""
-    items = table("DELIVERIES_TABLE").scan()["Items"]
+    items = stored_deliveries(table("DELIVERIES_TABLE"))
     [item] = [i for i in items if i["endpoint_id"] == outage.endpoint_id and i["id"] not in outage.delivery_ids]
     return from_data(Delivery, item)
 

@@ -24,6 +24,7 @@ from hookrelay.domain.limits import MAX_FILTER_DEPTH, MAX_FILTER_IN_VALUES
 from tests.support.consumer import ScriptedConsumer
 from tests.support.gateway_adapter import GATEWAY_URL, gateway_session
 from tests.support.platform import Platform
+from tests.support.records import stored_deliveries
 
 DOCUMENT = Path(__file__).resolve().parents[2] / "openapi" / "openapi.yaml"
 _REGISTRY = Registry().with_resource("urn:openapi", DRAFT202012.create_resource(yaml.safe_load(DOCUMENT.read_text())))
@@ -40,7 +41,7 @@ BIG_ORDERS = {"data.amount": {"$gte": 100}, "data.currency": {"$in": ["EUR", "US
 
 def deliveries_of(endpoint_id: str) -> list[Any]:
     table = boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"])
-    items = table.scan()["Items"]
+    items = stored_deliveries(table)
     return [item for item in items if item.get("endpoint_id") == endpoint_id]
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from hookrelay import wiring
+from hookrelay.adapters import log_pages
 from hookrelay.adapters.dynamodb import to_item
 from hookrelay.domain import ids
 from hookrelay.domain.clock import epoch_seconds, utcnow
@@ -90,3 +92,8 @@ def make(
 def mark(delivery: Delivery, status: DeliveryStatus) -> None:
     """Move a delivery to `status` the way the delivery path does when a schedule ends or an endpoint is off."""
     wiring.delivery_service().deliveries.set_status(delivery.id, delivery.tenant_id, status, utcnow(), None)
+
+
+def stored_deliveries(table: Any) -> list[dict[str, Any]]:
+    """Every delivery item of the deliveries table (a scan), without the log pages that table also holds."""
+    return [item for item in table.scan()["Items"] if not log_pages.is_page_item(item)]

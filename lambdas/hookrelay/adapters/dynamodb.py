@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBuilder, Key
 from botocore.exceptions import ClientError
 
-from hookrelay.adapters import schema
+from hookrelay.adapters import log_pages, schema
 from hookrelay.adapters.records import field_names, from_data, to_data
 from hookrelay.adapters.schema import IndexSpec
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds
@@ -614,11 +614,11 @@ def _settle_condition(tenant_id: str, attempt_number: int, unclaimed: Unclaimed 
     return f"{free} OR (#s = :attempting AND attempt_count = :n AND claimed_at = :claimed)"
 
 
-def delivery_item(delivery: Delivery) -> dict[str, Any]:
-    """The stored delivery: in its tenant's log shard (which an endpoint's log reads too), in the status index while
-    its status is indexed, and in the event-extras index unless it is its event's fan-out (which the log derives from
-    the event instead: `find_of_event`)."""
-    keys = {_TENANT.partition_key: sharded(delivery.tenant_id, delivery.id)}
+def delivery_item(delivery: Delivery, *, paged: bool = False) -> dict[str, Any]:
+    """The stored delivery: in its tenant's log shard (which an endpoint's log reads too) unless a log page lists it
+    (`paged`: adapters/log_pages.py), in the status index while its status is indexed, and in the event-extras index
+    unless it is its event's fan-out (which the log derives from the event instead: `find_of_event`)."""
+    keys = {} if paged else {_TENANT.partition_key: sharded(delivery.tenant_id, delivery.id)}
     if (owner := tenant_status(delivery.tenant_id, delivery.status)) is not None:
         keys[_STATUS.partition_key] = sharded(owner, delivery.id)
     if not is_fan_out(delivery):
@@ -667,15 +667,23 @@ class DeliveryTable:
         self.table = table
 
     def put_many(self, deliveries: Sequence[Delivery]) -> None:
+        """The deliveries, and the log pages that list those created together (adapters/log_pages.py): the pages
+        first, all of them, so that a crash never leaves a delivery the log cannot find."""
+        pages = log_pages.paginate(deliveries)
+        if pages:
+            with self.table.batch_writer() as batch:
+                for page in pages:
+                    batch.put_item(Item=log_pages.item(page, sharded(page.tenant_id, page.id)))
+        paged = {row.delivery_id for page in pages for row in page.rows}
         with self.table.batch_writer() as batch:
             for delivery in deliveries:
-                batch.put_item(Item=delivery_item(delivery))
+                batch.put_item(Item=delivery_item(delivery, paged=delivery.id in paged))
 
     def get(self, delivery_id: str) -> Delivery | None:
-        return from_item(Delivery, self.table.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item"))
+        return _delivery_of(self.table.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item"))
 
     def peek(self, delivery_id: str) -> Delivery | None:
-        return from_item(Delivery, self.table.get_item(Key={"id": delivery_id}).get("Item"))
+        return _delivery_of(self.table.get_item(Key={"id": delivery_id}).get("Item"))
 
     def claim(
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
@@ -907,10 +915,24 @@ class DeliveryTable:
         """Every index entry of `where` after `after`, newest first by (created_at, id), merged across the `count`
         shards (each read `page` entries at a time, and only as far as the merge needs)."""
         queries = [{**q, "Limit": page} for q in self._queries(where, now, after, count)]
-        shard_entries = [_by_id_within_time(entries) for entries in self._scatter(queries)]
-        for entry in heapq.merge(*shard_entries, key=_entry_order, reverse=True):
-            if after is None or _entry_order(entry) < after:
+        shard_entries = [_by_id_within_time(self._unpaged(entries)) for entries in self._scatter(queries)]
+        merged = heapq.merge(*shard_entries, key=_entry_order, reverse=True)
+        for order, same in itertools.groupby(merged, key=_entry_order):
+            if after is None or order < after:
+                # A delivery listed twice (its own entry and a page's row, or two pages' rows) is read once, from
+                # its own entry if it has one (a page's row of it then stands for nothing: log_pages.stands_for).
+                first, *others = same
+                yield next((e for e in others if log_pages.PAGE not in e), first) if log_pages.PAGE in first else first
+
+    def _unpaged(self, entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """A shard's entries with each log page's in place of its rows (adapters/log_pages.py), read as they come."""
+        for entry in entries:
+            if not log_pages.is_page(str(entry["id"])):
                 yield entry
+                continue
+            page = self.table.get_item(Key={"id": entry["id"]}).get("Item")
+            if page is not None:  # (expired meanwhile: its deliveries have too)
+                yield from log_pages.entries(page)
 
     def _scatter(self, queries: Sequence[dict[str, Any]]) -> list[Iterator[dict[str, Any]]]:
         """Each query's entries, in order. The merge needs every shard's first page before it yields anything: with
@@ -935,7 +957,11 @@ class DeliveryTable:
         if where.endpoint_id:
             entries = [entry for entry in entries if entry.get("endpoint_id") == where.endpoint_id]
         items = deliveries_by_id(self.table, [entry["id"] for entry in entries], consistent=False)
-        found = (from_data(Delivery, items[e["id"]]) for e in entries if e["id"] in items)
+        found = (
+            from_data(Delivery, items[e["id"]])
+            for e in entries
+            if e["id"] in items and log_pages.stands_for(e, items[e["id"]])
+        )
         return [delivery for delivery in found if _matches(delivery, where, now)]
 
     def _scope(self, where: DeliveryFilter) -> str:
@@ -1113,7 +1139,7 @@ class RedriveTable:
 # --- The delivery log's helpers ---
 
 _INDEXES = {index.name: index for index in schema.DELIVERIES.indexes}
-_TENANT, _STATUS = _INDEXES["by_tenant"], _INDEXES["by_tenant_status"]
+_TENANT, _STATUS = schema.DELIVERY_LOG_INDEX, _INDEXES["by_tenant_status"]
 _EXTRAS = schema.EVENT_EXTRAS_INDEX
 _MIN_SHARD_PAGE = 10  # entries per shard read, at the least
 # From this many shards a read's per-shard queries go out at once, on up to _SCATTER_THREADS threads: at 64
@@ -1124,6 +1150,13 @@ _SCATTER_THREADS = 16
 # it found fewer than `limit` matches (a very selective filter over a long range), returning a cursor that
 # resumes after the last entry it read.
 MAX_PAGES_PER_READ = 10
+
+
+def _delivery_of(item: dict[str, Any] | None) -> Delivery | None:
+    """The delivery stored as `item`; None for none, and for a log page (asked for by its id: no delivery's)."""
+    if item is None or log_pages.is_page_item(item):
+        return None
+    return from_data(Delivery, item)
 
 
 def _matches(delivery: Delivery, where: DeliveryFilter, now: datetime) -> bool:

@@ -95,13 +95,15 @@ DEFAULT_LOG_SHARDS = 4
 MAX_LOG_SHARDS = 256
 _LOG_ATTRIBUTES = ("tenant_id", "endpoint_id", "event_id")
 EVENT_EXTRAS_INDEX = IndexSpec("event_extras", "event_extra", "created_at", include=_LOG_ATTRIBUTES)
+# The tenant's log. Deliveries written together share one entry, a log page's (adapters/log_pages.py).
+DELIVERY_LOG_INDEX = IndexSpec("by_tenant", "tenant_shard", "created_at", include=_LOG_ATTRIBUTES)
 DELIVERIES = TableSpec(
     "Deliveries",
     "DELIVERIES_TABLE",
     partition_key="id",
     ttl_attribute="expires_at",
     indexes=(
-        IndexSpec("by_tenant", "tenant_shard", "created_at", include=_LOG_ATTRIBUTES),
+        DELIVERY_LOG_INDEX,
         IndexSpec(
             "by_tenant_status",
             "tenant_status",
