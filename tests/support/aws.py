@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import boto3
 from moto import mock_aws
+from moto.stepfunctions.parser.utils import TMP_THREADS
 
 from hookrelay import wiring
 from hookrelay.adapters import aws, schema
@@ -143,9 +145,19 @@ def as_function(name: str) -> Iterator[None]:
         yield
 
 
+# Bounds the wait for stopped executions' threads (they end at once, or when a Task's call returns).
+EXECUTION_THREADS_JOIN_SECONDS = 30
+
+
 def stop_running_executions(state_machine_arn: str) -> None:
     """moto runs executions on threads that outlive the mock: one still waiting would later send its
-    retry into the next test's queue (same name, same URL), so none is left running."""
+    retry into the next test's queue (same name, same URL), so none is left running, and their threads are waited
+    for (a stop wakes a Wait state at once; a Task in flight finishes its call), so none is mid-call either."""
     sfn = boto3.client("stepfunctions")
-    for execution in sfn.list_executions(stateMachineArn=state_machine_arn, statusFilter="RUNNING")["executions"]:
+    pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn, statusFilter="RUNNING")
+    for execution in (execution for page in pages for execution in page["executions"]):
         sfn.stop_execution(executionArn=execution["executionArn"])
+    deadline = time.monotonic() + EXECUTION_THREADS_JOIN_SECONDS
+    for thread in list(TMP_THREADS):
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    TMP_THREADS[:] = [thread for thread in TMP_THREADS if thread.is_alive()]
