@@ -9,6 +9,8 @@ look at it flaked. Here a stopped `Timeout` still pushes a number (never used: n
 Also: moto makes an execution's environment on the execution's own thread, so a StopExecution that comes between
 StartExecution and that thread's first line found none ("'NoneType' object has no attribute 'set_stop'"), where
 AWS stops the execution. Here the environment is made before the thread starts (`_start`), so a stop always finds it.
+And: a stop woke a Wait state but not a task waiting for its token (`.waitForTaskToken`), whose thread slept out the
+task's timeout. Here a stop interrupts those waits too (`_set_stop`): the thread ends at once, as the execution has.
 Installed with `moto_transactions` by the local stack and the moto-backed tests; nothing deployed imports it.
 """
 
@@ -17,11 +19,13 @@ from __future__ import annotations
 from typing import Any
 
 from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import Timeout, TimeoutSeconds
+from moto.stepfunctions.parser.asl.eval.environment import Environment
 from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
 _original_eval = Timeout.eval
 _original_start = ExecutionWorker.start
 _original_environment = ExecutionWorker._get_evaluation_environment
+_original_set_stop = Environment.set_stop
 
 
 def _eval(self: Timeout, env: Any) -> None:
@@ -38,7 +42,15 @@ def _start(self: ExecutionWorker) -> None:
     _original_start(self)
 
 
+def _set_stop(self: Environment, stop_date: Any, cause: str | None, error: str | None) -> None:
+    _original_set_stop(self, stop_date, cause, error)
+    # The waits end with no outcome; the stopped execution runs nothing after them (`is_running()` is false).
+    for endpoint in list(self.callback_pool_manager._pool.values()):
+        endpoint.interrupt_all()
+
+
 def install() -> None:
-    """Patch moto's Timeout component and its execution worker's start (idempotent)."""
+    """Patch moto's Timeout component, its execution worker's start and its environment's stop (idempotent)."""
     Timeout.eval = _eval  # type: ignore[method-assign]
     ExecutionWorker.start = _start  # type: ignore[method-assign]
+    Environment.set_stop = _set_stop  # type: ignore[method-assign]
