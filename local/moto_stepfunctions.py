@@ -9,13 +9,17 @@ look at it flaked. Here a stopped `Timeout` still pushes a number (never used: n
 Also: moto makes an execution's environment on the execution's own thread, so a StopExecution that comes between
 StartExecution and that thread's first line found none ("'NoneType' object has no attribute 'set_stop'"), where
 AWS stops the execution. Here the environment is made before the thread starts (`_start`), so a stop always finds it.
-And: a stop woke a Wait state but not a task waiting for its token (`.waitForTaskToken`), whose thread slept out the
-task's timeout. Here a stop interrupts those waits too (`_set_stop`): the thread ends at once, as the execution has.
+And: a stop wakes a Wait state but not a task waiting for its token (`.waitForTaskToken`), whose thread sleeps out the
+task's timeout (900 s). `end_stopped_waits` ends those waits, for the tests' teardown, where the next test's mock
+would otherwise share the process with them (the local stack leaves them be: a sleeping thread there harms nothing).
+Woken so, the task times out in moto's eyes and the execution ends FAILED, not ABORTED: only a teardown, when nothing
+looks any more, calls it.
 Installed with `moto_transactions` by the local stack and the moto-backed tests; nothing deployed imports it.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import Timeout, TimeoutSeconds
@@ -25,7 +29,7 @@ from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 _original_eval = Timeout.eval
 _original_start = ExecutionWorker.start
 _original_environment = ExecutionWorker._get_evaluation_environment
-_original_set_stop = Environment.set_stop
+_environments: weakref.WeakSet[Environment] = weakref.WeakSet()  # every execution's, while it is referenced
 
 
 def _eval(self: Timeout, env: Any) -> None:
@@ -38,19 +42,20 @@ def _eval(self: Timeout, env: Any) -> None:
 def _start(self: ExecutionWorker) -> None:
     environment = _original_environment(self)
     self.env = environment
+    _environments.add(environment)
     self._get_evaluation_environment = lambda: environment  # type: ignore[method-assign]  # the thread takes it
     _original_start(self)
 
 
-def _set_stop(self: Environment, stop_date: Any, cause: str | None, error: str | None) -> None:
-    _original_set_stop(self, stop_date, cause, error)
-    # The waits end with no outcome; the stopped execution runs nothing after them (`is_running()` is false).
-    for endpoint in list(self.callback_pool_manager._pool.values()):
-        endpoint.interrupt_all()
+def end_stopped_waits() -> None:
+    """Ends every stopped execution's waits for a task token, so its thread ends now (see the module)."""
+    for environment in list(_environments):
+        if not environment.is_running():
+            for endpoint in list(environment.callback_pool_manager._pool.values()):
+                endpoint.interrupt_all()
 
 
 def install() -> None:
-    """Patch moto's Timeout component, its execution worker's start and its environment's stop (idempotent)."""
+    """Patch moto's Timeout component and its execution worker's start (idempotent)."""
     Timeout.eval = _eval  # type: ignore[method-assign]
     ExecutionWorker.start = _start  # type: ignore[method-assign]
-    Environment.set_stop = _set_stop  # type: ignore[method-assign]

@@ -152,11 +152,13 @@ EXECUTION_THREADS_JOIN_SECONDS = 30
 def stop_running_executions(state_machine_arn: str) -> None:
     """moto runs executions on threads that outlive the mock: one still waiting would later send its
     retry into the next test's queue (same name, same URL), so none is left running, and their threads are waited
-    for (a stop wakes a Wait state at once; a Task in flight finishes its call), so none is mid-call either."""
+    for (a stop wakes a Wait state at once, `end_stopped_waits` a task waiting for its token, and a Task in flight
+    finishes its call), so none is mid-call either."""
     sfn = boto3.client("stepfunctions")
     pages = sfn.get_paginator("list_executions").paginate(stateMachineArn=state_machine_arn, statusFilter="RUNNING")
     for execution in (execution for page in pages for execution in page["executions"]):
         sfn.stop_execution(executionArn=execution["executionArn"])
+    moto_stepfunctions.end_stopped_waits()
     deadline = time.monotonic() + EXECUTION_THREADS_JOIN_SECONDS
     for thread in list(TMP_THREADS):
         thread.join(timeout=max(0.0, deadline - time.monotonic()))
