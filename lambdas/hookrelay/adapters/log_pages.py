@@ -100,8 +100,7 @@ def item(page: LogPage, log_partition: str) -> dict[str, Any]:
 def entries(page_item: dict[str, Any]) -> Iterator[dict[str, Any]]:
     """The page's rows as index entries of their deliveries (what their own entries would project), marked with the
     page that listed them."""
-    raw = page_item[ROWS]
-    text = zlib.decompress(raw.value if hasattr(raw, "value") else bytes(raw)).decode()
+    text = zlib.decompress(bytes(page_item[ROWS])).decode()  # boto3's Binary, or bytes
     for line in text.splitlines():
         delivery_id, endpoint_id, event_id = line.split(" ")
         yield {
@@ -125,4 +124,4 @@ def stands_for(entry: dict[str, Any], delivery_item: dict[str, Any]) -> bool:
 
 
 def is_page_item(stored: dict[str, Any]) -> bool:
-    return ROWS in stored
+    return is_page(str(stored["id"]))
