@@ -4,7 +4,8 @@ A delivery is found in its tenant's log (and so its endpoint's, and by the recon
 `by_tenant` index: one write unit per delivery, on top of the delivery's own. Ingest writes an event's fan-out, and
 a batch's, together, all created in one millisecond: those deliveries share one *page* instead, an item of the
 deliveries table (`lpg_…`) that lists them and has the one index entry. Fan-out 10 writes 2 units for its log
-instead of 10; a batch of 100 events, about 10 instead of 100 (issue 28).
+instead of 10; a batch of 100 events, 4 instead of 100 in the cost benchmark (its deliveries fell in two
+milliseconds: bench/results/cost.txt, issue 28).
 
 The rules a page keeps, and why:
 
