@@ -161,7 +161,13 @@ def serve(port: int, *, one_at_a_time: bool = False) -> None:
     """The server process: moto's server until SIGTERM, or until the local stack that started it is gone."""
     from local import moto_dynamodb, moto_sqs, moto_stepfunctions, moto_transactions
     from local.moto_server import MotoServer
-    from local.processes import exit_with_parent, leave_interrupts_to_the_parent, name_this_process, wait_for_signal
+    from local.processes import (
+        exit_with_parent,
+        keep_what_survives,
+        leave_interrupts_to_the_parent,
+        name_this_process,
+        wait_for_signal,
+    )
 
     exit_with_parent()
     leave_interrupts_to_the_parent()
@@ -178,6 +184,7 @@ def serve(port: int, *, one_at_a_time: bool = False) -> None:
     bound = server.get_host_and_port()[1]
     os.environ.update(FAKE_CREDENTIALS)
     os.environ["MOTO_PORT"] = str(bound)  # where moto's Step Functions interpreter sends its own AWS calls
+    keep_what_survives()
     print(bound, flush=True)
     wait_for_signal(signal.SIGTERM)
     server.stop()

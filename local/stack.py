@@ -36,7 +36,7 @@ from local.as_deployed import LocalDeployment, local_deployment, local_settings
 from local.aws_endpoint import AwsEndpoints, start_aws_endpoints, use_utc
 from local.function_workers import FunctionWorkers
 from local.http_api import ApiServer
-from local.processes import name_this_process, wait_for_signal
+from local.processes import keep_what_is_loaded, name_this_process, wait_for_signal
 from local.provision import delivery_queue_urls, provision, queue_urls
 from local.schedule import ScheduledFunction
 from local.sqs_source import EventSource
@@ -438,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
             f"could not start the local stack: {error} (--port N picks another port, 0 any free one)", file=sys.stderr
         )
         return 1
+    keep_what_is_loaded()
     if args.json:
         console.write(json.dumps(stack.ready_document()) + "\n")
     else:

@@ -23,7 +23,7 @@ import boto3
 
 import hookrelay
 from hookrelay.adapters import aws, schema
-from local.processes import name_this_process
+from local.processes import keep_what_is_loaded, name_this_process
 
 name_this_process("fn-forkserver")
 
@@ -48,3 +48,4 @@ for _name in (
     "aws_lambda_powertools.utilities.idempotency.serialization.pydantic",
 ):
     importlib.import_module(_name)
+keep_what_is_loaded()  # last: what every worker inherits

@@ -9,6 +9,7 @@ import pytest
 
 from local.as_deployed import local_deployment, local_settings, placeholder_environment
 from local.iam_check import CALLS_LOG, unused_actions
+from local.processes import keep_what_is_loaded
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import moto_stack
 from tests.support.consumer import ScriptedConsumer
@@ -55,3 +56,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         called = sorted(action for name, action in seen if name == function)
         terminalreporter.write_line(f"{function}: called {', '.join(called) or 'nothing'}")
         terminalreporter.write_line(f"{' ' * len(function)}  never called: {', '.join(actions) or 'none'}")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every test module is imported by now (boto3's and moto's service models, the handlers): kept for the session,
+    out of the collector's full walks, as the local stack's processes keep theirs (a tenth off the crash-point
+    matrix's drain and redrive paths here)."""
+    keep_what_is_loaded()
