@@ -17,6 +17,7 @@ import pytest
 from hookrelay import wiring
 from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
 from hookrelay.adapters.schema import SQS_MAX_BATCH
+from hookrelay.adapters.sqs import SqsDeliveryQueue
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.models import Endpoint
 from hookrelay.domain.queues import DeliveryLane
@@ -220,15 +221,15 @@ def test_a_failed_message_comes_back_with_the_rest_of_its_group_in_order_while_t
 
     a1, b1, a2, b2, a3 = (send(t) for t in ("a.1", "b.1", "a.2", "b.2", "a.3"))
     broken = {a2}
-    attempt = DeliveryService.attempt
+    handle = DeliveryService._handle  # what `attempt` and `attempt_run` both hand each message to
 
-    def fails_once(self: DeliveryService, message: Any, **options: Any) -> Any:
+    def fails_once(self: DeliveryService, message: Any, *args: Any, **options: Any) -> Any:
         if message.delivery_id in broken:
             broken.discard(message.delivery_id)
             raise ConnectionError("a processing error, not the consumer's answer")
-        return attempt(self, message, **options)
+        return handle(self, message, *args, **options)
 
-    monkeypatch.setattr(DeliveryService, "attempt", fails_once)
+    monkeypatch.setattr(DeliveryService, "_handle", fails_once)
     urls = delivery_queue_urls(platform.env)
     shards = {endpoint_of(tenant_id, e["id"]).queue_shard for e in (ordered, other)}
     received: list[dict[str, Any]] = []
@@ -252,3 +253,41 @@ def test_a_failed_message_comes_back_with_the_rest_of_its_group_in_order_while_t
     ids_in_order = [deliveries().get(d).event_id for d in (a1, a2, a3)]  # type: ignore[union-attr]
     sent = [r.headers["webhook-id"] for r in consumer.received]
     assert [e for e in sent if e in ids_in_order] == ids_in_order
+
+
+def test_a_slow_endpoint_s_messages_in_one_batch_are_forwarded_in_order_with_one_tail_write_and_one_send(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url, max_in_flight=1)["id"]  # one group: one order
+    table = EndpointTable(boto3.resource("dynamodb").Table(os.environ["ENDPOINTS_TABLE"]))
+    assert table.switch_lane(tenant_id, endpoint_id, DeliveryLane.SLOW)  # as a slow attempt would have
+    producer = platform.new_key("producer")
+    delivery_ids = [publish(platform, producer, tenant_id, n)["delivery_ids"][0] for n in range(5)]
+    tails: list[str] = []
+    sends: list[int] = []
+    set_slow_tail, send = EndpointTable.set_slow_tail, SqsDeliveryQueue._send
+
+    def recorded_tail(self: EndpointTable, tenant: str, endpoint: str, group: str, key: str) -> None:
+        tails.append(key)
+        set_slow_tail(self, tenant, endpoint, group, key)
+
+    def recorded_send(self: SqsDeliveryQueue, url: str, messages: Any, carried: Any) -> None:
+        sends.append(len(messages))
+        send(self, url, messages, carried)
+
+    monkeypatch.setattr(EndpointTable, "set_slow_tail", recorded_tail)
+    monkeypatch.setattr(SqsDeliveryQueue, "_send", recorded_send)
+    urls = delivery_queue_urls(platform.env)
+    shard = endpoint_of(tenant_id, endpoint_id).queue_shard
+
+    assert poll_once(platform.sqs, urls.url(shard)) == 5  # one batch of the group's five, through the real handler
+
+    assert tails == [f"{delivery_ids[-1]}#1"] and sends == [5] and consumer.received == []
+    slow = urls.url(shard, DeliveryLane.SLOW)
+    in_slow_lane = [
+        json.loads(m["Body"])["delivery_id"]
+        for m in receive(platform.sqs, slow, batch_size=SQS_MAX_BATCH, wait_seconds=0)
+    ]
+    assert in_slow_lane == delivery_ids  # in order
+    assert message_count(platform, urls.url(shard)) == 0

@@ -3,7 +3,7 @@ and back, what is forwarded there, and that each message group's order holds acr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -26,6 +26,7 @@ SLOW = SendResult(200, 1500)
 @dataclass
 class RecordingQueue:
     sent: list[DeliveryMessage] = field(default_factory=list)
+    sends: int = 0
     fail_next: bool = False
 
     def enqueue(self, messages: Sequence[DeliveryMessage]) -> None:
@@ -33,6 +34,7 @@ class RecordingQueue:
             self.fail_next = False
             raise ConnectionError("the process died between the tail and the send")
         self.sent.extend(messages)
+        self.sends += 1
 
 
 @pytest.fixture
@@ -197,3 +199,86 @@ def test_the_architecture_doc_states_the_release_rule_of_the_code() -> None:
     doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
     assert f"`RELEASE_RATIO` ({lanes.RELEASE_RATIO}) times" in doc
     assert f"`RELEASE_FLOOR_SECONDS` ({lanes.RELEASE_FLOOR_SECONDS * 1000:.0f} ms)" in doc
+
+
+# --- A run of a group's messages, forwarded together (DeliveryService.attempt_run) ---
+
+
+def group_messages(*numbers: int, endpoint_id: str = "ep_1") -> list[DeliveryMessage]:
+    return [DeliveryMessage(f"dlv_{n}", "tn_1", 1, "grp", f"dedup-{n}", endpoint_id=endpoint_id) for n in numbers]
+
+
+def never_read() -> Iterator[DeliveryMessage]:
+    raise AssertionError("the messages after the first were read")
+    yield  # a generator
+
+
+def test_a_slow_endpoint_s_run_is_forwarded_in_one_send_in_order_behind_one_tail_naming_its_last(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    tails: list[tuple[str, ...]] = []
+    set_tail = world.endpoints.set_slow_tail
+    monkeypatch.setattr(world.endpoints, "set_slow_tail", lambda *args: tails.append(args) or set_tail(*args))
+    first, *rest = group_messages(1, 2, 3, 4)
+
+    reports = world.service.attempt_run(first, iter(rest))
+
+    assert [r.delivery_id for r in reports] == ["dlv_1", "dlv_2", "dlv_3", "dlv_4"]
+    assert all(r.forwarded and not r.sent for r in reports) and world.sender.sent == []
+    assert queue(world).sends == 1
+    assert queue(world).sent == [
+        replace(m, lane=DeliveryLane.SLOW, shard=endpoint(world).queue_shard) for m in [first, *rest]
+    ]
+    assert tails == [("tn_1", "ep_1", "grp", "dlv_4#1")] and endpoint(world).slow_tails == {"grp": "dlv_4#1"}
+    assert world.telemetry.counts.get(DELIVERIES_FORWARDED) == 4
+
+
+def test_the_run_ends_before_a_message_that_is_not_its_endpoint_s(world: World) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    first, second, other = [*group_messages(1, 2), *group_messages(3, endpoint_id="ep_2")]
+
+    reports = world.service.attempt_run(first, iter([second, other]))
+
+    assert [r.delivery_id for r in reports] == ["dlv_1", "dlv_2"]  # dlv_3 is left to `attempt`
+    assert [m.delivery_id for m in queue(world).sent] == ["dlv_1", "dlv_2"]
+
+
+def test_a_healthy_endpoint_s_first_message_is_attempted_alone_and_the_rest_not_even_read(world: World) -> None:
+    world.script(OK)
+    first = replace(world.message(1), endpoint_id="ep_1")
+
+    [report] = world.service.attempt_run(first, never_read())
+
+    assert report.sent and report.status is DeliveryStatus.DELIVERED and queue(world).sent == []
+
+
+def test_a_crash_between_the_run_s_tail_and_its_send_forwards_each_once_in_order_when_they_come_back(
+    world: World,
+) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    first, *rest = group_messages(1, 2, 3)
+    queue(world).fail_next = True
+    with pytest.raises(ConnectionError):  # the invocation fails: the group's messages are not deleted
+        world.service.attempt_run(first, iter(rest))
+    assert endpoint(world).slow_tails == {"grp": "dlv_3#1"} and queue(world).sent == []
+
+    world.service.attempt_run(first, iter(rest))  # back after their visibility timeout, in order
+
+    assert [m.delivery_id for m in queue(world).sent] == ["dlv_1", "dlv_2", "dlv_3"]
+    assert endpoint(world).slow_tails == {"grp": "dlv_3#1"}
+
+
+def test_the_slow_lane_clears_the_tail_only_when_the_run_s_last_message_settles(world: World) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    first, *rest = group_messages(1, 2, 3)
+    world.service.attempt_run(first, iter(rest))
+    forwarded = list(queue(world).sent)
+    world.script(SLOW)  # dlv_1's attempt (the others' deliveries are not in this world: nothing to send)
+
+    for message in forwarded[:2]:
+        world.service.attempt(message)
+        assert endpoint(world).slow_tails == {"grp": "dlv_3#1"}  # a fast-lane message would still go behind them
+    world.service.attempt(forwarded[2])
+
+    assert endpoint(world).slow_tails == {}

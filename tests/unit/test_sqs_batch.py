@@ -261,3 +261,59 @@ def test_a_release_that_fails_is_logged_and_changes_nothing_else(workers: Thread
     assert releases.handles == ["handle-a1"]
     assert logs.lines == ["releasing settled messages failed"]
     assert failed(response) == []  # the event source deletes both when the invocation returns
+
+
+def test_a_run_handler_takes_several_of_a_group_s_messages_at_once_and_the_rest_go_on_one_by_one() -> None:
+    handled: list[str] = []
+    runs: list[list[str]] = []
+
+    def handle(message: SqsMessage) -> None:
+        handled.append(message.body)
+
+    def handle_run(messages: Any) -> int:  # takes a1..a3 together; nothing else
+        runs.append([m.body for m in messages])
+        taken = [m.body for m in messages if m.body in ("a1", "a2", "a3")]
+        handled.extend(taken)
+        return len(taken)
+
+    event = batch(("a", "a1"), ("a", "a2"), ("a", "a3"), ("a", "a4"), ("a", "a5"), ("b", "b1"))
+    response = process_batch(event, handle, Logs(), fifo=True, handle_run=handle_run)
+
+    assert failed(response) == [] and handled == ["a1", "a2", "a3", "a4", "a5", "b1"]
+    # Offered the group's unhandled messages, two or more: never a lone one (b1, a5 at the end) nor what it took.
+    assert runs == [["a1", "a2", "a3", "a4", "a5"], ["a4", "a5"]]
+
+
+def test_a_run_that_fails_fails_its_group_from_its_first_message() -> None:
+    def handle_run(messages: Any) -> int:
+        if messages[0].body == "a2":
+            raise RuntimeError("the send failed")
+        return 1
+
+    logs = Logs()
+    event = batch(("a", "a1"), ("a", "a2"), ("a", "a3"), ("a", "a4"))
+    response = process_batch(event, lambda message: None, logs, fifo=True, handle_run=handle_run)
+
+    assert failed(response) == ["a2", "a3", "a4"] and logs.failures == ["a2"]
+
+
+def test_once_time_runs_short_no_run_is_offered_each_message_goes_to_the_late_handling() -> None:
+    offered: list[str] = []
+    late: list[str] = []
+
+    def handle_run(messages: Any) -> int:
+        offered.append(messages[0].body)
+        return 0
+
+    event = batch(("a", "a1"), ("a", "a2"), ("a", "a3"))
+    response = process_batch(
+        event,
+        lambda message: None,
+        Logs(),
+        fifo=True,
+        may_start=lambda: False,  # no time for a second message
+        late=lambda message: late.append(message.body),
+        handle_run=handle_run,
+    )
+
+    assert failed(response) == [] and offered == ["a1"] and late == ["a2", "a3"]

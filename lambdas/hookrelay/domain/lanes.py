@@ -14,7 +14,8 @@ The switch keeps each message group's order, with no message lost or sent twice:
   settled in the slow lane. A group's messages reach the fast lane one at a time, in order, so they are forwarded
   in order, and no later one is attempted in the fast lane while an earlier one waits in the slow lane.
 - Forwarding writes the tail first, then sends. A crash between the two leaves the message in the fast lane (not
-  deleted): it comes back first in its group and is forwarded again (the same tail, the same deduplication id).
+  deleted): it comes back first in its group and is forwarded again (the same tail, the same deduplication id). A
+  batch's consecutive messages of one group are forwarded together: one tail, naming the last, and one send.
 - A fast lane's batch attempts one group's messages one after another; one it has no time left to attempt (the
   function's timeout is one message's longest path: adapters/schema.py) is forwarded instead, never handed back
   to count toward the queue's maxReceiveCount.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -26,7 +27,7 @@ from hookrelay.domain.status import DeliveryStatus
 from hookrelay.functions import DELIVERY
 from hookrelay.handlers import tracing
 from hookrelay.handlers.sqs_batch import PartialBatchResponse, SqsMessage, process_batch
-from hookrelay.services.ports import AttemptReport, CircuitCommand
+from hookrelay.services.ports import AttemptReport, CircuitCommand, DeliveryMessage
 
 logger = Logger(service=DELIVERY.name)
 tracer = tracing.tracer(DELIVERY.name)
@@ -59,7 +60,34 @@ def deliver(record: SqsMessage, *, late: bool = False) -> None:
             extra={"endpoint_id": message.endpoint_id, "command": message.kind, "next": following.kind},
         )
         return
-    report = wiring.delivery_service().attempt(message, late=late, spare_seconds=_spare_seconds())
+    _report(wiring.delivery_service().attempt(message, late=late, spare_seconds=_spare_seconds()))
+
+
+def deliver_run(records: Sequence[SqsMessage]) -> int:
+    """A group's next messages while the invocation has time: a slow endpoint's are forwarded to its slow lane
+    together, else the first is attempted as `deliver` attempts it (services/delivery.py, attempt_run). How many were
+    handled; 0 leaves the first to `deliver` (a circuit command)."""
+    messages = _delivery_messages(records)  # parsed only as far as the service reads them
+    first = next(messages, None)
+    if first is None:
+        return 0
+    reports = wiring.delivery_service().attempt_run(first, messages, spare_seconds=_spare_seconds())
+    for report in reports:
+        _report(report)
+    return len(reports)
+
+
+def _delivery_messages(records: Sequence[SqsMessage]) -> Iterator[DeliveryMessage]:
+    """The records' delivery messages, up to the first circuit command."""
+    for record in records:
+        message = parse_queue_message(record.body, record.message_group_id, record.message_deduplication_id)
+        if isinstance(message, CircuitCommand):
+            return
+        yield message
+
+
+def _report(report: AttemptReport) -> None:
+    """The attempt's metric, and its log line unless it delivered (the invocation's metrics record lists those)."""
     fields = {
         "delivery_id": report.delivery_id,
         "attempt": report.attempt,
@@ -122,6 +150,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchRespon
             workers=workers,
             may_start=may_start,
             late=deliver_late,
+            handle_run=deliver_run,
             release=wiring.delivery_releaser().release,
         )
     finally:

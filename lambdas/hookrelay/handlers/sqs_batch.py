@@ -63,6 +63,9 @@ class EntireBatchFailed(RuntimeError):
 
 
 Handle = Callable[[SqsMessage], None]
+# Offered a group's messages not yet handled (two or more), before the first of them is: handles the first n of them
+# and returns n, or 0 to leave the first to `handle`.
+HandleRun = Callable[[Sequence[SqsMessage]], int]
 # Deletes messages from a queue: the queue's ARN, their receipt handles.
 Release = Callable[[str, list[str]], None]
 
@@ -82,10 +85,13 @@ def process_batch(
     late: Handle | None = None,
     release: Release | None = None,
     clock: Callable[[], float] = time.monotonic,
+    handle_run: HandleRun | None = None,
 ) -> PartialBatchResponse:
     """`may_start`: asked before each of a group's messages after its first; False means the invocation's time is
     running out: that message and the rest of its group go to `late` (a quicker handling), in order, or without one
-    are left unprocessed, reported failed (they come back, in order). `release`: deletes settled groups early."""
+    are left unprocessed, reported failed (they come back, in order). `release`: deletes settled groups early.
+    `handle_run`: handles several of a group's messages at once when it can (a failure fails the group from the first
+    of them)."""
     started = clock()
     messages = [
         SqsMessage(
@@ -100,13 +106,15 @@ def process_batch(
     # A standard queue keeps no order: each message is its own group.
     groups = _groups(messages) if fifo else [[message] for message in messages]
     if workers is None or len(groups) < 2:
-        failed_ids = {m for group in groups for m in _process_group(group, handle, logger, may_start, late)}
+        failed_ids = {m for group in groups for m in _process_group(group, handle, logger, may_start, late, handle_run)}
     else:
         # Each group in a copy of the invocation's context: what is scoped to the invocation stays so on the
         # workers' threads (the local stack's per-function environment and IAM check, for one).
         runs: dict[Future[list[str]], list[SqsMessage]] = {}
         for group in groups:
-            run = workers.submit(contextvars.copy_context().run, _process_group, group, handle, logger, may_start, late)
+            run = workers.submit(
+                contextvars.copy_context().run, _process_group, group, handle, logger, may_start, late, handle_run
+            )
             runs[run] = group
         if release is None:
             failed_ids = {m for run in runs for m in run.result()}
@@ -170,17 +178,29 @@ def _groups(messages: Sequence[SqsMessage]) -> list[list[SqsMessage]]:
 
 
 def _process_group(
-    group: Sequence[SqsMessage], handle: Handle, logger: Logs, may_start: Callable[[], bool], late: Handle | None
+    group: Sequence[SqsMessage],
+    handle: Handle,
+    logger: Logs,
+    may_start: Callable[[], bool],
+    late: Handle | None,
+    handle_run: HandleRun | None = None,
 ) -> list[str]:
     """Handle one group's messages in order; the ids of the failed (or not started) one and of every one after it."""
-    for index, message in enumerate(group):
+    index = 0
+    while index < len(group):
+        message = group[index]
         if index and handle is not late and not may_start():
             if late is None:
                 return [later.message_id for later in group[index:]]
             handle = late  # the rest of the group, too
         try:
-            handle(message)
+            handled = 0
+            if handle_run is not None and handle is not late and len(group) - index > 1:
+                handled = handle_run(group[index:])
+            if not handled:
+                handle(message)
         except Exception:
             logger.exception("record failed", extra={"message_id": message.message_id})
             return [later.message_id for later in group[index:]]
+        index += handled or 1
     return []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as StillSending
 from dataclasses import dataclass, field, replace
@@ -137,9 +137,43 @@ class DeliveryService:
         `spare_seconds`: how long the invocation may spend waiting for a rate-limited endpoint's slot, beyond the
         message's own longest path (None: its lane's whole budget, domain/pacing.py)."""
         now = self.clock()
-        endpoint = self._endpoint_of(message)
+        return self._handle(message, self._endpoint_of(message), now, late=late, spare_seconds=spare_seconds)
+
+    def attempt_run(
+        self, first: DeliveryMessage, following: Iterable[DeliveryMessage], spare_seconds: float | None = None
+    ) -> list[AttemptReport]:
+        """A fast lane's next messages of one group, in order, the ones after the first read only as needed: if the
+        first is to be forwarded, it and the ones after it that are too, forwarded together: one tail and one send
+        for the run instead of one each (while an endpoint turns slow, its group's messages queue up behind its first
+        slow attempt; at volume each of them was one more write to the endpoint's item). Otherwise the first alone is
+        handled, as `attempt` handles it, with the endpoint read once. The reports, in order."""
+        now = self.clock()
+        endpoint = self._endpoint_of(first)
+        if endpoint is None or not self._forwards(first, endpoint, late=False):
+            return [self._handle(first, endpoint, now, late=False, spare_seconds=spare_seconds)]
+        run = [first]
+        for message in following:
+            ours = (message.tenant_id, message.endpoint_id, message.group_id) == (
+                first.tenant_id,
+                endpoint.id,
+                first.group_id,
+            )
+            if not (ours and self._forwards(message, endpoint, late=False)):
+                break
+            run.append(message)
+        return self._forward(run, endpoint)
+
+    def _handle(
+        self,
+        message: DeliveryMessage,
+        endpoint: Endpoint | None,
+        now: datetime,
+        *,
+        late: bool,
+        spare_seconds: float | None,
+    ) -> AttemptReport:
         if endpoint is not None and self._forwards(message, endpoint, late=late):
-            return self._forward(message, endpoint)
+            return self._forward_one(message, endpoint)
         report = self._attempt(message, endpoint, now, spare_seconds)
         if endpoint is not None and message.lane is DeliveryLane.SLOW:
             self._settle_forwarded(message, endpoint)
@@ -258,7 +292,7 @@ class DeliveryService:
 
     def _paced_elsewhere(self, message: DeliveryMessage, endpoint: Endpoint, now: datetime) -> AttemptReport:
         if message.via is Via.QUEUE:
-            return self._forward(message, endpoint)
+            return self._forward_one(message, endpoint)
         if message.via is Via.DRAIN:
             self.circuits.pause_drain(endpoint.tenant_id, endpoint.id, now + timedelta(seconds=pacing.WAIT_SECONDS))
             return AttemptReport(message.delivery_id, None, message.attempt, sent=False, parked=True)
@@ -279,15 +313,23 @@ class DeliveryService:
             and (late or endpoint.lane is DeliveryLane.SLOW or message.group_id in endpoint.slow_tails)
         )
 
-    def _forward(self, message: DeliveryMessage, endpoint: Endpoint) -> AttemptReport:
-        """The group's tail first, then the send: a crash between leaves the message in the fast lane, to come back
-        first in its group and be forwarded again (same tail, same deduplication id)."""
+    def _forward_one(self, message: DeliveryMessage, endpoint: Endpoint) -> AttemptReport:
+        [report] = self._forward([message], endpoint)
+        return report
+
+    def _forward(self, run: Sequence[DeliveryMessage], endpoint: Endpoint) -> list[AttemptReport]:
+        """The group's tail first (naming the run's last message), then one send of the run, in order: a crash between
+        leaves the messages in the fast lane, to come back first in their group and be forwarded again (same tail,
+        same deduplication ids); a crash after the send, likewise: the slow lane's queue drops the copies it already
+        holds (deduplication), and a copy that gets through finds its attempt made and sends nothing."""
         assert self.lanes is not None  # _forwards said so
-        key = lanes.message_key(message.delivery_id, message.attempt)
-        self.endpoints.set_slow_tail(endpoint.tenant_id, endpoint.id, message.group_id, key)
-        self.lanes.queue.enqueue([replace(message, lane=DeliveryLane.SLOW, shard=endpoint.queue_shard)])
-        self.telemetry.count(DELIVERIES_FORWARDED)
-        return AttemptReport(message.delivery_id, None, message.attempt, sent=False, forwarded=True)
+        last = run[-1]
+        self.endpoints.set_slow_tail(
+            endpoint.tenant_id, endpoint.id, last.group_id, lanes.message_key(last.delivery_id, last.attempt)
+        )
+        self.lanes.queue.enqueue([replace(m, lane=DeliveryLane.SLOW, shard=endpoint.queue_shard) for m in run])
+        self.telemetry.count(DELIVERIES_FORWARDED, len(run))
+        return [AttemptReport(m.delivery_id, None, m.attempt, sent=False, forwarded=True) for m in run]
 
     def _settle_forwarded(self, message: DeliveryMessage, endpoint: Endpoint) -> None:
         """The message is settled in the slow lane: its group has nothing waiting there any more, unless a later
