@@ -4,7 +4,7 @@
 
 Runs the real local stack as a process (`python -m local --json --fast --port 0`, the way the end-to-end
 tests and a person start it) and demo consumers (`python -m local.consumer`), all on 127.0.0.1. Three
-phases, each with a fresh tenant and fresh consumers:
+kinds of phase, each with a fresh tenant and fresh consumers:
 
 1. alone: the tenant has one endpoint, healthy; N events are published at R per second;
 2. beside a healthy endpoint: a second endpoint, also healthy, subscribed to every event too, so each
@@ -93,8 +93,8 @@ def _round(
 
 
 def _pooled(phases: list[Phase]) -> Phase:
-    seconds = [phase.second_requests or 0 for phase in phases]
-    return Phase(phases[0].name, [s for phase in phases for s in phase.latencies], sum(seconds))
+    latencies = [s for phase in phases for s in phase.latencies]
+    return Phase(phases[0].name, latencies, sum(phase.second_requests or 0 for phase in phases))
 
 
 def main(argv: list[str] | None = None) -> int:

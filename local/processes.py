@@ -50,7 +50,7 @@ def keep_what_survives() -> None:
     180,000 at its start and growing with every item: 110-140 ms, measured with `gc.callbacks` while the
     isolation benchmark ran (bench/isolation.py), in which the server answers nothing (DynamoDB's serves one
     request at a time), and those were the benchmark's slowest deliveries. A cycle that became garbage after it
-    was frozen is never collected: moto's state has few, and it is never given back anyway."""
+    was frozen is never collected; moto gives none of its state back anyway."""
     keep_what_is_loaded()
 
     def freeze_survivors(phase: str, info: dict[str, int]) -> None:

@@ -60,6 +60,6 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Every test module is imported by now (boto3's and moto's service models, the handlers): kept for the session,
-    out of the collector's full walks, as the local stack's processes keep theirs (a tenth off the crash-point
-    matrix's drain and redrive paths here)."""
+    out of the collector's full walks, as the local stack's processes keep theirs (the crash-point matrix's drain
+    and redrive paths took 76.7 s instead of 84.6 s, one run each)."""
     keep_what_is_loaded()
