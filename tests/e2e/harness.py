@@ -139,9 +139,10 @@ def eventually(
 class LocalStack:
     """`python -m local --json --fast --port 0`, driven over HTTP like any API client."""
 
-    def __init__(self, log_dir: Path, *options: str) -> None:
-        """`options`: more of `python -m local`'s flags (e.g. `--api-key-rate 0` for a load from one key)."""
-        command = ["-m", "local", "--json", "--fast", "--port", "0", *options]
+    def __init__(self, log_dir: Path, *options: str, fast: bool = True) -> None:
+        """`options`: more of `python -m local`'s flags (e.g. `--api-key-rate 0` for a load from one key); `fast`:
+        the fast retry schedule and sweeps (else the deployed ones, as `make run` starts the stack)."""
+        command = ["-m", "local", "--json", *(["--fast"] if fast else []), "--port", "0", *options]
         self.process = Process("local-stack", command, log_dir)
         ready = self.process.ready_document()
         self.api_url: str = ready["api_url"]
@@ -258,12 +259,12 @@ class Consumer:
 
 
 @contextmanager
-def stack_and_consumers(prefix: str) -> Iterator[tuple[LocalStack, Callable[..., Consumer]]]:
-    """A local stack, and `consumer(name, mode=…)` to start demo consumers beside it, logging to a temporary
-    directory; every one of them stopped at the end (the benchmarks' set-up)."""
+def stack_and_consumers(prefix: str, *, fast: bool = True) -> Iterator[tuple[LocalStack, Callable[..., Consumer]]]:
+    """A local stack (`LocalStack`'s `fast`), and `consumer(name, mode=…)` to start demo consumers beside it, logging
+    to a temporary directory; every one of them stopped at the end (the benchmarks' set-up)."""
     with tempfile.TemporaryDirectory(prefix=prefix) as logs:
         log_dir = Path(logs)
-        stack = LocalStack(log_dir)
+        stack = LocalStack(log_dir, fast=fast)
         started: list[Consumer] = []
 
         def consumer(name: str, mode: str = "ok") -> Consumer:
