@@ -555,7 +555,7 @@ def describe_health(h: EndpointHealth) -> str:
             ("failing streak", f"{h.consecutive_failures} attempts"),
             ("oldest retrying", retrying),
             ("rate limit", f"{h.rate_limit_per_second}/s" if h.rate_limit_per_second else "none"),
-            ("parked", h.backlog.parked),
+            ("parked", f"{h.backlog.parked}{'' if h.backlog.parked_exact else '+'}"),
             ("slots taken ahead", f"{h.backlog.paced_seconds:g} s" if h.backlog.paced_seconds is not None else None),
         ]
     )

@@ -183,6 +183,7 @@ class Circuit(Model):
     next_probe_at: datetime | None = None
     probes_made: int = 0
     parked: int = 0
+    parked_exact: bool = True  # False: at least `parked`; the platform counts up to a limit
     drain: CircuitDrain | None = None
 
 
@@ -190,6 +191,7 @@ class Backlog(Model):
     """What waits for the endpoint: parked behind its circuit, and (rate-limited) seconds of send slots taken."""
 
     parked: int = 0
+    parked_exact: bool = True  # False: at least `parked`; the platform counts up to a limit
     paced_seconds: float | None = None
 
 

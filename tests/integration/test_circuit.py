@@ -29,6 +29,7 @@ from hookrelay.domain.clock import utcnow
 from hookrelay.domain.models import Delivery, Endpoint
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.functions import INGEST
+from hookrelay.services import parking
 from hookrelay.services.ports import DELIVERIES_PARKED, DeliveryMessage
 from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
@@ -84,7 +85,9 @@ class Outage:
 
     def parked(self) -> int:
         """How many deliveries wait in the endpoint's lot (a strongly consistent read)."""
-        return DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE")).count(self.endpoint_id)
+        return DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE")).count(
+            self.endpoint_id, up_to=10_000
+        )
 
     def delivery(self, delivery_id: str) -> Delivery:
         delivery = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id)
@@ -224,7 +227,7 @@ def test_the_api_shows_the_circuit_and_what_waits_on_it(platform: Platform, cons
     health = platform.call("GET", f"/v1/endpoints/{outage.endpoint_id}/health", outage.token).json()
     circuit = health["circuit"]
     assert circuit["state"] == "open" and circuit["opened_at"] and circuit["next_probe_at"]
-    assert circuit["parked"] == outage.parked() >= 2 and circuit["drain"] is None
+    assert circuit["parked"] == outage.parked() >= 2 and circuit["parked_exact"] and circuit["drain"] is None
     delivery = platform.call("GET", f"/v1/deliveries/{parked}", outage.token).json()
     assert delivery["status"] == "queued" and delivery["parked_at"]
     assert delivery["waiting_on"]["circuit"]["next_probe_at"] == circuit["next_probe_at"]
@@ -235,6 +238,29 @@ def test_the_api_shows_the_circuit_and_what_waits_on_it(platform: Platform, cons
     after = platform.call("GET", f"/v1/endpoints/{outage.endpoint_id}/health", outage.token).json()["circuit"]
     assert (after["state"], after["parked"], after["opened_at"]) == ("closed", 0, None)
     assert platform.call("GET", f"/v1/deliveries/{parked}", outage.token).json()["waiting_on"] is None
+
+
+def test_a_parked_count_stops_at_its_limit(
+    platform: Platform, consumer: ScriptedConsumer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage at volume parks millions: the health read and a parked delivery's `waiting_on` count the lot only
+    up to a limit, and say when more wait."""
+    outage = Outage(platform, consumer)
+    open_circuit(outage)
+    [parked] = outage.publish(1)
+    platform.pump()
+    behind = outage.parked()
+    assert behind >= 2
+
+    def counts() -> list[tuple[int, bool]]:
+        health = platform.call("GET", f"/v1/endpoints/{outage.endpoint_id}/health", outage.token).json()
+        waiting = platform.call("GET", f"/v1/deliveries/{parked}", outage.token).json()["waiting_on"]["circuit"]
+        return [(shown["parked"], shown["parked_exact"]) for shown in (health["circuit"], health["backlog"], waiting)]
+
+    monkeypatch.setattr(parking, "PARKED_COUNT_LIMIT", behind - 1)
+    assert counts() == [(behind - 1, False)] * 3
+    monkeypatch.setattr(parking, "PARKED_COUNT_LIMIT", behind)
+    assert counts() == [(behind, True)] * 3
 
 
 # --- Probe and drain ---

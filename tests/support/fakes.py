@@ -644,8 +644,8 @@ class FakeParkingLot:
             for d in mine[:limit]
         ]
 
-    def count(self, endpoint_id: str) -> int:
-        return sum(1 for e in self.parked_by.values() if e == endpoint_id)
+    def count(self, endpoint_id: str, up_to: int) -> int:
+        return min(up_to, sum(1 for e in self.parked_by.values() if e == endpoint_id))
 
     def _unpark(self, delivery: Delivery, **changes: object) -> Delivery:
         self.marks.pop(delivery.id, None)

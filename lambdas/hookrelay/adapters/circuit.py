@@ -28,7 +28,6 @@ from hookrelay.adapters.dynamodb import (
     delivery_item,
     endpoints_of,
     query_items,
-    query_pages,
     set_status_key,
     update_expression,
 )
@@ -336,11 +335,20 @@ class DynamoParkingLot:
         )
         return [_parked(item) for item in page["Items"]]
 
-    def count(self, endpoint_id: str) -> int:
-        pages = query_pages(
-            self.lot, KeyConditionExpression=Key("endpoint_id").eq(endpoint_id), ConsistentRead=True, Select="COUNT"
-        )
-        return sum(int(page["Count"]) for page in pages)
+    def count(self, endpoint_id: str, up_to: int) -> int:
+        query: dict[str, Any] = {
+            "KeyConditionExpression": Key("endpoint_id").eq(endpoint_id),
+            "ConsistentRead": True,
+            "Select": "COUNT",
+        }
+        counted = 0
+        while counted < up_to:
+            page = self.lot.query(**query, Limit=up_to - counted)  # a Limit bounds the entries read, so the units
+            counted += int(page["Count"])
+            if "LastEvaluatedKey" not in page:
+                break
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return counted
 
     def claim(
         self,

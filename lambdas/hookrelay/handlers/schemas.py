@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_validator
 
 from hookrelay.domain import custom_headers, delivery_stats, endpoint_auth, mailbox, portal
-from hookrelay.domain.circuit import CircuitState
+from hookrelay.domain.circuit import CircuitState, ParkedCount
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.destinations import POLL_URL, DestinationKind, external_id, kind_of
 from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
@@ -269,7 +269,7 @@ def rotated_secret_view(rotated: RotatedSecret) -> dict[str, Any]:
 
 
 def endpoint_health_view(
-    endpoint: Endpoint, health: EndpointHealth, parked: int, paced_seconds: float | None = None
+    endpoint: Endpoint, health: EndpointHealth, parked: ParkedCount, paced_seconds: float | None = None
 ) -> dict[str, Any]:
     return {
         "endpoint_id": endpoint.id,
@@ -290,13 +290,18 @@ def endpoint_health_view(
         # (with a rate limit) how many seconds of send slots are taken ahead. Messages in the delivery queues are
         # counted per queue, not per endpoint: not shown.
         "backlog": {
-            "parked": parked,
+            **parked_view(parked),
             "paced_seconds": None if paced_seconds is None else round(paced_seconds, 3),
         },
     }
 
 
-def circuit_view(endpoint: Endpoint, parked: int) -> dict[str, Any]:
+def parked_view(parked: ParkedCount) -> dict[str, Any]:
+    """Counted up to PARKED_COUNT_LIMIT (domain/circuit.py): past it, `parked_exact` is false and `parked` a floor."""
+    return {"parked": parked.counted, "parked_exact": parked.exact}
+
+
+def circuit_view(endpoint: Endpoint, parked: ParkedCount) -> dict[str, Any]:
     """The endpoint's circuit (domain/circuit.py) from its record: what the probe and the drain are doing."""
     open_ = endpoint.circuit is CircuitState.OPEN
     return {
@@ -304,7 +309,7 @@ def circuit_view(endpoint: Endpoint, parked: int) -> dict[str, Any]:
         "opened_at": _time(endpoint.circuit_opened_at) if endpoint.circuit is not CircuitState.CLOSED else None,
         "next_probe_at": _time(endpoint.next_probe_at) if open_ else None,
         "probes_made": endpoint.probes_made if open_ else 0,
-        "parked": parked,
+        **parked_view(parked),
         "drain": {
             "released": endpoint.drained_count,
             "paused_until": _time(endpoint.drain_paused_until),
@@ -419,7 +424,7 @@ def _error(attempt: Attempt) -> str | None:
 
 
 def delivery_detail(
-    delivery: Delivery, *, waiting_on: tuple[Endpoint, int] | None = None, in_flight: InFlight | None = None
+    delivery: Delivery, *, waiting_on: tuple[Endpoint, ParkedCount] | None = None, in_flight: InFlight | None = None
 ) -> dict[str, Any]:
     attempts = [
         {

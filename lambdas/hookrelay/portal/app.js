@@ -238,6 +238,11 @@
     return headers.map((h) => (h.secret ? `${h.name}: (secret)` : `${h.name}: ${h.value}`)).join(", ");
   }
 
+  // The platform counts parked deliveries up to a limit: past it, "1000+".
+  function parkedText(counted) {
+    return `${counted.parked}${counted.parked_exact ? "" : "+"}`;
+  }
+
   function authText(auth) {
     const shown = ["username", "client_id", "token_url", "scope", "audience"].filter((name) => auth[name]);
     return [auth.kind, ...shown.map((name) => `${name} ${auth[name]}`), `set ${when(auth.set_at)}`].join(", ");
@@ -294,7 +299,7 @@
           "Last failure",
           `${when(health.last_failure.at)}: ${health.last_failure.status_code ?? ""} ${health.last_failure.error ?? ""}`,
         ],
-        ["Circuit", `${circuit.state}, ${circuit.parked} parked${circuit.next_probe_at ? `, next probe ${when(circuit.next_probe_at)}` : ""}`],
+        ["Circuit", `${circuit.state}, ${parkedText(circuit)} parked${circuit.next_probe_at ? `, next probe ${when(circuit.next_probe_at)}` : ""}`],
         ["Max in flight", String(endpoint.max_in_flight)],
         [
           "Rate limit",
@@ -302,7 +307,7 @@
         ],
         [
           "Backlog",
-          `${health.backlog.parked} parked` +
+          `${parkedText(health.backlog)} parked` +
             (health.backlog.paced_seconds ? `, ${health.backlog.paced_seconds} s of sends waiting for their slots` : ""),
         ],
         endpoint.disabled_reason && ["Disabled because", endpoint.disabled_reason],

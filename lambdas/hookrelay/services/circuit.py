@@ -56,7 +56,7 @@ SWEEP_PAGE = 100  # parked deliveries read at a time by the sweep
 @dataclass
 class CircuitReport:
     examined: int = 0  # endpoints with an open or draining circuit
-    parked: int = 0  # deliveries parked behind them
+    parked: int = 0  # deliveries parked behind them, each endpoint's counted up to PARKED_COUNT_LIMIT
     expired: int = 0
     cancelled: int = 0
     restarted: list[str] = field(default_factory=list)
@@ -276,7 +276,7 @@ class CircuitService:
         report = CircuitReport()
         for endpoint in self.circuits.open_circuits():
             report.examined += 1
-            report.parked += self.parking.lot.count(endpoint.id)
+            report.parked += self.parking.parked_behind(endpoint).counted
             if endpoint.state is not EndpointState.ENABLED:
                 report.cancelled += self._release_disabled(endpoint, now)
                 continue

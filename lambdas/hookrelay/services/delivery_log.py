@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from hookrelay.domain import delivery_stats, paging
+from hookrelay.domain.circuit import ParkedCount
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.delivery_stats import EndpointStats
 from hookrelay.domain.errors import InvalidCursor, InvalidRequest, NotFound
@@ -119,7 +120,7 @@ class DeliveryLogService:
             raise NotFound(f"no delivery {delivery_id!r}")
         return delivery
 
-    def waiting_on(self, delivery: Delivery) -> tuple[Endpoint, int] | None:
+    def waiting_on(self, delivery: Delivery) -> tuple[Endpoint, ParkedCount] | None:
         """The endpoint whose circuit a parked delivery waits on (its state and next probe) and how many wait
         behind it; None if not parked."""
         if delivery.parked_at is None:

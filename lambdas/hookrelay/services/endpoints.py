@@ -11,6 +11,7 @@ from typing import Any
 
 from hookrelay.domain import custom_headers, endpoint_auth, ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
+from hookrelay.domain.circuit import ParkedCount
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.content_filter import compile_filter
 from hookrelay.domain.custom_headers import CustomHeader, GivenHeader
@@ -443,7 +444,7 @@ class EndpointService:
         assert deadline is not None and secret is not None  # set by the write that succeeded
         return RotatedSecret(endpoint=endpoint, secret=secret, previous_expire_at=deadline)
 
-    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, int, float | None]:
+    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, ParkedCount, float | None]:
         """Summarised on read from the endpoint's newest deliveries (one bounded index read, no scan), with how
         many deliveries are parked behind its circuit (its lot is read only while the circuit is not closed) and,
         for a rate-limited endpoint, how many seconds of send slots are already taken ahead (one item read)."""

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from hookrelay.domain.circuit import CircuitState
+from hookrelay.domain.circuit import NONE_PARKED, PARKED_COUNT_LIMIT, CircuitState, ParkedCount
 from hookrelay.domain.lifecycle import circuit_stands
 from hookrelay.domain.models import Delivery, Endpoint
 from hookrelay.services.ports import CircuitRepository, EndpointRepository, ParkingLot, ParkOutcome
@@ -88,6 +88,9 @@ class Parking:
             and self.circuits.close(endpoint, step)
         )
 
-    def parked_behind(self, endpoint: Endpoint) -> int:
-        """How many deliveries wait behind the endpoint's circuit: none while it is closed, without a read."""
-        return 0 if endpoint.circuit is CircuitState.CLOSED else self.lot.count(endpoint.id)
+    def parked_behind(self, endpoint: Endpoint) -> ParkedCount:
+        """How many deliveries wait behind the endpoint's circuit, up to PARKED_COUNT_LIMIT: none while it is closed,
+        without a read."""
+        if endpoint.circuit is CircuitState.CLOSED:
+            return NONE_PARKED
+        return ParkedCount.of(self.lot.count(endpoint.id, PARKED_COUNT_LIMIT + 1), PARKED_COUNT_LIMIT)

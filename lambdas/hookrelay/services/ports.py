@@ -330,8 +330,9 @@ class DeliveryRepository(Protocol):
 
 
 class ParkedCount(Protocol):
-    def count(self, endpoint_id: str) -> int:
-        """How many deliveries are parked behind the endpoint's circuit (a strongly consistent read of its lot)."""
+    def count(self, endpoint_id: str, up_to: int) -> int:
+        """How many deliveries are parked behind the endpoint's circuit, reading at most `up_to` of its lot's entries
+        (strongly consistent): `up_to` when at least that many are."""
 
 
 class ParkingLot(ParkedCount, Protocol):
