@@ -1,0 +1,98 @@
+"""Parked count: what counting an open circuit's parked deliveries reads, whole lot vs. up to the limit.
+
+    python bench/parked_count.py [--parked N ...]
+
+The endpoint health read, a parked delivery's `waiting_on` and the sweeper's each count the deliveries parked behind
+an open circuit: a strongly consistent `COUNT` query of the endpoint's lot (adapters/circuit.py). Counted whole,
+each read reads every entry, one sequential 1 MB page after another, and an outage at volume parks millions (an
+hour at 1,000 events a second, 3.6 million). Since issue 28 a count reads at most `PARKED_COUNT_LIMIT` + 1 entries
+(domain/circuit.py) and says "at least" past the limit. For each N, N lot entries are written on moto (in this
+process, as the contract tests' stores are) and counted both ways, the whole lot as before and as the code counts
+now, with the queries made and the entries they read; read units are the entries' bytes over 4 KB (a strongly
+consistent read), each entry's size taken as its JSON's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
+
+from bench.common import heading, machine, table
+from hookrelay.adapters.circuit import DynamoParkingLot, _lot_entry
+from hookrelay.adapters.dynamodb import delivery_item
+from hookrelay.domain.circuit import PARKED_COUNT_LIMIT, ParkedCount, park_order
+from tests.support.builders import a_delivery, at
+from tests.support.stores import dynamodb_stores
+
+WHOLE_LOT = 10**12  # as many as there are: the count before issue 28's limit
+
+
+def park(lot: DynamoParkingLot, parked: int) -> int:
+    """`parked` entries in endpoint ep_1's lot; the size of one, in bytes."""
+    with lot.lot.batch_writer() as batch:
+        for n in range(parked):
+            delivery = a_delivery(f"dlv_{n:09}", event_order=park_order(at(n), f"evt_{n:09}"), parked_at=at(n))
+            batch.put_item(Item=_lot_entry(delivery_item(delivery)))
+    entry = lot.lot.query(KeyConditionExpression="endpoint_id = :e", ExpressionAttributeValues={":e": "ep_1"}, Limit=1)
+    return len(json.dumps(entry["Items"][0], default=str))
+
+
+def measured(lot: DynamoParkingLot, up_to: int) -> tuple[int, list[int]]:
+    """The count, and the entries each of its queries read."""
+    pages: list[int] = []
+    query = lot.lot.query
+
+    def counting(**request: Any) -> Any:
+        page = query(**request)
+        pages.append(int(page["Count"]))
+        return page
+
+    lot.lot.query = counting
+    try:
+        return lot.count("ep_1", up_to), pages
+    finally:
+        lot.lot.query = query
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--parked", type=int, nargs="+", default=[500, 5_000, 20_000], help="lot sizes to count")
+    args = parser.parse_args(argv)
+    rows = []
+    for parked in args.parked:
+        with dynamodb_stores() as stores:
+            lot = stores.parking
+            assert isinstance(lot, DynamoParkingLot)
+            size = park(lot, parked)
+            for how, up_to, limit in (
+                ("the whole lot (before)", WHOLE_LOT, WHOLE_LOT),
+                ("up to the limit (now)", PARKED_COUNT_LIMIT + 1, PARKED_COUNT_LIMIT),  # as Parking.parked_behind
+            ):
+                read, pages = measured(lot, up_to)
+                counted = ParkedCount.of(read, limit)  # what the API shows ("+": at least)
+                units = sum(pages) * size / 4096
+                rows.append(
+                    [
+                        f"{parked:,}",
+                        how,
+                        f"{counted.counted:,}{'' if counted.exact else '+'}",
+                        str(len(pages)),
+                        f"{sum(pages):,}",
+                        f"{units:,.0f}",
+                    ]
+                )
+    print(f"# Parked count ({machine()})")
+    heading(f"Counting an endpoint's parked deliveries, PARKED_COUNT_LIMIT = {PARKED_COUNT_LIMIT:,}")
+    columns = ["parked", "how counted", "count shown", "queries", "entries read", "read units (consistent)"]
+    print(table(columns, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
