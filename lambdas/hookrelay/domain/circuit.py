@@ -52,7 +52,8 @@ class CircuitState(StrEnum):
 # A count of an endpoint's parked deliveries reads at most this many of its lot entries, and says "at least" past
 # them: an outage at volume parks millions (an hour at 1,000 events a second, 3.6 million), and counted whole, every
 # health read, every read of a parked delivery and every sweep of the circuit read them all, one sequential 1 MB
-# Query page after another (about 16 entries to a strongly consistent read unit). This many is one page.
+# Query page after another (entries of about 300 bytes, some 13 to a strongly consistent read unit:
+# bench/parked_count.py). This many is one page.
 PARKED_COUNT_LIMIT = 1_000
 
 
