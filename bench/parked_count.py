@@ -24,8 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
 
 from bench.common import heading, machine, table
-from hookrelay.adapters.circuit import DynamoParkingLot, _lot_entry
-from hookrelay.adapters.dynamodb import delivery_item
+from hookrelay.adapters.circuit import DynamoParkingLot
 from hookrelay.domain.circuit import PARKED_COUNT_LIMIT, ParkedCount, park_order
 from tests.support.builders import a_delivery, at
 from tests.support.stores import dynamodb_stores
@@ -35,10 +34,12 @@ WHOLE_LOT = 10**12  # as many as there are: the count before issue 28's limit
 
 def park(lot: DynamoParkingLot, parked: int) -> int:
     """`parked` entries in endpoint ep_1's lot; the size of one, in bytes."""
-    with lot.lot.batch_writer() as batch:
-        for n in range(parked):
-            delivery = a_delivery(f"dlv_{n:09}", event_order=park_order(at(n), f"evt_{n:09}"), parked_at=at(n))
-            batch.put_item(Item=_lot_entry(delivery_item(delivery)))
+    lot.enter(
+        [
+            a_delivery(f"dlv_{n:09}", event_order=park_order(at(n), f"evt_{n:09}"), parked_at=at(n))
+            for n in range(parked)
+        ]
+    )
     entry = lot.lot.query(KeyConditionExpression="endpoint_id = :e", ExpressionAttributeValues={":e": "ep_1"}, Limit=1)
     return len(json.dumps(entry["Items"][0], default=str))
 

@@ -137,7 +137,7 @@ def eventually(
 
 
 class LocalStack:
-    """`python -m local --json --fast --port 0`, driven over HTTP like any API client."""
+    """`python -m local --json [--fast] --port 0`, driven over HTTP like any API client."""
 
     def __init__(self, log_dir: Path, *options: str, fast: bool = True) -> None:
         """`options`: more of `python -m local`'s flags (e.g. `--api-key-rate 0` for a load from one key); `fast`:

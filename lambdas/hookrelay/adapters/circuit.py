@@ -343,7 +343,7 @@ class DynamoParkingLot:
         }
         counted = 0
         while counted < up_to:
-            page = self.lot.query(**query, Limit=up_to - counted)  # a Limit bounds the entries read, so the units
+            page = self.lot.query(**query, Limit=up_to - counted)  # Limit bounds the entries read, so the units paid
             counted += int(page["Count"])
             if "LastEvaluatedKey" not in page:
                 break

@@ -329,13 +329,13 @@ class DeliveryRepository(Protocol):
         (by this replay or another: the first delivered replay is the one named)."""
 
 
-class ParkedCount(Protocol):
+class ParkedCounter(Protocol):
     def count(self, endpoint_id: str, up_to: int) -> int:
         """How many deliveries are parked behind the endpoint's circuit, reading at most `up_to` of its lot's entries
         (strongly consistent): `up_to` when at least that many are."""
 
 
-class ParkingLot(ParkedCount, Protocol):
+class ParkingLot(ParkedCounter, Protocol):
     """Deliveries parked behind their endpoint's circuit: each marked parked on its record, with an entry in its
     endpoint's lot that is read back in event order, strongly consistent. The two writes are not one
     transaction: a crash between them is repaired when the delivery is parked, claimed or ended again (each
