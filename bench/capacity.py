@@ -175,6 +175,11 @@ TIMING_BORNE = (
     "stepfunctions:SendTaskFailure",
     "sqs:SendMessage:fifo",
 )
+# Each round of that loop is a delivery invocation of its own (a probe, a drain window's task), received and
+# deleted by the event source: the outage's delivery invocations, their receives and deletes, and so its calls per
+# invocation ride on the same timing (48 to 59 invocations for 40 events on one machine, 74 on a slower one, with
+# the same DynamoDB calls). Left out of the check with the loop; the happy path and fan-out still check theirs.
+TIMING_BORNE_INVOCATIONS = ("sqs:ReceiveMessage:fifo", "sqs:DeleteMessageBatch:fifo")
 
 
 # A fast lane's batch deletes its settled groups itself when another group takes RELEASE_RATIO times as long as its
@@ -208,11 +213,15 @@ def drifted(measured: dict[str, Any], committed: dict[str, Any]) -> list[str]:
             found.append(f"{path}: measured {a!r}, committed {b!r}")
 
     def steady(profile: dict[str, Any]) -> dict[str, Any]:
+        from hookrelay.functions import DELIVERY
+
         kept = deterministic(profile)
         outage = kept["scenarios"]["outage"]
-        for key in TIMING_BORNE:
+        for key in TIMING_BORNE + TIMING_BORNE_INVOCATIONS:
             outage.pop(key, None)
             outage["calls"].pop(key, None)
+        for per_function in ("invocations", "calls_per_invocation"):
+            outage[per_function].pop(DELIVERY.name, None)
         for scenario in kept["scenarios"].values():
             scenario["calls"].pop(RELEASES, None)
         return kept

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import replace
 
@@ -16,6 +17,7 @@ from bench.capacity import (
     assess,
     code_deployment,
     docs,
+    drifted,
     lanes,
     load_profile,
     size,
@@ -180,3 +182,31 @@ def test_the_deployment_is_the_stage_file_s_and_the_code_s() -> None:
     assert deployment.source_max_concurrency == context["delivery_max_concurrency"]
     batch = queue_trigger(DELIVERY).batch_size
     assert deployment.fast_batch == batch or batch == 1  # the design's batch until the code batches
+
+
+def _with_delivery_invocations(profile: dict, scenario: str, per_event: float) -> dict:
+    """The profile as if the scenario's delivery function had run `per_event` invocations an event, each one receive
+    and one delete (the event source's), with the same calls in all."""
+    changed = copy.deepcopy(profile)
+    measured = changed["scenarios"][scenario]
+    calls = measured["invocations"]["delivery"] * measured["calls_per_invocation"]["delivery"]
+    measured["invocations"]["delivery"] = per_event
+    measured["calls_per_invocation"]["delivery"] = round(calls / per_event, 3)
+    for key in ("sqs:ReceiveMessage:fifo", "sqs:DeleteMessageBatch:fifo"):
+        measured["calls"][key] = per_event
+    return changed
+
+
+def test_the_outage_s_delivery_invocations_ride_on_its_workflow_loop_not_checked_for_drift(profile: dict) -> None:
+    assert drifted(_with_delivery_invocations(profile, "outage", 1.85), profile) == []
+
+
+def test_the_happy_path_s_delivery_invocations_are_checked_for_drift(profile: dict) -> None:
+    found = drifted(_with_delivery_invocations(profile, "happy", 1.85), profile)
+    assert "/scenarios/happy/invocations/delivery: measured 1.85, committed" in "\n".join(found)
+
+
+def test_the_outage_s_storage_writes_are_still_checked_for_drift(profile: dict) -> None:
+    changed = copy.deepcopy(profile)
+    changed["scenarios"]["outage"]["calls"]["dynamodb:UpdateItem"] *= 2
+    assert any(line.startswith("/scenarios/outage/calls/dynamodb:UpdateItem") for line in drifted(changed, profile))
