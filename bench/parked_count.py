@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
 
 from bench.common import heading, machine, table
 from hookrelay.adapters.circuit import DynamoParkingLot
-from hookrelay.domain.circuit import PARKED_COUNT_LIMIT, ParkedCount, park_order
+from hookrelay.domain.circuit import PARKED_COUNT_LIMIT, park_order
+from hookrelay.domain.paging import BoundedCount
 from tests.support.builders import a_delivery, at
 from tests.support.stores import dynamodb_stores
 
@@ -76,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("up to the limit (now)", PARKED_COUNT_LIMIT + 1, PARKED_COUNT_LIMIT),  # as Parking.parked_behind
             ):
                 read, pages = measured(lot, up_to)
-                counted = ParkedCount.of(read, limit)  # what the API shows ("+": at least)
+                counted = BoundedCount.of(read, limit)  # what the API shows ("+": at least)
                 units = sum(pages) * size / 4096
                 rows.append(
                     [

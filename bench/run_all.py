@@ -32,6 +32,7 @@ SCRIPTS = (
     "filter_limits.py",
     "content_filters.py",
     "parked_count.py",
+    "redrive_count.py",
     "bad_night.py",
 )
 LIMIT_SECONDS = 900  # each benchmark finishes well within this on a 2-core machine, even one shared and loaded

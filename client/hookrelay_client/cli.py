@@ -260,6 +260,13 @@ def follow(client: HookrelayClient, redrive_id: str, poll_interval: float, stder
     return Result(final, describe_redrive(final), EXIT_OK if final.state == "completed" else EXIT_API_ERROR)
 
 
+def redrive_total(redrive: Redrive) -> str:
+    """The count, "?" until made, "+" while it is a floor (the platform counts a window up to a limit)."""
+    if redrive.total is None:
+        return "?"
+    return f"{redrive.total}{'' if redrive.total_exact else '+'}"
+
+
 def describe_redrive(redrive: Redrive) -> str:
     return fields(
         [
@@ -268,7 +275,7 @@ def describe_redrive(redrive: Redrive) -> str:
             ("endpoint", redrive.endpoint_id),
             ("window", f"{redrive.since.isoformat()} .. {redrive.until.isoformat()}"),
             ("status filter", redrive.status_filter),
-            ("replayed", f"{redrive.replayed}/{'?' if redrive.total is None else redrive.total}"),
+            ("replayed", f"{redrive.replayed}/{redrive_total(redrive)}"),
             ("skipped", f"{redrive.skipped} (already recovered, or their event expired)"),
             ("recovered", "replayed too" if redrive.include_recovered else "skipped"),
             ("created", redrive.created_at),

@@ -351,6 +351,7 @@ class Redrive(Model):
     include_recovered: bool = False  # recovered deliveries replayed too, not skipped
     state: str  # running | completed | failed
     total: int | None = None  # None until the redrive's first page has counted
+    total_exact: bool = True  # False: at least `total`; the platform counts up to a limit, exact once completed
     replayed: int = 0
     skipped: int = 0  # matched, not replayed: already recovered, or their event expired first
     created_at: datetime | None = None

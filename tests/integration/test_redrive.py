@@ -11,6 +11,7 @@ from hookrelay import wiring
 from hookrelay.adapters import schema
 from hookrelay.adapters.redrive_sqs import job_body
 from hookrelay.domain.clock import to_rfc3339, utcnow
+from hookrelay.domain.paging import BoundedCount
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import DeliveryFilter, RedriveJob
 from local.lambda_runtime import invoke
@@ -62,12 +63,17 @@ def lay_out_an_outage(platform: Platform, consumer: ScriptedConsumer):
     return token, broken, inside, leave_alone
 
 
-def small_pages() -> None:
-    """PAGE_SIZE for the redrive service of each function that runs pages: the API (the first) and the redrive
+def redrive_services(**settings: int) -> None:
+    """Set these on the redrive service of each function that runs pages: the API (the first) and the redrive
     function (the rest)."""
     for function in ("api", "redrive"):
         with as_function(function):
-            wiring.redrive_service().page_size = PAGE_SIZE
+            for name, value in settings.items():
+                setattr(wiring.redrive_service(), name, value)
+
+
+def small_pages(size: int = PAGE_SIZE) -> None:
+    redrive_services(page_size=size)
 
 
 def test_a_redrive_replays_exactly_the_dead_deliveries_in_its_window_once(
@@ -101,6 +107,7 @@ def test_a_redrive_replays_exactly_the_dead_deliveries_in_its_window_once(
         "include_recovered": False,
         "state": "completed",
         "total": len(inside),
+        "total_exact": True,
         "replayed": len(inside),
         "skipped": 0,
         "error": None,
@@ -163,9 +170,9 @@ def test_the_api_does_not_count_a_redrive_the_background_job_does(
         with as_function(function):
             log = wiring.redrive_service().deliveries
 
-        def count(where: DeliveryFilter, now: datetime, real_count: Any = log.count) -> int:
+        def count(where: DeliveryFilter, now: datetime, up_to: int, real_count: Any = log.count) -> BoundedCount:
             counted.append(where)
-            return real_count(where, now)
+            return real_count(where, now, up_to)
 
         monkeypatch.setattr(log, "count", count)
     window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
@@ -175,6 +182,51 @@ def test_the_api_does_not_count_a_redrive_the_background_job_does(
     assert len(counted) == 1  # the first job counted, once
     done = platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()
     assert (done["total"], done["replayed"]) == (len(inside), len(inside))
+
+
+def count_limit(limit: int) -> None:
+    """The log entries a redrive's first job counts at most (REDRIVE_COUNT_LIMIT)."""
+    redrive_services(count_limit=limit)
+
+
+def test_a_window_past_the_count_limit_shows_a_floor_until_its_last_page_makes_it_exact(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """A window of millions is counted only so far (its first job must end within its timeout): `total` is then
+    "at least", and the last page, which has seen every delivery in scope, records how many there were."""
+    token, broken, inside, _ = lay_out_an_outage(platform, consumer)
+    small_pages()
+    count_limit(PAGE_SIZE + 5)
+    window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=6))}
+    started = redrive(platform, token, broken, **window).json()
+    jobs = platform.env[schema.REDRIVE_JOBS_QUEUE.env_var]
+
+    assert poll_once(platform.sqs, jobs, function="redrive") == 1  # the first page, and the count
+    first = platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()
+    assert first["total_exact"] is False and first["total"] <= PAGE_SIZE + 5 < len(inside)
+    assert first["replayed"] == PAGE_SIZE and first["state"] == "running"
+
+    run_redrive_jobs(platform)
+    done = platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()
+    assert (done["state"], done["total"], done["total_exact"]) == ("completed", len(inside), True)
+    assert (done["replayed"], done["skipped"]) == (len(inside), 0)
+
+
+def test_a_window_right_at_the_count_limit_is_counted_exactly(platform: Platform, consumer: ScriptedConsumer) -> None:
+    """The count looks for one entry past its limit, without reading it back: a window of exactly that many
+    entries is exact from the first page (here every entry of the window is one of the endpoint's, matched)."""
+    tenant_id, token = platform.new_tenant()
+    endpoint = platform.new_endpoint(token, consumer.url)["id"]
+    store([make(tenant_id, endpoint, OUTAGE + timedelta(minutes=i)) for i in range(12)])
+    small_pages(5)  # the first page is not the last, which would count exactly
+    window = {"since": to_rfc3339(OUTAGE), "until": to_rfc3339(OUTAGE + timedelta(hours=1))}
+    for limit, shown in ((12, (12, True)), (11, (11, False))):
+        count_limit(limit)
+        started = redrive(platform, token, endpoint, **window).json()
+        assert poll_once(platform.sqs, platform.env[schema.REDRIVE_JOBS_QUEUE.env_var], function="redrive") == 1
+        first = platform.call("GET", f"/v1/redrives/{started['redrive_id']}", token).json()
+        assert (first["total"], first["total_exact"]) == shown
+        run_redrive_jobs(platform)
 
 
 def test_bad_redrive_requests(platform: Platform, consumer: ScriptedConsumer) -> None:

@@ -35,7 +35,7 @@ from hookrelay.domain.models import (
     PortalSession,
     Tenant,
 )
-from hookrelay.domain.paging import Position
+from hookrelay.domain.paging import BoundedCount, Position
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.redrive import Redrive, RedriveState
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
@@ -1037,12 +1037,14 @@ class DeliveryTable:
         except ValueError:
             raise UnknownPosition(start) from None
 
-    def count(self, where: DeliveryFilter, now: datetime) -> int:
+    def count(self, where: DeliveryFilter, now: datetime, up_to: int) -> BoundedCount:
         entries = self._merged(where, now, None, page=_BATCH_GET_LIMIT, count=log_shards())
-        total = 0
-        while chunk := list(itertools.islice(entries, _BATCH_GET_LIMIT)):
-            total += len(self._matched(chunk, where, now))
-        return total
+        counted = read = 0
+        while read < up_to and (chunk := list(itertools.islice(entries, min(_BATCH_GET_LIMIT, up_to - read)))):
+            read += len(chunk)
+            counted += len(self._matched(chunk, where, now))
+        # Exact when the entries ran out: before the limit, or right at it (one more entry looked for, not read back).
+        return BoundedCount(counted, exact=read < up_to or next(entries, None) is None)
 
     def _after(self, where: DeliveryFilter, start: Position) -> tuple[str, str]:
         """The (created_at, id) `start` stands for, if a read of `where` could have made it (else UnknownPosition).
@@ -1102,8 +1104,8 @@ class RedriveTable:
             ":running": RedriveState.RUNNING.value,
         }
         if done.total is not None:
-            sets += ", #total = :total"
-            values[":total"] = done.total
+            sets += ", #total = :total, total_exact = :exact"
+            values |= {":total": done.total.counted, ":exact": done.total.exact}
         if done.position is None:
             sets += ", #state = :completed, completed_at = :now REMOVE #position"
             values |= {":completed": RedriveState.COMPLETED.value, ":now": to_rfc3339(done.now)}

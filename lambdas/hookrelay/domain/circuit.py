@@ -16,12 +16,12 @@ recovery. Pure rules only: the services apply them, the adapters store them.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
 from hookrelay.domain.classification import Outcome
 from hookrelay.domain.clock import to_rfc3339
+from hookrelay.domain.paging import BoundedCount
 from hookrelay.domain.schedule import RetrySchedule
 
 # Retriable failures in a row (timeouts, connection errors, 5xx, 408, 425, 429) that open the circuit. One
@@ -57,18 +57,7 @@ class CircuitState(StrEnum):
 PARKED_COUNT_LIMIT = 1_000
 
 
-@dataclass(frozen=True)
-class ParkedCount:
-    counted: int  # at most the limit it was counted to (PARKED_COUNT_LIMIT)
-    exact: bool  # False: at least `counted` are parked
-
-    @classmethod
-    def of(cls, read: int, limit: int) -> ParkedCount:
-        """From a count of the lot that read up to `limit` + 1 entries (the one more tells "exactly" from "more")."""
-        return cls(min(read, limit), read <= limit)
-
-
-NONE_PARKED = ParkedCount(0, exact=True)
+NONE_PARKED = BoundedCount(0, exact=True)
 
 
 CIRCUIT_MEANINGS: dict[CircuitState, str] = {

@@ -7,6 +7,7 @@ import binascii
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, NewType
 
 from hookrelay.domain.errors import InvalidCursor
@@ -14,6 +15,21 @@ from hookrelay.domain.errors import InvalidCursor
 # A token the storage adapter makes from (and turns back into) its own resume key. Services store it (a
 # redrive's progress), wrap it (an API cursor) and hand it back, but never look inside.
 Position = NewType("Position", str)
+
+
+@dataclass(frozen=True)
+class BoundedCount:
+    """A count that reads no further than a limit, so that it costs the same however many there are: an open
+    circuit's parked deliveries (domain/circuit.py PARKED_COUNT_LIMIT), a redrive's window (domain/redrive.py
+    REDRIVE_COUNT_LIMIT)."""
+
+    counted: int
+    exact: bool  # False: there are at least `counted`
+
+    @classmethod
+    def of(cls, read: int, limit: int) -> BoundedCount:
+        """From a count that read up to `limit` + 1 (the one more tells "exactly" from "more")."""
+        return cls(min(read, limit), read <= limit)
 
 
 # API cursors over a position: opaque to clients and bound to the query (the tenant included) that produced them,

@@ -12,6 +12,11 @@ from hookrelay.domain.status import DeliveryStatus
 
 REDRIVABLE_STATUSES = frozenset({DeliveryStatus.DEAD, DeliveryStatus.CANCELLED})
 REDRIVE_JOB = "redrive"  # the kind of a redrive jobs queue message carrying one page of a redrive
+# A redrive's first job counts its window (services/redrive.py) reading at most this many of the log's entries, each
+# match read back from its record: a window of millions read whole would take the job past its function's timeout,
+# on every retry of it, and the redrive would never record its first page. Past them, `total` is a floor ("at least")
+# until the last page makes it exact. This many is about a hundred index pages and a hundred batch reads.
+REDRIVE_COUNT_LIMIT = 10_000
 
 
 class RedriveState(StrEnum):
@@ -33,8 +38,10 @@ class Redrive:
     include_recovered: bool = False
     state: RedriveState = RedriveState.RUNNING
     # Deliveries that matched (those that had ended when the redrive was requested), counted by its first job in
-    # the background, not by the API: None until then.
+    # the background, not by the API: None until then. A floor while `total_exact` is False (more entries in the
+    # window than REDRIVE_COUNT_LIMIT): the last page then records how many its pages found.
     total: int | None = None
+    total_exact: bool = True
     replayed: int = 0
     # Matched, but not replayed: their event left the retention window before their page ran, or a replay of them
     # was found delivered as it ran (recovered, not yet marked: services/redrive.py).

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, AwareDatetime, BaseModel, Field, model_validator
 
 from hookrelay.domain import custom_headers, delivery_stats, endpoint_auth, mailbox, portal
-from hookrelay.domain.circuit import CircuitState, ParkedCount
+from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.destinations import POLL_URL, DestinationKind, external_id, kind_of
 from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
@@ -17,6 +17,7 @@ from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, Recorded
 from hookrelay.domain.limits import MAX_RATE_LIMIT_PER_SECOND, MIN_RATE_LIMIT_PER_SECOND
 from hookrelay.domain.matching import MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event, PortalSession
+from hookrelay.domain.paging import BoundedCount
 from hookrelay.domain.redrive import Redrive
 from hookrelay.domain.signing import KeyType, key_type_of, public_key
 from hookrelay.domain.status import DeliveryStatus
@@ -269,7 +270,7 @@ def rotated_secret_view(rotated: RotatedSecret) -> dict[str, Any]:
 
 
 def endpoint_health_view(
-    endpoint: Endpoint, health: EndpointHealth, parked: ParkedCount, paced_seconds: float | None = None
+    endpoint: Endpoint, health: EndpointHealth, parked: BoundedCount, paced_seconds: float | None = None
 ) -> dict[str, Any]:
     return {
         "endpoint_id": endpoint.id,
@@ -296,12 +297,12 @@ def endpoint_health_view(
     }
 
 
-def parked_view(parked: ParkedCount) -> dict[str, Any]:
+def parked_view(parked: BoundedCount) -> dict[str, Any]:
     """Counted up to PARKED_COUNT_LIMIT (domain/circuit.py): past it, `parked_exact` is false and `parked` a floor."""
     return {"parked": parked.counted, "parked_exact": parked.exact}
 
 
-def circuit_view(endpoint: Endpoint, parked: ParkedCount) -> dict[str, Any]:
+def circuit_view(endpoint: Endpoint, parked: BoundedCount) -> dict[str, Any]:
     """The endpoint's circuit (domain/circuit.py) from its record: what the probe and the drain are doing."""
     open_ = endpoint.circuit is CircuitState.OPEN
     return {
@@ -424,7 +425,7 @@ def _error(attempt: Attempt) -> str | None:
 
 
 def delivery_detail(
-    delivery: Delivery, *, waiting_on: tuple[Endpoint, ParkedCount] | None = None, in_flight: InFlight | None = None
+    delivery: Delivery, *, waiting_on: tuple[Endpoint, BoundedCount] | None = None, in_flight: InFlight | None = None
 ) -> dict[str, Any]:
     attempts = [
         {
@@ -471,6 +472,7 @@ def redrive_view(redrive: Redrive) -> dict[str, Any]:
         "include_recovered": redrive.include_recovered,
         "state": redrive.state.value,
         "total": redrive.total,
+        "total_exact": redrive.total_exact,
         "replayed": redrive.replayed,
         "skipped": redrive.skipped,
         "error": redrive.error,

@@ -802,7 +802,7 @@
           text.textContent =
             redrive.total === null
               ? `Counting the deliveries to redrive… ${done} replayed so far`
-              : `${redrive.replayed} replayed, ${redrive.skipped} skipped, of ${redrive.total}`;
+              : `${redrive.replayed} replayed, ${redrive.skipped} skipped, of ${redrive.total_exact ? "" : "at least "}${redrive.total}`;
           if (redrive.error) text.textContent += ` (${redrive.error})`;
           const endpoint = (endpointsCache || []).find((e) => e.id === redrive.endpoint_id);
           details.replaceChildren(

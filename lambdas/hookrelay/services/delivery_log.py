@@ -6,13 +6,12 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 from hookrelay.domain import delivery_stats, paging
-from hookrelay.domain.circuit import ParkedCount
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.delivery_stats import EndpointStats
 from hookrelay.domain.errors import InvalidCursor, InvalidRequest, NotFound
 from hookrelay.domain.lifecycle import fan_out_id, is_visible_to
 from hookrelay.domain.models import Delivery, Endpoint, Event
-from hookrelay.domain.paging import FOREIGN_CURSOR, Position
+from hookrelay.domain.paging import FOREIGN_CURSOR, BoundedCount, Position
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.parking import Parking
 from hookrelay.services.ports import (
@@ -120,7 +119,7 @@ class DeliveryLogService:
             raise NotFound(f"no delivery {delivery_id!r}")
         return delivery
 
-    def waiting_on(self, delivery: Delivery) -> tuple[Endpoint, ParkedCount] | None:
+    def waiting_on(self, delivery: Delivery) -> tuple[Endpoint, BoundedCount] | None:
         """The endpoint whose circuit a parked delivery waits on (its state and next probe) and how many wait
         behind it; None if not parked."""
         if delivery.parked_at is None:

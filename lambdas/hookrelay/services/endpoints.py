@@ -11,7 +11,6 @@ from typing import Any
 
 from hookrelay.domain import custom_headers, endpoint_auth, ids
 from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts, validate_endpoint_url
-from hookrelay.domain.circuit import ParkedCount
 from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.content_filter import compile_filter
 from hookrelay.domain.custom_headers import CustomHeader, GivenHeader
@@ -23,7 +22,7 @@ from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.matching import validate_filters
 from hookrelay.domain.models import Endpoint, EndpointState, SigningSecret
 from hookrelay.domain.pacing import check_rate_limit
-from hookrelay.domain.paging import FOREIGN_CURSOR, decode_cursor, encode_cursor
+from hookrelay.domain.paging import FOREIGN_CURSOR, BoundedCount, decode_cursor, encode_cursor
 from hookrelay.domain.queues import shard_for
 from hookrelay.domain.signing import KeyType, generate_key
 from hookrelay.services.event_types import EventTypeCatalogue
@@ -444,7 +443,7 @@ class EndpointService:
         assert deadline is not None and secret is not None  # set by the write that succeeded
         return RotatedSecret(endpoint=endpoint, secret=secret, previous_expire_at=deadline)
 
-    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, ParkedCount, float | None]:
+    def health(self, tenant_id: str, endpoint_id: str) -> tuple[Endpoint, EndpointHealth, BoundedCount, float | None]:
         """Summarised on read from the endpoint's newest deliveries (one bounded index read, no scan), with how
         many deliveries are parked behind its circuit (its lot is read only while the circuit is not closed) and,
         for a rate-limited endpoint, how many seconds of send slots are already taken ahead (one item read)."""

@@ -28,9 +28,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from hookrelay.domain.circuit import NONE_PARKED, PARKED_COUNT_LIMIT, CircuitState, ParkedCount
+from hookrelay.domain.circuit import NONE_PARKED, PARKED_COUNT_LIMIT, CircuitState
 from hookrelay.domain.lifecycle import circuit_stands
 from hookrelay.domain.models import Delivery, Endpoint
+from hookrelay.domain.paging import BoundedCount
 from hookrelay.services.ports import CircuitRepository, EndpointRepository, ParkingLot, ParkOutcome
 
 # A park re-reads the endpoint until it sees a settled state; each extra round means the circuit changed
@@ -88,9 +89,9 @@ class Parking:
             and self.circuits.close(endpoint, step)
         )
 
-    def parked_behind(self, endpoint: Endpoint) -> ParkedCount:
+    def parked_behind(self, endpoint: Endpoint) -> BoundedCount:
         """How many deliveries wait behind the endpoint's circuit, up to PARKED_COUNT_LIMIT: none while it is closed,
         without a read."""
         if endpoint.circuit is CircuitState.CLOSED:
             return NONE_PARKED
-        return ParkedCount.of(self.lot.count(endpoint.id, PARKED_COUNT_LIMIT + 1), PARKED_COUNT_LIMIT)
+        return BoundedCount.of(self.lot.count(endpoint.id, PARKED_COUNT_LIMIT + 1), PARKED_COUNT_LIMIT)

@@ -22,7 +22,7 @@ from hookrelay.domain.models import (
     PortalSession,
     Tenant,
 )
-from hookrelay.domain.paging import Position
+from hookrelay.domain.paging import BoundedCount, Position
 from hookrelay.domain.platform_events import PlatformNotice
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.redrive import Redrive
@@ -647,7 +647,9 @@ class DeliverySearch(Protocol):
 class DeliveryLog(DeliveryRepository, DeliverySearch, Protocol):
     """The deliveries, written and read by index."""
 
-    def count(self, where: DeliveryFilter, now: datetime) -> int: ...
+    def count(self, where: DeliveryFilter, now: datetime, up_to: int) -> BoundedCount:
+        """The deliveries matching `where` among at most `up_to` of its log entries (newest first): exact when the
+        entries ran out before, else a floor."""
 
     def find_of_event(
         self, where: DeliveryFilter, fan_out: Sequence[str], limit: int, start: Position | None, now: datetime
@@ -668,7 +670,7 @@ class PageDone:
     skipped: int
     position: Position | None
     now: datetime
-    total: int | None = None  # the redrive's count, recorded with its first page
+    total: BoundedCount | None = None  # the redrive's count, recorded with its first page (and its last, if a floor)
 
 
 class RedriveRepository(Protocol):

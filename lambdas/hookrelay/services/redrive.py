@@ -24,7 +24,8 @@ from hookrelay.domain.clock import truncate_to_milliseconds, utcnow
 from hookrelay.domain.errors import Conflict, Gone, InvalidRequest, NotFound
 from hookrelay.domain.lifecycle import ensure_deliverable, retention_expiry
 from hookrelay.domain.models import Delivery
-from hookrelay.domain.redrive import REDRIVABLE_STATUSES, REDRIVE_JOB, Redrive, RedriveState
+from hookrelay.domain.paging import BoundedCount
+from hookrelay.domain.redrive import REDRIVABLE_STATUSES, REDRIVE_COUNT_LIMIT, REDRIVE_JOB, Redrive, RedriveState
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import (
     DeliveryFilter,
@@ -66,6 +67,7 @@ class RedriveService:
     replays: ReplayService
     jobs: RedriveJobs
     page_size: int = PAGE_SIZE
+    count_limit: int = REDRIVE_COUNT_LIMIT  # the log entries its first job counts at most
     # `hookrelay.redrive.completed` to the tenant's subscribed endpoints (None: none).
     platform_events: PlatformEvents | None = None
 
@@ -168,14 +170,14 @@ class RedriveService:
         # Before recording the page: a crash in between re-runs the page, which re-enqueues what never started.
         self.replays.enqueue_first_attempts(unsent)
         replayed = len(found.deliveries) - skipped
-        total = self.deliveries.count(_scope(redrive), now) if redrive.total is None else None
+        total = self._total(redrive, now, replayed=replayed, skipped=skipped, last=found.resume_after is None)
         if found.resume_after is None and self.platform_events is not None:
             # The last page: announced before it is recorded. If the process dies between the two, the job message
             # comes back, re-runs the page (its replays converge) and emits again: the same event, its id derived
             # from the redrive. Recorded first, a crash would leave the redrive completed and never announced.
             done = platform_events.redrive_completed(
                 redrive,
-                total=total if total is not None else (redrive.total or 0),
+                total=total.counted if total is not None else (redrive.total or 0),
                 replayed=redrive.replayed + replayed,
                 skipped=redrive.skipped + skipped,
                 at=now,
@@ -186,6 +188,16 @@ class RedriveService:
         )
         if recorded and found.resume_after is not None:
             self.jobs.enqueue(RedriveJob(REDRIVE_JOB, redrive.id, page=page + 1))
+
+    def _total(
+        self, redrive: Redrive, now: datetime, *, replayed: int, skipped: int, last: bool
+    ) -> BoundedCount | None:
+        """The count a page records (None: none): the first page counts the window, up to `count_limit` entries;
+        the last makes a floor exact, as every delivery in scope was replayed or skipped by one of its pages."""
+        counted = self.deliveries.count(_scope(redrive), now, self.count_limit) if redrive.total is None else None
+        if last and not (counted.exact if counted is not None else redrive.total_exact):
+            return BoundedCount(redrive.replayed + replayed + redrive.skipped + skipped, exact=True)
+        return counted
 
     def _skips(self, original: Delivery, own_replay: str, now: datetime) -> bool:
         """Whether the page skips `original`: another request's replay of it (an earlier redrive's, a single
