@@ -68,6 +68,7 @@ class ApiCall:
     write_units: float = 0.0
     empty: bool = False  # a ReceiveMessage that returned nothing
     table: str = ""  # a DynamoDB request's table (one named by TableName)
+    returned: int = 0  # a DynamoDB read's items (a Query's or Scan's Count, a BatchGetItem's responses)
     # DynamoDB writes by where they land: (table, index or "", partition key value, units)
     partitions: list[tuple[str, str, Any, float]] = field(default_factory=list)
 
@@ -237,6 +238,13 @@ class DynamoDbSizer:
             total = sum(s.size for s in sizes if s)
             return consistent * max(1, math.ceil(total / READ_UNIT_BYTES))
         return 0.0
+
+
+def _returned(result: dict[str, Any]) -> int:
+    """The items a DynamoDB read returned: a Query's or Scan's `Count` (so with Select COUNT too), a BatchGetItem's."""
+    if "Count" in result:
+        return int(result["Count"])
+    return sum(len(items) for items in result.get("Responses", {}).values())
 
 
 def _sqs_chunks(operation: str, params: dict[str, Any], result: dict[str, Any] | None) -> int:
@@ -422,6 +430,7 @@ class Meter:
                 call.empty = operation == "ReceiveMessage" and not (result or {}).get("Messages")
             if service == "dynamodb":
                 call.table = str(params.get("TableName", ""))
+                call.returned = _returned(result or {})
             if sizing:
                 sizer = self._dynamodb_sizer(client.meta.region_name)
                 # A transaction does two underlying writes (prepare, commit) of every item it names

@@ -20,12 +20,12 @@ import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lambdas"))
 
 from bench.common import heading, machine, table
+from bench.metering import Meter
 from hookrelay.adapters.dynamodb import DeliveryTable
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.paging import BoundedCount
@@ -54,24 +54,16 @@ def seed(deliveries: DeliveryTable, dead: int) -> DeliveryFilter:
 
 
 def measured(deliveries: DeliveryTable, where: DeliveryFilter, up_to: int) -> tuple[BoundedCount, Counter[str], float]:
-    """The count, the calls it made with what they returned (entries, records), and its seconds."""
-    calls: Counter[str] = Counter()
-
-    def after_call(model: Any, parsed: dict[str, Any], **_: Any) -> None:
-        calls[model.name] += 1
-        if model.name == "Query":
-            calls["entries"] += int(parsed.get("Count", 0))
-        elif model.name == "BatchGetItem":
-            calls["records"] += sum(len(items) for items in parsed.get("Responses", {}).values())
-
-    events = deliveries.table.meta.client.meta.events
-    events.register("after-call.dynamodb", after_call, unique_id="bench-redrive-count")
-    try:
+    """The count, the calls it made with what they returned (entries, records: bench/metering.py), and its seconds."""
+    meter = Meter(size_dynamodb=False)
+    with meter.installed(capture_stdout=False), meter.recorded():
         began = time.perf_counter()
         counted = deliveries.count(where, utcnow(), up_to)
-        return counted, calls, time.perf_counter() - began
-    finally:
-        events.unregister("after-call.dynamodb", unique_id="bench-redrive-count")
+        seconds = time.perf_counter() - began
+    calls = Counter(call.operation for call in meter.calls)
+    calls["entries"] = sum(call.returned for call in meter.calls if call.operation == "Query")
+    calls["records"] = sum(call.returned for call in meter.calls if call.operation == "BatchGetItem")
+    return counted, calls, seconds
 
 
 def main(argv: list[str] | None = None) -> int:

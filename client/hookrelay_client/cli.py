@@ -260,14 +260,13 @@ def follow(client: HookrelayClient, redrive_id: str, poll_interval: float, stder
     return Result(final, describe_redrive(final), EXIT_OK if final.state == "completed" else EXIT_API_ERROR)
 
 
-def redrive_total(redrive: Redrive) -> str:
-    """The count, "?" until made, "+" while it is a floor (the platform counts a window up to a limit)."""
-    if redrive.total is None:
-        return "?"
-    return f"{redrive.total}{'' if redrive.total_exact else '+'}"
+def counted(count: int, exact: bool) -> str:
+    """A count the platform makes up to a limit (parked deliveries, a redrive's window): "+" when it is a floor."""
+    return f"{count}{'' if exact else '+'}"
 
 
 def describe_redrive(redrive: Redrive) -> str:
+    total = redrive.total
     return fields(
         [
             ("redrive", redrive.id),
@@ -275,7 +274,7 @@ def describe_redrive(redrive: Redrive) -> str:
             ("endpoint", redrive.endpoint_id),
             ("window", f"{redrive.since.isoformat()} .. {redrive.until.isoformat()}"),
             ("status filter", redrive.status_filter),
-            ("replayed", f"{redrive.replayed}/{redrive_total(redrive)}"),
+            ("replayed", f"{redrive.replayed}/{'?' if total is None else counted(total, redrive.total_exact)}"),
             ("skipped", f"{redrive.skipped} (already recovered, or their event expired)"),
             ("recovered", "replayed too" if redrive.include_recovered else "skipped"),
             ("created", redrive.created_at),
@@ -562,7 +561,7 @@ def describe_health(h: EndpointHealth) -> str:
             ("failing streak", f"{h.consecutive_failures} attempts"),
             ("oldest retrying", retrying),
             ("rate limit", f"{h.rate_limit_per_second}/s" if h.rate_limit_per_second else "none"),
-            ("parked", f"{h.backlog.parked}{'' if h.backlog.parked_exact else '+'}"),
+            ("parked", counted(h.backlog.parked, h.backlog.parked_exact)),
             ("slots taken ahead", f"{h.backlog.paced_seconds:g} s" if h.backlog.paced_seconds is not None else None),
         ]
     )

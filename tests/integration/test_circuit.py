@@ -85,8 +85,10 @@ class Outage:
 
     def parked(self) -> int:
         """How many deliveries wait in the endpoint's lot (a strongly consistent read)."""
-        return DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE")).count(
-            self.endpoint_id, up_to=10_000
+        return (
+            DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE"))
+            .count(self.endpoint_id, up_to=10_000)
+            .counted
         )
 
     def delivery(self, delivery_id: str) -> Delivery:

@@ -614,7 +614,7 @@ def all_delivered_check(world: World) -> str:
     assert all(n in (1, 2) for n in counts), counts
     endpoint = wiring.endpoint_service().endpoints.get(world.tenant_id, world.endpoint_id)
     assert endpoint is not None and endpoint.circuit is CircuitState.CLOSED, endpoint
-    assert wiring.circuit_service().parking.lot.count(world.endpoint_id, 1) == 0  # nothing left parked
+    assert wiring.circuit_service().parking.lot.count(world.endpoint_id, 1).counted == 0  # nothing left parked
     if all(n == 1 for n in counts):
         return f"{len(deliveries)} delivered, each sent through once"
     assert world.hook.crashed is not None

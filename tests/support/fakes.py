@@ -21,7 +21,7 @@ from hookrelay.domain.models import (
     Tenant,
 )
 from hookrelay.domain.pacing import reserve
-from hookrelay.domain.paging import Position
+from hookrelay.domain.paging import BoundedCount, Position
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import CLAIMABLE_STATUSES, DeadReason, DeliveryStatus
 from hookrelay.services.parking import Parking
@@ -644,8 +644,8 @@ class FakeParkingLot:
             for d in mine[:limit]
         ]
 
-    def count(self, endpoint_id: str, up_to: int) -> int:
-        return min(up_to, sum(1 for e in self.parked_by.values() if e == endpoint_id))
+    def count(self, endpoint_id: str, up_to: int) -> BoundedCount:
+        return BoundedCount.of(sum(1 for e in self.parked_by.values() if e == endpoint_id), up_to)
 
     def _unpark(self, delivery: Delivery, **changes: object) -> Delivery:
         self.marks.pop(delivery.id, None)

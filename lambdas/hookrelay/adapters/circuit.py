@@ -35,6 +35,7 @@ from hookrelay.adapters.records import from_data
 from hookrelay.domain.circuit import CircuitState
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState
+from hookrelay.domain.paging import BoundedCount
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.ports import ParkedDelivery, ParkOutcome
 
@@ -335,20 +336,21 @@ class DynamoParkingLot:
         )
         return [_parked(item) for item in page["Items"]]
 
-    def count(self, endpoint_id: str, up_to: int) -> int:
+    def count(self, endpoint_id: str, up_to: int) -> BoundedCount:
         query: dict[str, Any] = {
             "KeyConditionExpression": Key("endpoint_id").eq(endpoint_id),
             "ConsistentRead": True,
             "Select": "COUNT",
         }
-        counted = 0
-        while counted < up_to:
-            page = self.lot.query(**query, Limit=up_to - counted)  # Limit bounds the entries read, so the units paid
-            counted += int(page["Count"])
+        # One entry more than `up_to` tells "exactly" from "at least"; Limit bounds the entries read, so the units paid.
+        read = 0
+        while read <= up_to:
+            page = self.lot.query(**query, Limit=up_to + 1 - read)
+            read += int(page["Count"])
             if "LastEvaluatedKey" not in page:
                 break
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return counted
+        return BoundedCount.of(read, up_to)
 
     def claim(
         self,

@@ -94,4 +94,4 @@ class Parking:
         without a read."""
         if endpoint.circuit is CircuitState.CLOSED:
             return NONE_PARKED
-        return BoundedCount.of(self.lot.count(endpoint.id, PARKED_COUNT_LIMIT + 1), PARKED_COUNT_LIMIT)
+        return self.lot.count(endpoint.id, PARKED_COUNT_LIMIT)

@@ -330,9 +330,9 @@ class DeliveryRepository(Protocol):
 
 
 class ParkedCounter(Protocol):
-    def count(self, endpoint_id: str, up_to: int) -> int:
-        """How many deliveries are parked behind the endpoint's circuit, reading at most `up_to` of its lot's entries
-        (strongly consistent): `up_to` when at least that many are."""
+    def count(self, endpoint_id: str, up_to: int) -> BoundedCount:
+        """How many deliveries are parked behind the endpoint's circuit, counted up to `up_to` (strongly consistent,
+        reading one entry of its lot more): exact, or at least `up_to`."""
 
 
 class ParkingLot(ParkedCounter, Protocol):
