@@ -21,10 +21,11 @@ over limit; a quota saturates at rate / utilisation; the first is the smallest. 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -34,7 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import SECONDS_PER_MONTH, table
 from bench.quotas import QUOTAS_READ, REGION, Quota, all_quotas, authorizer_cache_seconds
-from hookrelay.adapters.schema import DEFAULT_LOG_SHARDS, DELIVERIES, EVENT_EXTRAS_INDEX, MAX_LOG_SHARDS
+from hookrelay.adapters.schema import (
+    DEFAULT_LOG_SHARDS,
+    DELIVERIES,
+    EVENT_EXTRAS_INDEX,
+    LOT_SHARDS,
+    MAX_LOG_SHARDS,
+    PARKING_LOT,
+)
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 
@@ -48,6 +56,10 @@ TABLE_PREFIX = "hookrelay-"
 LOG_SHARDED = frozenset(
     f"{DELIVERIES.logical_name}/{index.name}" for index in DELIVERIES.indexes if index is not EVENT_EXTRAS_INDEX
 )
+
+# The parking lot: written per parked delivery, so its load is the failing endpoint's, over the lot's shards.
+LOT = f"{PARKING_LOT.logical_name}/-"
+LOT_SAMPLE_ENDPOINTS = 1_000  # endpoint ids the lot's hottest-shard share is the worst of
 
 CALL_MS = 8.0  # one AWS API call from Lambda, same region (DynamoDB and SQS: single-digit milliseconds)
 COMPUTE_MS = 5.0  # the handler's own work per invocation, beside its calls
@@ -605,7 +617,8 @@ def _hot_partitions(
     profile: dict[str, Any], w: Workload, d: Deployment, writes: dict[str, float]
 ) -> list[tuple[str, str, float]]:
     """The write units a second on the hottest partition of each key kept per tenant or endpoint: the log indexes
-    over the deployment's log shards, the rest (counters, the endpoint's circuit, its parking lot) on one."""
+    over the deployment's log shards, the parking lot over its shards with the busiest endpoint failing, the rest
+    (counters, the endpoint's circuit) on one."""
     rate = w.events_per_second
     hot: list[tuple[str, str, float]] = []
     largest = w.largest_tenant_share * rate
@@ -613,12 +626,39 @@ def _hot_partitions(
         per = profile["partition_scope"].get(where, "item")
         shards = d.log_shards if where in profile.get("log_sharded", ()) else 1
         units_per_event = writes[where] / rate / shards if rate else 0.0
-        if per == "tenant":
+        if where == LOT:
+            # Not the workload's failing share: the busiest endpoint itself in an outage, each of its deliveries
+            # parked (by ingest, on arrival) and taken out, as the outage scenario measures them.
+            parks = profile["scenarios"]["outage"]["write_units"].get(LOT, 0.0) * largest * w.busiest_endpoint_share
+            groups = int(all_quotas()["endpoint_groups"].limit)
+            hot.append((where, _LOT_HOT, parks * lot_shard_share(groups)))
+        elif per == "tenant":
             hot.append((where, "the largest tenant", units_per_event * largest))
         elif per == "endpoint":
             busiest = units_per_event / w.fanout * largest * w.busiest_endpoint_share
             hot.append((where, "the largest tenant's busiest endpoint", busiest))
     return hot
+
+
+_LOT_HOT = f"the largest tenant's busiest endpoint in an outage (the hottest of its {LOT_SHARDS} lot shards)"
+
+
+@functools.cache
+def lot_shard_share(groups: int) -> float:
+    """The hottest lot shard's share of an endpoint's parks, its deliveries spread evenly over `groups` message
+    groups: the groups hash to the lot's shards unevenly (the code's own `lot_partition`); the worst over
+    LOT_SAMPLE_ENDPOINTS endpoint ids."""
+    from hookrelay.adapters.circuit import lot_partition
+    from hookrelay.domain.envelope import message_group_id
+
+    worst = 0.0
+    for n in range(LOT_SAMPLE_ENDPOINTS):
+        endpoint_id = f"ep_{n}"
+        # Its groups, as ordering keys (or event ids) name them: every one of them, given keys enough.
+        named = {message_group_id(endpoint_id, groups, f"key{k}", "") for k in range(groups * 20)}
+        held = Counter(lot_partition(endpoint_id, group) for group in named)
+        worst = max(worst, max(held.values()) / len(named))
+    return worst
 
 
 def log_index_wcu(profile: dict[str, Any], w: Workload) -> float:

@@ -120,6 +120,11 @@ class DynamoDbSizer:
         names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
         return {name: _typed(item[name]) for name in names}
 
+    def partition_of(self, table_name: str, key: dict[str, Any]) -> Any:
+        """The partition key value a write names (what it lands on even if no item is there: a delete of none)."""
+        table = self._table(table_name)
+        return next(iter(_typed(key[table.hash_key_attr]).values()))
+
     def _entry(self, table: Any, index: Any, item: Any) -> IndexEntry | None:
         key_names = [key["AttributeName"] for key in index.schema]
         if any(name not in item.attrs for name in key_names):
@@ -444,6 +449,8 @@ class Meter:
                         after = sizer.snapshot(table_name, key)
                         for index, partition, units in sizer.partition_writes(table_name, old, after, factor):
                             call.write_units += units
+                            if partition is None:  # no item before or after: the partition the key names
+                                partition = sizer.partition_of(table_name, key)
                             call.partitions.append((table_name, index, partition, units))
                 for table_name, key in sizer.condition_checks(operation, params):
                     checked = sizer.snapshot(table_name, key)

@@ -32,6 +32,7 @@ SCRIPTS = (
     "filter_limits.py",
     "content_filters.py",
     "parked_count.py",
+    "lot_shards.py",
     "redrive_count.py",
     "bad_night.py",
 )

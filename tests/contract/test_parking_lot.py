@@ -189,7 +189,7 @@ def test_a_probes_claim_keeps_the_lot_entry_until_the_attempt_is_settled(stores:
     assert claimed is not None and claimed.status is DeliveryStatus.ATTEMPTING and claimed.parked_at is None
     [entry] = stores.parking.parked("ep_1", 10)
     assert entry.id == "dlv_1"
-    stores.parking.forget("dlv_1", entry.event_order, "ep_1")
+    stores.parking.forget(entry, "ep_1")
     assert parked_ids(stores) == [] and parked_count(stores) == 0
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ THROTTLED: dict[str, tuple[int, dict[str, str], str]] = {
     ),
 }
 FOREVER = 10_000  # tries to throttle: past any retry budget
+_NUMBERING = threading.Lock()
 
 
 @dataclass
@@ -82,6 +84,7 @@ class CrashInjector:
     sites: list[str] = field(default_factory=list)  # the code that made each call (its innermost hookrelay frame)
     crashed: str | None = None  # where it struck (a crash, or the throttled call)
     throttling: str | None = None  # the service whose call is being throttled now, and for how many more tries
+    throttled_thread: int | None = None  # the thread making it (a read across shards makes its calls on several)
     tries_left: int = 0
     throttled_send: str = ""  # the botocore event of its HTTP tries
     throttled_tries: int = 0  # HTTP tries answered with a throttling error
@@ -93,23 +96,27 @@ class CrashInjector:
             return
         service = model.service_model.service_id
         label = f"{function}: {service}.{model.name}{_target(params)}"
-        number = len(self.calls)
-        self.calls.append(label)
-        self.sites.append(_site())
-        self.throttling, self.tries_left = None, 0  # calls are made one at a time: this one is the current one
-        if self.crash_at in (number, label) and self.crashed is None:
+        with _NUMBERING:  # a read across shards makes its calls on several threads at once
+            number = len(self.calls)
+            self.calls.append(label)
+            self.sites.append(_site())
+            if self.throttled_thread == threading.get_ident():  # a thread's calls come one at a time: that one ended
+                self.throttling, self.tries_left = None, 0
+            if self.crash_at not in (number, label) or self.crashed is not None:
+                return
             self.crashed = label
             if self.mode == "throttle":
                 self.throttling, self.tries_left = service, self.throttle_tries
+                self.throttled_thread = threading.get_ident()
                 self.throttled_send = f"before-send.{model.service_model.service_id.hyphenize()}.{model.name}"
                 return
-            raise Crash(label)
+        raise Crash(label)
 
     def throttled(self, event_name: str, request_url: str) -> AWSResponse | None:
         """moto's answer to this HTTP try, if it is to be throttled (a try of the throttled call itself)."""
         if self.throttling is None or self.tries_left <= 0 or RUNNING.get() not in self.functions:
             return None
-        if event_name != self.throttled_send:
+        if event_name != self.throttled_send or threading.get_ident() != self.throttled_thread:
             return None
         self.tries_left -= 1
         self.throttled_tries += 1
@@ -121,10 +128,12 @@ class CrashInjector:
     ) -> None:
         self.functions, self.crash_at, self.calls, self.crashed, self.sites = functions, crash_at, [], None, []
         self.mode, self.throttle_tries, self.throttling, self.tries_left = mode, tries, None, 0
+        self.throttled_thread = None
         self.throttled_tries, self.backoffs = 0, []
 
     def disarm(self) -> None:
         self.functions, self.crash_at, self.throttling, self.tries_left = frozenset(), None, None, 0
+        self.throttled_thread = None
 
 
 def _site() -> str:

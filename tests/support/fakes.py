@@ -685,9 +685,9 @@ class FakeParkingLot:
             self.parked_by[delivery_id] = entry
         return claimed
 
-    def forget(self, delivery_id: str, event_order: str, endpoint_id: str) -> None:
-        if self.parked_by.get(delivery_id) == endpoint_id:
-            del self.parked_by[delivery_id]
+    def forget(self, parked: ParkedDelivery, endpoint_id: str) -> None:
+        if self.parked_by.get(parked.id) == endpoint_id:
+            del self.parked_by[parked.id]
 
     def end(
         self,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hookrelay.adapters import schema
 from hookrelay.domain import circuit
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,3 +20,8 @@ def test_the_endpoint_health_doc_states_the_numbers_of_the_code() -> None:
     doc = (ROOT / "docs" / "endpoint-health.md").read_text()
     assert f"{circuit.OPEN_AFTER_FAILURES} retriable failures in a row (`OPEN_AFTER_FAILURES`)" in doc
     assert f"`min({circuit.DRAIN_WINDOW_PER_SLOT} \u00d7 max_in_flight, {circuit.DRAIN_WINDOW_MAX})`" in doc
+
+
+def test_the_endpoint_health_doc_states_the_lots_shards_of_the_code() -> None:
+    doc = (ROOT / "docs" / "endpoint-health.md").read_text()
+    assert f"`LOT_SHARDS` ({schema.LOT_SHARDS}) partitions" in doc

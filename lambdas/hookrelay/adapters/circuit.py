@@ -1,16 +1,25 @@
 """DynamoDB: an endpoint's circuit (attributes of the endpoint record) and the deliveries parked behind it.
 
 A parked delivery carries a `parked_endpoint` mark on its record and has an entry in its endpoint's lot
-(`schema.PARKING_LOT`): partition the endpoint, sorted by event order, holding what the drain needs to
-release it. The lot is a table, not an index, so reading it is strongly consistent: the circuit closes on
-a lot read empty after the close began (services/parking.py). The mark is written first, the entry after;
-every later write of the delivery's parking (park again, claim, end, unpark) puts or drops the entry from
-the mark, so a crash between the two is repaired by the next message for that delivery.
+(`schema.PARKING_LOT`): partitioned by the endpoint and its delivery's message group (`lot_partition`, over
+schema.LOT_SHARDS), sorted by event order, holding what the drain needs to release it; a read merges the shards.
+The lot is a table, not an index, so reading it is strongly consistent: the circuit closes on a lot read empty
+after the close began (services/parking.py). The mark is written first, the entry after; every later write of the
+delivery's parking (park again, claim, end, unpark) puts or drops the entry from the mark, so a crash between the
+two is repaired by the next message for that delivery.
+
+An entry written before the lot was sharded is under the endpoint's own id (`_lot_partitions` reads it too), where
+the writes that follow a delivery's mark do not look: the claim or end of its delivery leaves it behind, stale, and
+the next read of it releases it again, whose refused claim drops it wherever it is (`_drop_everywhere`). So each
+such entry costs one more release, once, and nothing is released twice into an attempt.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import heapq
+import itertools
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +37,9 @@ from hookrelay.adapters.dynamodb import (
     delivery_item,
     endpoints_of,
     query_items,
+    scatter,
     set_status_key,
+    shards,
     update_expression,
 )
 from hookrelay.adapters.records import from_data
@@ -223,6 +234,38 @@ def _slot(event_order: str, delivery_id: str) -> str:
     return f"{event_order}#{delivery_id}"
 
 
+def lot_partition(endpoint_id: str, message_group_id: str) -> str:
+    """The lot partition of a delivery parked behind the endpoint: its message group's shard (a stable hash, never
+    Python's salted `hash`), so a group's entries are in one partition, in event order."""
+    return f"{endpoint_id}#{zlib.crc32(message_group_id.encode()) % schema.LOT_SHARDS}"
+
+
+def _lot_partitions(endpoint_id: str) -> list[str]:
+    """Every partition the endpoint's entries can be in: its shards, then its own id (entries from before shards)."""
+    return [*shards(endpoint_id, schema.LOT_SHARDS), endpoint_id]
+
+
+def _entry_key(endpoint_id: str, delivery: Mapping[str, Any]) -> dict[str, str]:
+    return {
+        "endpoint_id": lot_partition(endpoint_id, delivery["message_group_id"]),
+        "slot": _slot(delivery["event_order"], delivery["id"]),
+    }
+
+
+def _one_per_slot(entries: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Merged entries, each slot once: a delivery's entry can be in two partitions (an old entry beside the one
+    written when it parked again), which stand for the same parked delivery."""
+    for _, same in itertools.groupby(entries, key=_by_slot):
+        yield next(same)
+
+
+def _by_slot(entry: Mapping[str, Any]) -> str:
+    return str(entry["slot"])
+
+
+_MIN_LOT_PAGE = 10  # entries per lot partition read, at the least
+
+
 # What a lot entry copies of its delivery: what the drain needs to release it (`_parked`).
 _ENTRY_ATTRIBUTES = (
     "id",
@@ -239,8 +282,7 @@ _ENTRY_ATTRIBUTES = (
 def _lot_entry(delivery: dict[str, Any]) -> dict[str, Any]:
     """The lot entry of a delivery item marked parked."""
     return {
-        "endpoint_id": delivery[_PARKED],
-        "slot": _slot(delivery["event_order"], delivery["id"]),
+        **_entry_key(delivery[_PARKED], delivery),
         **{name: delivery[name] for name in _ENTRY_ATTRIBUTES if name in delivery},
     }
 
@@ -256,17 +298,24 @@ class DynamoParkingLot:
         item: dict[str, Any] | None = self.deliveries.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item")
         return item
 
-    def _drop_entry(self, endpoint_id: str, delivery: dict[str, Any]) -> None:
+    def _drop_entry(self, endpoint_id: str, delivery: Mapping[str, Any]) -> None:
+        self.lot.delete_item(Key=_entry_key(endpoint_id, delivery))
+
+    def _drop_everywhere(self, endpoint_id: str, delivery: Mapping[str, Any]) -> None:
+        """Drop a stale entry read from the lot: in its shard, and under the endpoint's own id, where it is if it
+        was written before the lot was sharded (only this, rare, path deletes there)."""
+        self._drop_entry(endpoint_id, delivery)
         self.lot.delete_item(Key={"endpoint_id": endpoint_id, "slot": _slot(delivery["event_order"], delivery["id"])})
 
-    def _drop_if_stale(self, delivery_id: str, endpoint_id: str, event_order: str | None = None) -> None:
+    def _drop_if_stale(self, delivery_id: str, endpoint_id: str, read: ParkedDelivery | None = None) -> None:
         """After a refused claim or end: if the delivery is not parked behind the endpoint (a crash after it
-        left the lot), its entry goes too, so the drain does not release it forever."""
+        left the lot, or an entry from before shards that its claim did not drop), its entry goes too, so the
+        drain does not release it forever."""
         current = self._current(delivery_id)
         if current is not None and current.get(_PARKED) != endpoint_id and "event_order" in current:
-            self._drop_entry(endpoint_id, current)
-        elif current is None and event_order is not None:
-            self._drop_entry(endpoint_id, {"id": delivery_id, "event_order": event_order})
+            self._drop_everywhere(endpoint_id, current)
+        elif current is None and read is not None:
+            self._drop_everywhere(endpoint_id, _entry_of(read))
 
     def park(
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
@@ -308,7 +357,12 @@ class DynamoParkingLot:
 
     def missing(self, deliveries: Sequence[Delivery]) -> set[str]:
         slots = {_slot(d.event_order or "", d.id): d for d in deliveries}
-        keys = [{"endpoint_id": d.endpoint_id, "slot": slot} for slot, d in slots.items()]
+        # In its shard, or under the endpoint's own id if it was entered before the lot was sharded.
+        keys = [
+            {"endpoint_id": partition, "slot": slot}
+            for slot, d in slots.items()
+            for partition in (lot_partition(d.endpoint_id, d.message_group_id), d.endpoint_id)
+        ]
         found = {item["slot"] for item in batch_get(self.lot, keys, consistent=False)}
         return {d.id for slot, d in slots.items() if slot not in found}
 
@@ -328,29 +382,40 @@ class DynamoParkingLot:
         return True
 
     def parked(self, endpoint_id: str, limit: int) -> list[ParkedDelivery]:
-        page = self.lot.query(
-            KeyConditionExpression=Key("endpoint_id").eq(endpoint_id),
-            ScanIndexForward=True,  # oldest event first
-            ConsistentRead=True,
-            Limit=limit,
-        )
-        return [_parked(item) for item in page["Items"]]
+        # Each partition read oldest event first, a little more than its share of `limit` a page (a partition holding
+        # more of the oldest is read on as the merge reaches its end), merged by slot: the endpoint's event order.
+        page = max(_MIN_LOT_PAGE, -(-2 * limit // schema.LOT_SHARDS))
+        queries = [
+            {"KeyConditionExpression": Key("endpoint_id").eq(partition), "ConsistentRead": True, "Limit": page}
+            for partition in _lot_partitions(endpoint_id)
+        ]
+        merged = heapq.merge(*scatter(self.lot, queries), key=_by_slot)
+        return [_parked(item) for item in itertools.islice(_one_per_slot(merged), limit)]
 
     def count(self, endpoint_id: str, up_to: int) -> BoundedCount:
+        # One entry more than `up_to` tells "exactly" from "at least"; Limit bounds the entries read, so the units paid.
+        # The partitions one after the other, each only as far as the count still needs.
+        read = 0
+        for partition in _lot_partitions(endpoint_id):
+            read += self._count_in(partition, up_to + 1 - read)
+            if read > up_to:
+                break
+        return BoundedCount.of(read, up_to)
+
+    def _count_in(self, partition: str, most: int) -> int:
         query: dict[str, Any] = {
-            "KeyConditionExpression": Key("endpoint_id").eq(endpoint_id),
+            "KeyConditionExpression": Key("endpoint_id").eq(partition),
             "ConsistentRead": True,
             "Select": "COUNT",
         }
-        # One entry more than `up_to` tells "exactly" from "at least"; Limit bounds the entries read, so the units paid.
         read = 0
-        while read <= up_to:
-            page = self.lot.query(**query, Limit=up_to + 1 - read)
+        while read < most:
+            page = self.lot.query(**query, Limit=most - read)
             read += int(page["Count"])
             if "LastEvaluatedKey" not in page:
                 break
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return BoundedCount.of(read, up_to)
+        return read
 
     def claim(
         self,
@@ -384,8 +449,8 @@ class DynamoParkingLot:
             self._drop_entry(endpoint_id, result["Attributes"])
         return from_data(Delivery, result["Attributes"])
 
-    def forget(self, delivery_id: str, event_order: str, endpoint_id: str) -> None:
-        self._drop_entry(endpoint_id, {"id": delivery_id, "event_order": event_order})
+    def forget(self, parked: ParkedDelivery, endpoint_id: str) -> None:
+        self._drop_everywhere(endpoint_id, _entry_of(parked))
 
     def end(
         self,
@@ -422,7 +487,7 @@ class DynamoParkingLot:
             ReturnValues="ALL_NEW",
         )
         if result is None:
-            self._drop_if_stale(parked.id, endpoint_id, parked.event_order)
+            self._drop_if_stale(parked.id, endpoint_id, parked)
             return None
         self._drop_entry(endpoint_id, result["Attributes"])
         return from_data(Delivery, result["Attributes"])
@@ -430,6 +495,11 @@ class DynamoParkingLot:
     def get_many(self, delivery_ids: Sequence[str]) -> list[Delivery]:
         items = deliveries_by_id(self.deliveries, delivery_ids, consistent=True)
         return [from_data(Delivery, item) for item in items.values()]
+
+
+def _entry_of(parked: ParkedDelivery) -> dict[str, str]:
+    """What locates a parked delivery's entry, from what a read of the lot gave."""
+    return {"id": parked.id, "event_order": parked.event_order, "message_group_id": parked.message_group_id}
 
 
 def _parked(item: dict[str, Any]) -> ParkedDelivery:

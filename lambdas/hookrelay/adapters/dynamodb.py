@@ -915,7 +915,7 @@ class DeliveryTable:
         """Every index entry of `where` after `after`, newest first by (created_at, id), merged across the `count`
         shards (each read `page` entries at a time, and only as far as the merge needs)."""
         queries = [{**q, "Limit": page} for q in self._queries(where, now, after, count)]
-        shard_entries = [_by_id_within_time(self._unpaged(entries)) for entries in self._scatter(queries)]
+        shard_entries = [_by_id_within_time(self._unpaged(entries)) for entries in scatter(self.table, queries)]
         merged = heapq.merge(*shard_entries, key=_entry_order, reverse=True)
         for order, same in itertools.groupby(merged, key=_entry_order):
             if after is None or order < after:
@@ -933,20 +933,6 @@ class DeliveryTable:
             page = self.table.get_item(Key={"id": entry["id"]}).get("Item")
             if page is not None:  # (expired meanwhile: its deliveries have too)
                 yield from log_pages.entries(page)
-
-    def _scatter(self, queries: Sequence[dict[str, Any]]) -> list[Iterator[dict[str, Any]]]:
-        """Each query's entries, in order. The merge needs every shard's first page before it yields anything: with
-        many shards those first pages are read at once (one round trip's wait, not one per shard); a shard's
-        further pages, rarely needed (a page reads twice a shard's share), are read as the merge reaches them."""
-        if len(queries) < _SCATTER_FROM:
-            return [query_items(self.table, **q) for q in queries]
-        # Each read in the context of the caller (copied per read: a context runs on one thread at a time), so it
-        # sees what the caller's thread sees of its context variables (the integration tier's view of the calling
-        # function's environment among them).
-        contexts = [contextvars.copy_context() for _ in queries]
-        with ThreadPoolExecutor(max_workers=min(_SCATTER_THREADS, len(queries))) as pool:
-            firsts = list(pool.map(lambda c, q: c.run(self.table.query, **q), contexts, queries))
-        return [_continued(self.table, q, first) for q, first in zip(queries, firsts, strict=True)]
 
     def _matched(self, entries: Sequence[dict[str, Any]], where: DeliveryFilter, now: datetime) -> list[Delivery]:
         """The deliveries of a page of index entries that match `where`, in the page's order.
@@ -1194,6 +1180,21 @@ def _built(query: dict[str, Any]) -> dict[str, Any]:
         "ExpressionAttributeNames": {**key.attribute_name_placeholders, **condition.attribute_name_placeholders},
         "ExpressionAttributeValues": {**key.attribute_value_placeholders, **condition.attribute_value_placeholders},
     }
+
+
+def scatter(table: Any, queries: Sequence[dict[str, Any]]) -> list[Iterator[dict[str, Any]]]:
+    """Each query's items, in order, for a merge across a key's shards. A merge needs every shard's first page before
+    it yields anything: with many shards those first pages are read at once (one round trip's wait, not one per
+    shard); a shard's further pages are read as the merge reaches them."""
+    if len(queries) < _SCATTER_FROM:
+        return [query_items(table, **q) for q in queries]
+    # Each read in the context of the caller (copied per read: a context runs on one thread at a time), so it
+    # sees what the caller's thread sees of its context variables (the integration tier's view of the calling
+    # function's environment among them).
+    contexts = [contextvars.copy_context() for _ in queries]
+    with ThreadPoolExecutor(max_workers=min(_SCATTER_THREADS, len(queries))) as pool:
+        firsts = list(pool.map(lambda c, q: c.run(table.query, **q), contexts, queries))
+    return [_continued(table, q, first) for q, first in zip(queries, firsts, strict=True)]
 
 
 def _continued(table: Any, query: dict[str, Any], first: dict[str, Any]) -> Iterator[dict[str, Any]]:

@@ -120,6 +120,16 @@ PARKED_MARK = "parked_endpoint"
 # mark. A table, not an index, so that reading an endpoint's lot is strongly consistent: the circuit closes
 # only on a lot read empty after the close began (services/parking.py), with no count kept per park.
 PARKING_LOT = TableSpec("ParkingLot", "PARKING_LOT_TABLE", partition_key="endpoint_id", sort_key="slot")
+# The lot is write-sharded by message group: an entry's partition key is `<endpoint>#<shard>`, the shard a stable
+# hash of its delivery's message group (adapters/circuit.py, `lot_partition`). While an endpoint's circuit is open,
+# ingest writes an entry per event it accepts for it, and a partition key whose sort key only grows takes at most
+# 1,000 write units a second (adaptive capacity cannot split such writes): one partition would cap how fast a busy
+# endpoint's outage can be taken in, and its throttled writes would hold ingest's shared concurrency. A message group
+# is the unit of order, so each group's entries stay in one partition, in order, read by one strongly consistent
+# Query; a read merges the shards by slot. A constant, not a deployment setting: every reader must know every
+# partition an entry can be in, whatever was deployed when it was written. Entries written before the lot was
+# sharded are under the endpoint's own id, which reads merge in too.
+LOT_SHARDS = 16
 # Pull delivery's mailboxes (domain/mailbox.py): per poll endpoint, its deliveries waiting for the consumer, in the
 # order they were posted (`seq`, zero-padded so that it sorts as a string), each removed when the consumer's cursor
 # passes it, or by TTL at its delivery's retention end.

@@ -144,7 +144,7 @@ class CircuitService:
             # the oldest in the lot, so the command, sent again, probes it again (taking the stale claim over).
             report = self.attempts.attempt(message)
             if report.sent and not report.parked:
-                self.parking.lot.forget(oldest.id, oldest.event_order, endpoint.id)
+                self.parking.lot.forget(oldest, endpoint.id)
             if report.outcome is Outcome.RETRY:
                 due = circuit.next_probe_after_failure(
                     self.schedule,

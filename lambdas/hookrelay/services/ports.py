@@ -378,7 +378,7 @@ class ParkingLot(ParkedCounter, Protocol):
         unless `keep_entry`: the probe's stays until its attempt is settled, see services/circuit.py); None if it is
         not parked behind that endpoint waiting for attempt `attempt_number` (another message took it first)."""
 
-    def forget(self, delivery_id: str, event_order: str, endpoint_id: str) -> None:
+    def forget(self, parked: ParkedDelivery, endpoint_id: str) -> None:
         """Drop the delivery's lot entry, kept by a probe's claim, once its attempt is settled (not parked again)."""
 
     def end(
