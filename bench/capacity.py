@@ -42,9 +42,11 @@ from hookrelay.adapters.schema import (
     LOT_SHARDS,
     MAX_LOG_SHARDS,
     PARKING_LOT,
+    RATE_LIMITS,
 )
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
+from hookrelay.domain.rate_limit import counter_shards
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE_PATH = ROOT / "bench" / "operation_profile.json"
@@ -56,6 +58,8 @@ TABLE_PREFIX = "hookrelay-"
 LOG_SHARDED = frozenset(
     f"{DELIVERIES.logical_name}/{index.name}" for index in DELIVERIES.indexes if index is not EVENT_EXTRAS_INDEX
 )
+# The per-key rate limit's counters (domain/rate_limit.py): a key's second over counter_shards(its limit) items.
+RATE_COUNTERS = f"{RATE_LIMITS.logical_name}/-"
 
 # The parking lot: written per parked delivery, so its load is the failing endpoint's, over the lot's shards.
 LOT = f"{PARKING_LOT.logical_name}/-"
@@ -527,7 +531,8 @@ def assess(
     busiest_endpoint = largest * w.busiest_endpoint_share  # its deliveries a second
 
     writes, by_table = _writes(profile, w)
-    hot = _hot_partitions(profile, w, d, writes)
+    key_rps = api_rps * w.largest_tenant_share
+    hot = _hot_partitions(profile, w, d, writes, counted_limit(key_rps, q["api_key_rate"].limit))
     log_hot = [h for h in hot if h[0] in LOG_SHARDED]
     own_hot = [h for h in hot if h[0] not in LOG_SHARDED]
     endpoint_reads = busiest_endpoint * ENDPOINT_READ_UNITS_PER_MESSAGE + largest * 0.5 * math.ceil(
@@ -547,7 +552,7 @@ def assess(
     demands = [
         Demand(q["apigw_account_rps"], api_rps),
         Demand(q["stage_throttle"], api_rps),
-        Demand(q["api_key_rate"], api_rps * w.largest_tenant_share, "the largest tenant's producer key", TENANT),
+        Demand(q["api_key_rate"], key_rps, "the largest tenant's producer key", TENANT),
         Demand(q["lambda_concurrency"], sum(concurrency.values()), "all functions"),
         Demand(q["authorizer_reserved"], concurrency.get("authorizer", 0.0)),
         Demand(q["ingest_reserved"], concurrency.get("ingest", 0.0)),
@@ -613,18 +618,30 @@ def _writes(profile: dict[str, Any], w: Workload) -> tuple[dict[str, float], dic
     return writes, by_table
 
 
+def counted_limit(key_rps: float, limit: float) -> int:
+    """The per-key limit over whose counters (domain/rate_limit.py) the model spreads the key's counter writes. Those
+    writes are the key's requests at the workload's rate, which the counters see only when the limit admits them:
+    the deployment's limit when it does; when it refuses them (the api_key_rate row says so), the limit the model
+    sizes for them (`size`: the key's requests/s x HEADROOM), the one that would."""
+    return math.ceil(limit) if limit >= key_rps else sized_setting(key_rps)
+
+
 def _hot_partitions(
-    profile: dict[str, Any], w: Workload, d: Deployment, writes: dict[str, float]
+    profile: dict[str, Any], w: Workload, d: Deployment, writes: dict[str, float], key_limit: int
 ) -> list[tuple[str, str, float]]:
     """The write units a second on the hottest partition of each key kept per tenant or endpoint: the log indexes
-    over the deployment's log shards, the parking lot over its shards with the busiest endpoint failing, the rest
-    (counters, the endpoint's circuit) on one."""
+    over the deployment's log shards, the key's rate-limit counter over its counter shards at `key_limit`, the
+    parking lot over its shards with the busiest endpoint failing, the rest (the endpoint's circuit) on one."""
     rate = w.events_per_second
     hot: list[tuple[str, str, float]] = []
     largest = w.largest_tenant_share * rate
     for where in sorted(writes):
         per = profile["partition_scope"].get(where, "item")
         shards = d.log_shards if where in profile.get("log_sharded", ()) else 1
+        tenant = "the largest tenant"
+        if where == RATE_COUNTERS:  # each container on one counter picked at random: the writes spread evenly
+            shards = counter_shards(key_limit)
+            tenant += f"'s key, one of its {shards} counters" if shards > 1 else ""
         units_per_event = writes[where] / rate / shards if rate else 0.0
         if where == LOT:
             # Not the workload's failing share: the busiest endpoint itself in an outage, each of its deliveries
@@ -633,7 +650,7 @@ def _hot_partitions(
             groups = int(all_quotas()["endpoint_groups"].limit)
             hot.append((where, _LOT_HOT, parks * lot_shard_share(groups)))
         elif per == "tenant":
-            hot.append((where, "the largest tenant", units_per_event * largest))
+            hot.append((where, tenant, units_per_event * largest))
         elif per == "endpoint":
             busiest = units_per_event / w.fanout * largest * w.busiest_endpoint_share
             hot.append((where, "the largest tenant's busiest endpoint", busiest))
@@ -665,13 +682,18 @@ def log_index_wcu(profile: dict[str, Any], w: Workload) -> float:
     """The largest owner's writes a second to one log index, unsharded: what log_shards divides."""
     one = Deployment(1, 1.0, 1, 1)
     writes, _ = _writes(profile, w)
-    return max((h[2] for h in _hot_partitions(profile, w, one, writes) if h[0] in LOG_SHARDED), default=0.0)
+    return max((h[2] for h in _hot_partitions(profile, w, one, writes, 1) if h[0] in LOG_SHARDED), default=0.0)
 
 
 # --- sizing: the settings a workload needs ---------------------------------------------------------------
 
 HEADROOM = 1.25  # settings sized for the workload with a quarter to spare
 MAX_QUEUE_SHARDS = 256  # the sizing's search: past it, the model says so
+
+
+def sized_setting(demand: float) -> int:
+    """One of the stack's own limits sized for a demand: with HEADROOM, and at least 2."""
+    return max(2, math.ceil(demand * HEADROOM))
 
 
 @dataclass(frozen=True)
@@ -709,7 +731,7 @@ def size(w: Workload, profile: dict[str, Any], quotas: dict[str, Quota] | None =
         if lanes(profile, w, deployment, q["endpoint_groups"].limit).busiest_source * HEADROOM <= source_cap:
             break
     unsized = assess(w, profile, q, deployment)
-    settings = {key: max(2, math.ceil(unsized.demand(key).demand * HEADROOM)) for key in SIZED}
+    settings = {key: sized_setting(unsized.demand(key).demand) for key in SIZED}
     deployment = replace(deployment, source_max_concurrency=float(settings["delivery_max_concurrency"]))
     sized = {**q}
     for key, value in settings.items():
@@ -755,8 +777,10 @@ BEYOND: dict[str, str] = {
     "dynamodb_partition_wcu": "Raise log_shards (the log indexes' write shards): shards >= the largest owner's index"
     " WCU/s / 1,000 x 1.25; a read costs a Query per shard. A throttled index partition holds back the table's"
     " writes: every tenant's.",
-    "dynamodb_key_wcu": "One tenant's own: its producer key's rate-limit counter is one item a second, a write per"
-    " request: past 1,000 requests/s on one key, more keys or batch ingest (100 events a request).",
+    "dynamodb_key_wcu": "One tenant's own: its producer key's rate-limit counter is one item a second per 1,000"
+    " requests/s of the key's limit (domain/rate_limit.py), each container writing to one at random, so a per-key"
+    " limit sized for the key keeps each under 1,000 writes a second; its busiest endpoint's items (its circuit, its"
+    " parking lot) are one each, and past 1,000 writes a second only that tenant's work waits.",
     "dynamodb_partition_rcu": "One endpoint's own: its item is read per message (consistently) and per event by"
     " ingest's query of the tenant's endpoints; past 3,000 RCU/s its deliveries are throttled. A design change:"
     " read it once per batch, or cache it in the container for a second.",

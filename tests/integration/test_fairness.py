@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hookrelay import wiring
+from hookrelay.domain.rate_limit import COUNTER_LIFETIME_SECONDS, counter_shards, shard_limit
+from hookrelay.services.rate_limit import RateLimiter
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import as_function, moto_stack, serving_routes
 from tests.support.platform import Platform
@@ -85,3 +87,36 @@ def test_the_shared_counter_adds_a_lease_whole_or_not_at_all(platform: Platform)
     assert not counters.take("key_x#1", 1, 5, 1_000)
     item = table.get_item(Key={"id": "key_x#1"})["Item"]
     assert item["requests"] == 5 and item["expires_at"] == 1_000
+
+
+def test_a_high_limit_is_counted_on_a_counter_per_thousand_requests_none_past_its_part(platform: Platform) -> None:
+    """At 2,500 a second a key's busy second is three counter items (834, 833 and 833 requests), written by the
+    adapter's conditional adds: most of the second in large adds (as other containers' leases), its last requests by
+    four containers, each starting on a counter and moving on as they fill, until each is refused."""
+    limit, second = 2_500, int(SECOND.timestamp())
+    counters = wiring.rate_limiter().counters
+    table = counters.table  # type: ignore[attr-defined]
+    expires_at = second + COUNTER_LIFETIME_SECONDS
+    parts = [shard_limit(limit, shard) for shard in range(counter_shards(limit))]
+    for shard, part in enumerate(parts):  # the second so far: other containers' counts, all but ten of each part
+        assert counters.take(f"key_busy#{second}#{shard}", part - 10, part, expires_at)
+    containers = [
+        RateLimiter(counters, per_key_per_second=limit, clock=lambda: SECOND, pick_shard=starting_on(start))
+        for start in (0, 1, 2, 0)
+    ]
+    admitted, open_ = 0, containers
+    while open_:  # a request from each container still admitted, until each is refused
+        open_ = [limiter for limiter in open_ if limiter.admit("key_busy")]
+        admitted += len(open_)
+    assert admitted == 30
+    items = table.scan()["Items"]
+    written = {
+        item["id"]: (item["requests"], item["expires_at"]) for item in items if item["id"].startswith("key_busy")
+    }
+    assert written == {f"key_busy#{second}#{shard}": (part, expires_at) for shard, part in enumerate(parts)}
+    assert parts == [834, 833, 833] and sum(parts) == limit
+
+
+def starting_on(start: int) -> Callable[[int], int]:
+    """A container's pick of the counter it starts its second on: `start`, whatever the randomness would say."""
+    return lambda shards: start % shards

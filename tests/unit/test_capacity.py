@@ -12,10 +12,12 @@ from bench.capacity import (
     DEPLOYMENT,
     DOCS_PATH,
     HEADROOM,
+    RATE_COUNTERS,
     Deployment,
     Workload,
     assess,
     code_deployment,
+    counted_limit,
     docs,
     drifted,
     lanes,
@@ -24,6 +26,7 @@ from bench.capacity import (
 )
 from bench.quotas import all_quotas, stage_context
 from bench.simulation import compare
+from hookrelay.domain.rate_limit import REQUESTS_PER_COUNTER, counter_shards
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +50,37 @@ def test_utilisation_is_linear_in_the_event_rate(profile: dict) -> None:
             # part is bounded by that endpoint's message groups
             assert a.demand < b.demand <= 10 * a.demand * (1 + 1e-9)
             continue
+        if a.key == "dynamodb_key_wcu":  # the key's counter: writes linear in the rate, over one item per 1,000
+            # requests a second of the per-key limit that admits them, which grows with the rate
+            shards = [
+                counter_shards(counted_limit(x.demand("api_key_rate").demand, x.demand("api_key_rate").quota.limit))
+                for x in (one, ten)
+            ]
+            assert b.demand * shards[1] == pytest.approx(10 * a.demand * shards[0], rel=1e-9)
+            continue
         if a.quota.key == "lambda_concurrency":  # all functions': the authorizer's part is the same at both rates
             authorizer = one.concurrency["authorizer"]
             assert b.demand - authorizer == pytest.approx(10 * (a.demand - authorizer), rel=1e-9)
             continue
         assert b.demand == pytest.approx(10 * a.demand, rel=1e-9), a.quota.key
     assert one.saturates_at(one.first) == pytest.approx(ten.saturates_at(ten.first))
+
+
+def test_a_producer_key_s_rate_limit_counter_is_spread_over_the_shards_of_its_limit(profile: dict) -> None:
+    """The issue's tenant: its producer key at 50,000 requests a second. Its counter's writes go over one item per
+    1,000 requests a second of a per-key limit that admits them: the deployment's, or the limit sized for them."""
+    workload = Workload(100_000, largest_tenant_share=0.5, busiest_endpoint_share=0.02)
+    deployment = replace(code_deployment(), log_shards=64)
+    key_rps = assess(workload, profile, deployment=deployment).demand("api_key_rate").demand
+    assert key_rps == pytest.approx(50_000)
+    quotas = all_quotas()
+    for limit, shards in ((quotas["api_key_rate"].limit, 63), (62_500, 63), (100_000, 100)):  # refused: sized
+        lifted = {**quotas, "api_key_rate": replace(quotas["api_key_rate"], limit=limit)}
+        hot = {where: units for where, _, units in assess(workload, profile, lifted, deployment).hot_partitions}
+        assert counter_shards(counted_limit(key_rps, limit)) == shards
+        assert hot[RATE_COUNTERS] == pytest.approx(key_rps / shards)  # a write a request, as measured
+    sized = size(workload, profile).assessment
+    assert sized.demand("dynamodb_key_wcu").demand <= REQUESTS_PER_COUNTER / HEADROOM
 
 
 def test_the_busiest_endpoint_takes_no_more_of_its_shard_than_its_message_groups_let_through(profile: dict) -> None:
