@@ -238,9 +238,10 @@
     return headers.map((h) => (h.secret ? `${h.name}: (secret)` : `${h.name}: ${h.value}`)).join(", ");
   }
 
-  // The platform counts parked deliveries up to a limit: past it, "1000+".
-  function parkedText(counted) {
-    return `${counted.parked}${counted.parked_exact ? "" : "+"}`;
+  // The platform counts some things only up to a limit (parked deliveries, a redrive's window before its last page):
+  // past it a count is a floor, shown "1000+", as the CLI shows it.
+  function countText(count, exact) {
+    return `${count}${exact ? "" : "+"}`;
   }
 
   function authText(auth) {
@@ -299,7 +300,7 @@
           "Last failure",
           `${when(health.last_failure.at)}: ${health.last_failure.status_code ?? ""} ${health.last_failure.error ?? ""}`,
         ],
-        ["Circuit", `${circuit.state}, ${parkedText(circuit)} parked${circuit.next_probe_at ? `, next probe ${when(circuit.next_probe_at)}` : ""}`],
+        ["Circuit", `${circuit.state}, ${countText(circuit.parked, circuit.parked_exact)} parked${circuit.next_probe_at ? `, next probe ${when(circuit.next_probe_at)}` : ""}`],
         ["Max in flight", String(endpoint.max_in_flight)],
         [
           "Rate limit",
@@ -307,7 +308,7 @@
         ],
         [
           "Backlog",
-          `${parkedText(health.backlog)} parked` +
+          `${countText(health.backlog.parked, health.backlog.parked_exact)} parked` +
             (health.backlog.paced_seconds ? `, ${health.backlog.paced_seconds} s of sends waiting for their slots` : ""),
         ],
         endpoint.disabled_reason && ["Disabled because", endpoint.disabled_reason],
@@ -802,7 +803,7 @@
           text.textContent =
             redrive.total === null
               ? `Counting the deliveries to redrive… ${done} replayed so far`
-              : `${redrive.replayed} replayed, ${redrive.skipped} skipped, of ${redrive.total_exact ? "" : "at least "}${redrive.total}`;
+              : `${redrive.replayed} replayed, ${redrive.skipped} skipped, of ${countText(redrive.total, redrive.total_exact)}`;
           if (redrive.error) text.textContent += ` (${redrive.error})`;
           const endpoint = (endpointsCache || []).find((e) => e.id === redrive.endpoint_id);
           details.replaceChildren(
