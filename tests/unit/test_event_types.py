@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
 
-from hookrelay.adapters.json_schema import FastJsonSchemas, locate
+from hookrelay.adapters.json_schema import FastJsonSchemas, _time_limit, _TooSlow, locate
 from hookrelay.domain.errors import Conflict, InvalidCursor, InvalidDocument, InvalidRequest, NotFound
 from hookrelay.domain.event_types import (
     CATALOGUE_CACHE_SECONDS,
@@ -164,6 +165,23 @@ def test_a_check_that_runs_too_long_is_stopped_and_refused() -> None:
     broken = slow([{"n": n} for n in range(100_000)])
     assert broken is not None and "took over 0.001 s" in broken.detail
     assert FastJsonSchemas().compile({"type": "array", "uniqueItems": True})([1, 2]) is None  # the timer was reset
+
+
+def test_a_time_limit_whose_signal_was_swallowed_stops_the_check_all_the_same() -> None:
+    """An exception raised in a garbage collector's callback or a `__del__` is only reported, never raised: a time
+    limit's signal landing there must not let the check run on unlimited (it did once, under hypothesis's gc hook)."""
+    with pytest.raises(_TooSlow), _time_limit(0.001):
+        try:
+            _spin(10.0)
+        except _TooSlow:
+            pass  # swallowed, as Python swallows it in a gc callback
+        _spin(10.0)  # a generous bound: without the timer armed again, this ends and nothing is raised
+
+
+def _spin(seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        pass
 
 
 def test_invalid_json_schema_is_reported_with_a_pointer() -> None:

@@ -112,6 +112,9 @@ class _TooSlow(Exception):
     pass
 
 
+_EXPIRE_AGAIN_SECONDS = 0.01  # after a time limit's signal, until the check is stopped
+
+
 @contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
     """Raise `_TooSlow` in the block after `seconds`: SIGALRM, so only in the main thread (where Lambda runs a
@@ -126,6 +129,9 @@ def _time_limit(seconds: float) -> Iterator[None]:
         return
 
     def expire(signum: int, frame: object) -> None:
+        # Armed again first: an exception raised where Python only reports it (a garbage collector's callback, a
+        # `__del__`) is swallowed, and the check would run on unlimited; the next one lands in the check itself.
+        signal.setitimer(signal.ITIMER_REAL, _EXPIRE_AGAIN_SECONDS)
         raise _TooSlow
 
     started = time.monotonic()
