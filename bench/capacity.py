@@ -636,6 +636,13 @@ def _hot_partitions(
     hot: list[tuple[str, str, float]] = []
     largest = w.largest_tenant_share * rate
     for where in sorted(writes):
+        if where == LOT:
+            # Not the workload's failing share: the busiest endpoint itself in an outage, each of its deliveries
+            # parked (by ingest, on arrival) and taken out, as the outage scenario measures them.
+            parks = profile["scenarios"]["outage"]["write_units"].get(LOT, 0.0) * largest * w.busiest_endpoint_share
+            groups = int(all_quotas()["endpoint_groups"].limit)
+            hot.append((where, _LOT_HOT, parks * lot_shard_share(groups)))
+            continue
         per = profile["partition_scope"].get(where, "item")
         shards = d.log_shards if where in profile.get("log_sharded", ()) else 1
         tenant = "the largest tenant"
@@ -643,13 +650,7 @@ def _hot_partitions(
             shards = counter_shards(key_limit)
             tenant += f"'s key, one of its {shards} counters" if shards > 1 else ""
         units_per_event = writes[where] / rate / shards if rate else 0.0
-        if where == LOT:
-            # Not the workload's failing share: the busiest endpoint itself in an outage, each of its deliveries
-            # parked (by ingest, on arrival) and taken out, as the outage scenario measures them.
-            parks = profile["scenarios"]["outage"]["write_units"].get(LOT, 0.0) * largest * w.busiest_endpoint_share
-            groups = int(all_quotas()["endpoint_groups"].limit)
-            hot.append((where, _LOT_HOT, parks * lot_shard_share(groups)))
-        elif per == "tenant":
+        if per == "tenant":
             hot.append((where, tenant, units_per_event * largest))
         elif per == "endpoint":
             busiest = units_per_event / w.fanout * largest * w.busiest_endpoint_share

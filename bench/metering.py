@@ -94,7 +94,6 @@ class Snapshot:
 
     size: int
     entries: dict[str, IndexEntry]
-    partition: Any = None  # the item's partition key value
 
 
 def _typed(value: Any) -> dict[str, Any]:
@@ -121,7 +120,7 @@ class DynamoDbSizer:
         return {name: _typed(item[name]) for name in names}
 
     def partition_of(self, table_name: str, key: dict[str, Any]) -> Any:
-        """The partition key value a write names (what it lands on even if no item is there: a delete of none)."""
+        """The partition key value a write names."""
         table = self._table(table_name)
         return next(iter(_typed(key[table.hash_key_attr]).values()))
 
@@ -161,7 +160,7 @@ class DynamoDbSizer:
             return None
         entries = {index.name: self._entry(table, index, item) for index in table.global_indexes}
         entries_in = {name: entry for name, entry in entries.items() if entry is not None}
-        return Snapshot(item.size(), entries_in, item.attrs[table.hash_key_attr].value)
+        return Snapshot(item.size(), entries_in)
 
     def writes_of(self, operation: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """(table, key) of every item a write call touches."""
@@ -198,17 +197,22 @@ class DynamoDbSizer:
         ]
 
     def partition_writes(
-        self, table_name: str, before: Snapshot | None, after: Snapshot | None, item_factor: int = 1
+        self,
+        table_name: str,
+        key: dict[str, Any],
+        before: Snapshot | None,
+        after: Snapshot | None,
+        item_factor: int = 1,
     ) -> list[tuple[str, Any, float]]:
         """The write units of one item's write, by where they land: (index name, or "" for the table itself;
-        the partition key value written; units). What the capacity model reads hot partitions from."""
+        the partition key value written, the key's even when no item is there, as for a delete of none; units).
+        What the capacity model reads hot partitions from."""
 
         def units(size: int) -> int:
             return max(1, math.ceil(size / WRITE_UNIT_BYTES))
 
-        item = after or before
         table_units = item_factor * max(units(before.size) if before else 0, units(after.size) if after else 0, 1)
-        landed: list[tuple[str, Any, float]] = [("", item.partition if item else None, table_units)]
+        landed: list[tuple[str, Any, float]] = [("", self.partition_of(table_name, key), table_units)]
         for index in self._table(table_name).global_indexes:
             old = before.entries.get(index.name) if before else None
             new = after.entries.get(index.name) if after else None
@@ -447,10 +451,8 @@ class Meter:
                         call.write_units += factor * max(1, math.ceil((old.size if old else 0) / WRITE_UNIT_BYTES))
                     else:
                         after = sizer.snapshot(table_name, key)
-                        for index, partition, units in sizer.partition_writes(table_name, old, after, factor):
+                        for index, partition, units in sizer.partition_writes(table_name, key, old, after, factor):
                             call.write_units += units
-                            if partition is None:  # no item before or after: the partition the key names
-                                partition = sizer.partition_of(table_name, key)
                             call.partitions.append((table_name, index, partition, units))
                 for table_name, key in sizer.condition_checks(operation, params):
                     checked = sizer.snapshot(table_name, key)

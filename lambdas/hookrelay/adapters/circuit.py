@@ -385,14 +385,8 @@ class DynamoParkingLot:
         # Each partition read oldest event first, a little more than its share of `limit` a page (a partition holding
         # more of the oldest is read on as the merge reaches its end), merged by slot: the endpoint's event order.
         page = max(_MIN_LOT_PAGE, -(-2 * limit // schema.LOT_SHARDS))
-        # Written out, not built with Key(): the reads go out on threads, and boto3's expression builder is shared.
         queries = [
-            {
-                "KeyConditionExpression": "endpoint_id = :partition",
-                "ExpressionAttributeValues": {":partition": partition},
-                "ConsistentRead": True,
-                "Limit": page,
-            }
+            {"KeyConditionExpression": Key("endpoint_id").eq(partition), "ConsistentRead": True, "Limit": page}
             for partition in _lot_partitions(endpoint_id)
         ]
         merged = heapq.merge(*scatter(self.lot, queries), key=_by_slot)

@@ -898,14 +898,12 @@ class DeliveryTable:
             elif upper:
                 key &= Key(index.sort_key).lte(upper)
             queries.append(
-                _built(
-                    {
-                        "IndexName": index.name,
-                        "KeyConditionExpression": key,
-                        "FilterExpression": condition,
-                        "ScanIndexForward": False,  # newest first
-                    }
-                )
+                {
+                    "IndexName": index.name,
+                    "KeyConditionExpression": key,
+                    "FilterExpression": condition,
+                    "ScanIndexForward": False,  # newest first
+                }
             )
         return queries
 
@@ -1171,15 +1169,20 @@ def _built(query: dict[str, Any]) -> dict[str, Any]:
     placeholders), so reads made at once on several threads must hand it strings. Values stay Python's: the
     resource serializes them, statelessly."""
     builder = ConditionExpressionBuilder()  # one per query: the key's and the filter's placeholders stay apart
-    key = builder.build_expression(query["KeyConditionExpression"], is_key_condition=True)
-    condition = builder.build_expression(query["FilterExpression"])
-    return {
-        **query,
-        "KeyConditionExpression": key.condition_expression,
-        "FilterExpression": condition.condition_expression,
-        "ExpressionAttributeNames": {**key.attribute_name_placeholders, **condition.attribute_name_placeholders},
-        "ExpressionAttributeValues": {**key.attribute_value_placeholders, **condition.attribute_value_placeholders},
-    }
+    built = dict(query)
+    for name, is_key in (("KeyConditionExpression", True), ("FilterExpression", False)):
+        if isinstance(query.get(name), ConditionBase):
+            expression = builder.build_expression(query[name], is_key_condition=is_key)
+            built[name] = expression.condition_expression
+            built["ExpressionAttributeNames"] = {
+                **built.get("ExpressionAttributeNames", {}),
+                **expression.attribute_name_placeholders,
+            }
+            built["ExpressionAttributeValues"] = {
+                **built.get("ExpressionAttributeValues", {}),
+                **expression.attribute_value_placeholders,
+            }
+    return built
 
 
 def scatter(table: Any, queries: Sequence[dict[str, Any]]) -> list[Iterator[dict[str, Any]]]:
@@ -1188,6 +1191,7 @@ def scatter(table: Any, queries: Sequence[dict[str, Any]]) -> list[Iterator[dict
     shard); a shard's further pages are read as the merge reaches them."""
     if len(queries) < _SCATTER_FROM:
         return [query_items(table, **q) for q in queries]
+    queries = [_built(q) for q in queries]  # conditions as strings: the resource's builder is not for threads
     # Each read in the context of the caller (copied per read: a context runs on one thread at a time), so it
     # sees what the caller's thread sees of its context variables (the integration tier's view of the calling
     # function's environment among them).
