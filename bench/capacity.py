@@ -47,6 +47,7 @@ from hookrelay.adapters.schema import (
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.domain.rate_limit import counter_shards
+from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS
 
 ROOT = Path(__file__).resolve().parents[1]
 PROFILE_PATH = ROOT / "bench" / "operation_profile.json"
@@ -111,7 +112,8 @@ def _measured(events: int, settings: Any) -> dict[str, Any]:
         scenario = cost.SCENARIOS[name](events)
         # A busy key's requests as the rate limit sees them: all in one second, each but the first a counter write
         # (its most: a key across many containers at these rates), not the cost benchmark's one request every 2.6 s.
-        run = cost.run_scenario(scenario, 1024, settings, key_spacing=0.0)
+        # Ingest's endpoint lists as each request's container's first read: the model bounds them by containers.
+        run = cost.run_scenario(scenario, 1024, settings, key_spacing=0.0, list_spacing=ENDPOINT_LIST_SECONDS)
         n = scenario.events
         calls: dict[str, float] = defaultdict(float)
         per_function_calls: dict[str, float] = defaultdict(float)
@@ -535,9 +537,9 @@ def assess(
     hot = _hot_partitions(profile, w, d, writes, counted_limit(key_rps, q["api_key_rate"].limit))
     log_hot = [h for h in hot if h[0] in LOG_SHARDED]
     own_hot = [h for h in hot if h[0] not in LOG_SHARDED]
-    endpoint_reads = busiest_endpoint * ENDPOINT_READ_UNITS_PER_MESSAGE + largest * 0.5 * math.ceil(
-        w.fanout * ENDPOINT_ITEM_KIB / 4
-    ) / max(1, w.fanout)  # ingest's query reads every endpoint of the tenant: its share of one item
+    endpoint_reads = busiest_endpoint * ENDPOINT_READ_UNITS_PER_MESSAGE + list_reads(
+        key_rps, concurrency.get("ingest", 0.0)
+    ) * 0.5 * math.ceil(w.fanout * ENDPOINT_ITEM_KIB / 4) / max(1, w.fanout)  # each query reads every endpoint
 
     sqs_fifo = {k: v for k, v in calls.items() if k.startswith("sqs:") and k.endswith(":fifo")}
     busiest_sqs = max(sqs_fifo.items(), key=lambda kv: _per_queue(kv, delivery), default=("sqs", 0.0))
@@ -595,6 +597,17 @@ def assess(
         + w.failing_share * w.fanout * _outage_extra(profile, ("usd_per_million",))
     ) / 1e6
     return Assessment(w, demands, usd_per_event * rate * SECONDS_PER_MONTH, hot, concurrency, d, delivery)
+
+
+def list_reads(tenant_rps: float, ingest_containers: float) -> float:
+    """Queries a second of one tenant's endpoint list: each ingest container keeps a tenant's list for
+    ENDPOINT_LIST_SECONDS (services/endpoint_lists.py), and a request lands on any container, so one that sees the
+    tenant r times a second reads its list r / (1 + r x the lifetime) times a second (a read per lifetime and the
+    request that found it expired)."""
+    if tenant_rps <= 0:
+        return 0.0
+    per_container = tenant_rps / max(1.0, ingest_containers)
+    return tenant_rps / (1 + per_container * ENDPOINT_LIST_SECONDS)
 
 
 def _per_queue(call: tuple[str, float], delivery: Lanes) -> float:
@@ -782,9 +795,9 @@ BEYOND: dict[str, str] = {
     " requests/s of the key's limit (domain/rate_limit.py), each container writing to one at random, so a per-key"
     " limit sized for the key keeps each under 1,000 writes a second; its busiest endpoint's items (its circuit, its"
     " parking lot) are one each, and past 1,000 writes a second only that tenant's work waits.",
-    "dynamodb_partition_rcu": "One endpoint's own: its item is read per message (consistently) and per event by"
-    " ingest's query of the tenant's endpoints; past 3,000 RCU/s its deliveries are throttled. A design change:"
-    " read it once per batch, or cache it in the container for a second.",
+    "dynamodb_partition_rcu": "One endpoint's own: its item is read per message (consistently), and by ingest's"
+    " query of the tenant's endpoints once per container and ENDPOINT_LIST_SECONDS (services/endpoint_lists.py);"
+    " past 3,000 RCU/s its deliveries are throttled. A design change: read it once per batch of messages.",
     "sfn_start_execution": "The circuit already keeps executions per outage, not per event; a quota increase.",
     "sfn_state_transitions": "A quota increase; Express workflows for short retry schedules.",
     "sfn_send_task": "A quota increase.",
@@ -996,8 +1009,9 @@ def assumptions(profile: dict[str, Any]) -> str:
         f" delivery_shards ({d.queue_shards} by default) queue shards has both, each lane its own event source and"
         " maximum concurrency, and an endpoint is on one shard (the busiest shard carries the largest tenant's"
         f" busiest endpoint). The log's index partitions: over log_shards ({d.log_shards} in the stage file). An"
-        f" endpoint's item: {ENDPOINT_READ_UNITS_PER_MESSAGE:g} read unit per message and ingest's query per event"
-        f" (read from the code, not metered). Cost: the cost benchmark's per-event bill ({measured}), linear in"
+        f" endpoint's item: {ENDPOINT_READ_UNITS_PER_MESSAGE:g} read unit per message and ingest's query of the"
+        f" tenant's endpoints, once per container and {ENDPOINT_LIST_SECONDS:g} s (`list_reads`; read from the code,"
+        f" not metered). Cost: the cost benchmark's per-event bill ({measured}), linear in"
         f" fan-out and failing share (an outage's fixed costs, its workflows, spread over the"
         f" {profile['scenarios']['outage']['events']} events of the"
         " measured outage: an upper bound; measured one message an invocation, so the fast lane's batches are not"

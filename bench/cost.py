@@ -31,6 +31,7 @@ and PITR, and data transfer out, with their assumptions printed. Not counted: th
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -456,10 +457,15 @@ def order(payload_bytes: int, number: int) -> dict[str, Any]:
 
 
 def run_scenario(
-    scenario: Scenario, payload_bytes: int, settings: Settings | None = None, key_spacing: float | None = None
+    scenario: Scenario,
+    payload_bytes: int,
+    settings: Settings | None = None,
+    key_spacing: float | None = None,
+    list_spacing: float | None = None,
 ) -> Run:
     """`key_spacing`: the seconds between a producer key's requests as the per-key rate limit sees them; by default
-    the priced workload's (`settings`), evenly spread."""
+    the priced workload's (`settings`), evenly spread. `list_spacing`: the same as ingest's kept endpoint lists see
+    them (a key per tenant); by default `key_spacing`."""
     meter = Meter()
     run = Run(scenario, meter)
     healthy = ScriptedConsumer(default=Reply(200))
@@ -482,6 +488,7 @@ def run_scenario(
                 for function in serving_routes():  # each function's own limiter (local/function_scope.py)
                     with as_function(function):
                         wiring.rate_limiter().clock = clock
+                space_endpoint_lists(key_spacing if list_spacing is None else list_spacing)
             # A warm Lambda environment: clients made, code paths run once, before anything is counted.
             warm_tenant = driver.tenant_with_endpoints([healthy.url])
             for number in range(WARM_UP_EVENTS):  # every route the scenario uses, once
@@ -516,6 +523,18 @@ def run_scenario(
         healthy.close()
         consumer.close()
     return run
+
+
+def space_endpoint_lists(spacing: float) -> None:
+    """Ingest's kept endpoint lists (services/endpoint_lists.py) see the tenant's requests `spacing` seconds apart:
+    this loop sends them far faster than the priced workload, and a list is kept for a second."""
+    from hookrelay import wiring
+    from hookrelay.services.endpoint_lists import RecentEndpointLists
+
+    with as_function(INGEST.name):
+        lists = wiring.ingest_service().endpoints
+        assert isinstance(lists, RecentEndpointLists)
+        lists.clock = itertools.count(0.0, spacing).__next__
 
 
 @dataclass(frozen=True)

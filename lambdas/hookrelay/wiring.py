@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from hookrelay.services.pacing import Pacing
     from hookrelay.services.parking import Parking
     from hookrelay.services.portal import PortalSessionCheck, PortalSessionService
-    from hookrelay.services.ports import DeliveryLog, DeliveryTelemetry
+    from hookrelay.services.ports import DeliveryLog, DeliveryTelemetry, EndpointLists
     from hookrelay.services.rate_limit import RateLimiter
     from hookrelay.services.reconcile import Reconciler
     from hookrelay.services.redrive import OperatorRedrive, RedriveJobRunner, RedriveService
@@ -230,9 +230,11 @@ def enforce_event_catalogue() -> bool:
 
 @per_function
 def ingest_service() -> IngestService:
+    from hookrelay.adapters.dynamodb import EndpointTable
     from hookrelay.adapters.event_types import EventTypeTable
     from hookrelay.adapters.json_schema import FastJsonSchemas
     from hookrelay.adapters.telemetry import PowertoolsTelemetry
+    from hookrelay.services.endpoint_lists import RecentEndpointLists
     from hookrelay.services.event_types import EventDataCheck
 
     return _ingest(
@@ -240,6 +242,7 @@ def ingest_service() -> IngestService:
         EventDataCheck(EventTypeTable(_table(schema.EVENT_TYPES)), FastJsonSchemas()),
         parking=_parking(),
         telemetry=PowertoolsTelemetry(service=functions.INGEST.name),
+        endpoints=RecentEndpointLists(EndpointTable(_table(schema.ENDPOINTS))),
     )
 
 
@@ -248,8 +251,10 @@ def _ingest(
     event_types: EventDataCheck | None,
     parking: Parking | None = None,
     telemetry: DeliveryTelemetry | None = None,
+    endpoints: EndpointLists | None = None,
 ) -> IngestService:
-    """Ingest as producers' events and platform events go through it: the same stores, queue and schedule."""
+    """Ingest as producers' events and platform events go through it: the same stores, queue and schedule. Platform
+    events name their recipients, so only the producers' ingest reads (and keeps) the tenant's endpoint lists."""
     from hookrelay.adapters.dynamodb import EndpointTable, EventTable, TenantTable
     from hookrelay.adapters.sqs import SqsDeliveryQueue
     from hookrelay.services.ingest import IngestService
@@ -257,7 +262,7 @@ def _ingest(
 
     return IngestService(
         tenants=TenantTable(_table(schema.TENANTS)),
-        endpoints=EndpointTable(_table(schema.ENDPOINTS)),
+        endpoints=endpoints or EndpointTable(_table(schema.ENDPOINTS)),
         events=EventTable(_table(schema.EVENTS)),
         deliveries=deliveries,
         queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),

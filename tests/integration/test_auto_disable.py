@@ -25,7 +25,7 @@ from local import schedule as local_schedule
 from local.lambda_runtime import LocalContext
 from local.schedule import ScheduledFunction
 from local.sqs_source import poll_once
-from tests.support.aws import patched_env
+from tests.support.aws import ingest_reads_endpoints_again, patched_env
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
 
@@ -160,6 +160,7 @@ def test_notices_at_one_three_and_five_days_once_each_then_the_disable_and_recov
     assert tenant.endpoint(healthy_id["id"])["state"] == "enabled"
     assert sweep_at(since + 10 * DAY).examined == 0  # a disabled endpoint leaves the failing index
 
+    ingest_reads_endpoints_again()  # ingest's list of the tenant's endpoints from before the disable has expired
     missed = tenant.publish()  # while disabled: recorded cancelled, never sent
     assert platform.pump() == 0
     assert tenant.call("GET", f"/v1/deliveries/{missed}").json()["status"] == "cancelled"

@@ -17,6 +17,7 @@ from standardwebhooks import Webhook
 
 from hookrelay.adapters import schema
 from local.sqs_source import poll_once
+from tests.support.aws import ingest_reads_endpoints_again
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.gateway_adapter import GATEWAY_URL, gateway_session
 from tests.support.platform import Platform
@@ -399,9 +400,11 @@ def test_disable_enable_rotate_health_and_delete_through_the_client(
 ) -> None:
     client, producer, endpoint = tenant["client"], tenant["producer"], tenant["endpoint"]
     assert client.disable_endpoint(endpoint.id).state == "disabled"
+    ingest_reads_endpoints_again()  # as each change applies to ingest (within a second)
     missed = producer.publish_event(tenant["id"], "order.updated", {"id": 1})
     assert [d.id for d in client.list_deliveries(status="cancelled").data] == missed.delivery_ids
     assert client.enable_endpoint(endpoint.id).state == "enabled"
+    ingest_reads_endpoints_again()
 
     rotated = client.rotate_endpoint_secret(endpoint.id, expire_previous_after_seconds=600)
     assert rotated.secret.startswith("whsec_") and rotated.secret not in repr(rotated)

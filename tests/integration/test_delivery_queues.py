@@ -19,7 +19,7 @@ from hookrelay.domain.queues import DeliveryLane
 from local.provision import delivery_queue_urls
 from local.sqs_source import invoke_batch, queue_arn_of, receive
 from scripts.create_admin_key import create_admin_key
-from tests.support.aws import grow_shards, moto_stack
+from tests.support.aws import grow_shards, ingest_reads_endpoints_again, moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
 from tests.support.pump import wait_until
@@ -50,6 +50,7 @@ def endpoint_on_shard(platform: Platform, tenant_id: str, token: str, url: str, 
         made = platform.new_endpoint(token, url, [event_type])
         endpoint = stored_endpoint(platform, tenant_id, made["id"])
         if endpoint.queue_shard == shard:
+            ingest_reads_endpoints_again()  # the tenant's events go to it from a second after its creation
             return endpoint, event_type
     raise AssertionError(f"no endpoint was given shard {shard} in 40 tries")
 

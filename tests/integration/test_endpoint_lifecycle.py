@@ -16,6 +16,7 @@ from hookrelay.domain.clock import from_rfc3339, to_rfc3339, utcnow
 from hookrelay.domain.models import Endpoint
 from hookrelay.domain.status import DeliveryStatus
 from local.sqs_source import poll_once
+from tests.support.aws import ingest_reads_endpoints_again
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
 from tests.support.records import seed
@@ -127,6 +128,7 @@ def test_a_new_max_in_flight_sets_the_message_groups_of_new_deliveries_only(plat
     [before] = tenant.publish(ordering_key="k-0")["delivery_ids"]
 
     assert tenant.call("PATCH", f"/v1/endpoints/{endpoint['id']}", {"max_in_flight": 50}).json()["max_in_flight"] == 50
+    ingest_reads_endpoints_again()  # the change applies to the events ingest accepts from a second later
     after = [tenant.publish(ordering_key=f"k-{i}")["delivery_ids"][0] for i in range(12)]
 
     log = wiring.delivery_log_service().deliveries
@@ -203,6 +205,7 @@ def test_a_deleted_endpoint_is_hidden_shown_as_deleted_and_never_delivered_to(
     shown = tenant.call("GET", f"/v1/endpoints/{endpoint_id}")
     assert shown.status == 200 and shown.json()["state"] == "deleted" and shown.json()["signing_secrets"] == []
     assert stored(tenant, endpoint_id).secrets == []  # nothing will be signed for it again
+    ingest_reads_endpoints_again()  # the delete applies to the events ingest accepts from a second later
 
     later = tenant.publish()
     assert [tenant.delivery(d)["endpoint_id"] for d in later["delivery_ids"]] == [kept_id]

@@ -10,7 +10,7 @@ from standardwebhooks import Webhook
 
 from hookrelay import wiring
 from local.sqs_source import invoke_batch, queue_arn_of
-from tests.support.aws import as_function
+from tests.support.aws import as_function, ingest_reads_endpoints_again
 from tests.support.platform import Platform
 
 
@@ -185,10 +185,12 @@ def test_a_redrive_posts_what_it_recovers_after_what_was_posted_before_it_in_ord
     path = f"/v1/endpoints/{endpoint['id']}"
     since = to_rfc3339(utcnow() - timedelta(minutes=1))
     assert platform.call("POST", f"{path}/disable", token).status == 200
+    ingest_reads_endpoints_again()  # as each change applies to ingest (within a second)
     cancelled = [_publish(platform, producer, tenant_id, n) for n in range(2)]
     platform.pump()
     assert {_status(platform, token, d) for d in cancelled} == {"cancelled"}
     assert platform.call("POST", f"{path}/enable", token).status == 200
+    ingest_reads_endpoints_again()
     _publish(platform, producer, tenant_id, 2)
     platform.pump()
 

@@ -20,6 +20,8 @@ from hookrelay.domain.addresses import DEFAULT_ENDPOINT_PORTS, EndpointPorts
 from hookrelay.domain.limits import DEFAULT_LIMITS, TenantLimits
 from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.function_environment import SERVING_ROUTES
+from hookrelay.functions import INGEST
+from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS, RecentEndpointLists
 from local import function_scope, iam_check, moto_serial, moto_stepfunctions, moto_transactions
 from local.as_deployed import TEST_API_URL, local_deployment, local_settings, queue_arn
 from local.iam_check import IamCheck
@@ -143,6 +145,16 @@ def as_function(name: str) -> Iterator[None]:
     can change a function's service (a clock, a page size) before invoking it."""
     with function_scope.entered(name):
         yield
+
+
+def ingest_reads_endpoints_again(seconds: float = ENDPOINT_LIST_SECONDS) -> None:
+    """Ingest's kept endpoint lists as `seconds` later (services/endpoint_lists.py): what a test that changed a tenant's
+    endpoints (or an endpoint's circuit) and then publishes would wait for in AWS before the change applies."""
+    with as_function(INGEST.name):
+        lists = wiring.ingest_service().endpoints
+        assert isinstance(lists, RecentEndpointLists)
+        before = lists.clock
+        lists.clock = lambda: before() + seconds
 
 
 # Bounds the wait for stopped executions' threads (they end at once, or when a Task's call returns).

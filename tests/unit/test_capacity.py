@@ -21,12 +21,14 @@ from bench.capacity import (
     docs,
     drifted,
     lanes,
+    list_reads,
     load_profile,
     size,
 )
 from bench.quotas import all_quotas, stage_context
 from bench.simulation import compare
 from hookrelay.domain.rate_limit import REQUESTS_PER_COUNTER, counter_shards
+from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS
 
 
 @pytest.fixture(scope="module")
@@ -238,3 +240,12 @@ def test_the_outage_s_storage_writes_are_still_checked_for_drift(profile: dict) 
     changed = copy.deepcopy(profile)
     changed["scenarios"]["outage"]["calls"]["dynamodb:UpdateItem"] *= 2
     assert any(line.startswith("/scenarios/outage/calls/dynamodb:UpdateItem") for line in drifted(changed, profile))
+
+
+def test_a_tenants_list_reads_are_bounded_by_ingests_containers_not_its_requests() -> None:
+    assert list_reads(0, 100) == 0
+    # a container sees the tenant once a minute: nearly every request finds its list expired, and reads it
+    assert list_reads(100, 6_000) == pytest.approx(100, rel=ENDPOINT_LIST_SECONDS / 60)
+    # 50,000 requests a second over 4,500 containers: each reads about once per lifetime, not 11 times a second
+    busy = list_reads(50_000, 4_500)
+    assert 4_500 / ENDPOINT_LIST_SECONDS * 0.9 < busy < 4_500 / ENDPOINT_LIST_SECONDS

@@ -80,7 +80,7 @@ from hookrelay.services.ports import (
     DeliveryLog,
     DeliveryQueue,
     DeliveryTelemetry,
-    EndpointRepository,
+    EndpointLists,
     EventRepository,
     TenantRepository,
     first_attempt_message,
@@ -154,7 +154,8 @@ KNOWN_TENANTS_LIMIT = 10_000
 @dataclass
 class IngestService:
     tenants: TenantRepository
-    endpoints: EndpointRepository
+    # The tenant's endpoints to fan out to: the producers' ingest keeps each list a second (services/endpoint_lists.py)
+    endpoints: EndpointLists
     events: EventRepository
     deliveries: DeliveryLog
     queue: DeliveryQueue

@@ -79,6 +79,10 @@ class EndpointPacer(Protocol):
         """The endpoint's next free slot as stored (None: never paced, or expired); a read, for health."""
 
 
+class EndpointLists(Protocol):
+    def list_for_tenant(self, tenant_id: str) -> list[Endpoint]: ...
+
+
 class EndpointRepository(Protocol):
     def put(self, endpoint: Endpoint) -> None: ...
     def get(self, tenant_id: str, endpoint_id: str) -> Endpoint | None: ...
