@@ -127,6 +127,7 @@ class HookRelay(Construct):
             queues=self.queues.queues,
             functions=self.functions.functions,
             retry_workflow=self.retry_workflow.state_machine,
+            tables=self.storage.tables,
             alarm_email=resolved.alarm_email,
             alarm_topic=self.props.alarm_topic,
             name_prefix=prefix,

@@ -1,5 +1,5 @@
-"""Alarms on what must never pile up silently (dead letters, poison messages, failing functions and workflows),
-an encrypted SNS topic they notify, and a dashboard."""
+"""Alarms on what must never pile up silently (dead letters, poison messages, failing functions and workflows,
+throttled tables), an encrypted SNS topic they notify, and a dashboard."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -25,6 +26,9 @@ from hookrelay.functions import DELIVERY, RECONCILER
 from hookrelay.services.delivery import FAILING_SPELL_ERRORS
 
 PERIOD = Duration.minutes(5)
+# The throttling causes of an on-demand table (docs.aws.amazon.com/amazondynamodb/latest/developerguide/
+# TroubleshootingThrottling-cloudwatch.html): a partition's limit (a hot key) and the account's per-table quota.
+THROTTLE_CAUSES = ("KeyRangeThroughput", "AccountLimit")
 
 
 class Observability(Construct):
@@ -68,6 +72,45 @@ class Observability(Construct):
             expression=f"MAX([{', '.join(metrics)}])", using_metrics=metrics, period=PERIOD, label="oldest message"
         )
 
+    def _throttle_alarms(self, tables: Mapping[str, dynamodb.ITable]) -> list[cloudwatch.Alarm]:
+        """One alarm per table on the throttles the capacity model predicts (bench/capacity.py, docs/capacity.md): a
+        partition past its 1,000 write or 3,000 read units a second (a hot key), and the table past the account's
+        per-table quota, on the table itself and on each of its indexes (a throttled index holds back the table's
+        writes). On-demand tables have no provisioned throughput to exceed, so these causes are the ones to watch."""
+        return [
+            self._alarm(
+                f"{spec.logical_name}TableThrottled",
+                self._throttles_of(tables[spec.logical_name], spec),
+                threshold=0,
+                description=f"DynamoDB throttled requests to the {spec.logical_name} table: a hot key or its quota.",
+            )
+            for spec in schema.ALL_TABLES
+            if spec.logical_name in tables
+        ]
+
+    @staticmethod
+    def _throttles_of(table: dynamodb.ITable, spec: schema.TableSpec) -> cloudwatch.IMetric:
+        """The table's and its indexes' throttle events by cause, summed (at most 10 metrics an alarm: the table's
+        four, and each index's two write causes; an index is read by sweeps and log pages, never per event)."""
+        causes = [
+            (f"{operation}{cause}ThrottleEvents", None) for operation in ("Read", "Write") for cause in THROTTLE_CAUSES
+        ] + [(f"Write{cause}ThrottleEvents", index.name) for index in spec.indexes for cause in THROTTLE_CAUSES]
+        metrics = {
+            f"{spec.logical_name.lower()}{number}": table.metric(
+                name,
+                period=PERIOD,
+                statistic="Sum",
+                dimensions_map={"TableName": table.table_name} | ({"GlobalSecondaryIndexName": index} if index else {}),
+            )
+            for number, (name, index) in enumerate(causes)
+        }
+        return cloudwatch.MathExpression(
+            expression=" + ".join(f"FILL({name}, 0)" for name in metrics),
+            using_metrics=metrics,
+            period=PERIOD,
+            label=f"{spec.logical_name} throttle events",
+        )
+
     @staticmethod
     def _delivery_queues(queues: Mapping[str, sqs.IQueue]) -> list[schema.QueueSpec]:
         shards = 0
@@ -83,6 +126,7 @@ class Observability(Construct):
         queues: Mapping[str, sqs.IQueue],
         functions: Mapping[str, lambda_.IFunction],
         retry_workflow: sfn.IStateMachine,
+        tables: Mapping[str, dynamodb.ITable] | None = None,
         alarm_email: str | None = None,
         alarm_topic: sns.ITopic | None = None,
         name_prefix: str | None = None,
@@ -152,6 +196,7 @@ class Observability(Construct):
                 threshold=0,
                 description="A retry workflow execution timed out.",
             ),
+            *self._throttle_alarms(tables or {}),
             # Per function: errors, and throttles (a function out of its reserved concurrency or the account's:
             # API callers get 5xx, and a throttled delivery receive counts toward the poison queue's
             # maxReceiveCount).
@@ -172,7 +217,7 @@ class Observability(Construct):
                 )
             ),
         ]
-        self.dashboard = self._dashboard(queues, functions, retry_workflow)
+        self.dashboard = self._dashboard(queues, functions, retry_workflow, tables or {})
 
     def _alarm_topic(self) -> sns.Topic:
         # A customer-managed key: CloudWatch cannot publish to a topic under the AWS-managed aws/sns key.
@@ -216,6 +261,7 @@ class Observability(Construct):
         queues: Mapping[str, sqs.IQueue],
         functions: Mapping[str, lambda_.IFunction],
         retry_workflow: sfn.IStateMachine,
+        tables: Mapping[str, dynamodb.ITable],
     ) -> cloudwatch.Dashboard:
         dashboard = cloudwatch.Dashboard(
             self, "Dashboard", dashboard_name=f"{self._name_prefix}-Dashboard" if self._name_prefix else None
@@ -279,6 +325,17 @@ class Observability(Construct):
                 left=[
                     function.metric_duration(period=PERIOD, statistic="p99", label=name)
                     for name, function in functions.items()
+                ],
+                width=24,
+            ),
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="DynamoDB throttle events by table (hot keys, quotas)",
+                left=[
+                    self._throttles_of(tables[spec.logical_name], spec)
+                    for spec in schema.ALL_TABLES
+                    if spec.logical_name in tables
                 ],
                 width=24,
             ),

@@ -104,3 +104,32 @@ def test_failing_spell_bookkeeping_errors_are_alarmed(synthesized: Synthesized) 
     assert [(a["Namespace"], a["Dimensions"]) for a in alarms] == [
         (METRICS_NAMESPACE, [{"Name": "service", "Value": "delivery"}])
     ]
+
+
+def _throttles_summed_by(alarm: dict[str, Any]) -> set[tuple[str, Any, str | None]]:
+    """(metric, table, index) of each metric a metric math alarm adds up, checking that it adds them all."""
+    stats = {m["Id"]: m["MetricStat"]["Metric"] for m in alarm["Metrics"] if "MetricStat" in m}
+    [expression] = [m["Expression"] for m in alarm["Metrics"] if "Expression" in m]
+    assert sorted(expression.split(" + ")) == sorted(f"FILL({metric_id}, 0)" for metric_id in stats)
+    summed = set()
+    for metric in stats.values():
+        dimensions = {d["Name"]: d["Value"] for d in metric["Dimensions"]}
+        assert metric["Namespace"] == "AWS/DynamoDB" and set(dimensions) <= {"TableName", "GlobalSecondaryIndexName"}
+        summed.add((metric["MetricName"], str(dimensions["TableName"]), dimensions.get("GlobalSecondaryIndexName")))
+    return summed
+
+
+def test_every_table_is_alarmed_on_hot_key_and_quota_throttles_of_it_and_its_indexes(synthesized: Synthesized) -> None:
+    for spec in schema.ALL_TABLES:
+        table = {"Ref": logical_id_of(synthesized, "AWS::DynamoDB::Table", f"Storage/{spec.logical_name}")}
+        alarm_id = logical_id_of(
+            synthesized, "AWS::CloudWatch::Alarm", f"Observability/{spec.logical_name}TableThrottled"
+        )
+        alarm = synthesized.template["Resources"][alarm_id]["Properties"]
+        causes = ("KeyRangeThroughput", "AccountLimit")
+        expected = {(f"{op}{cause}ThrottleEvents", str(table), None) for op in ("Read", "Write") for cause in causes}
+        expected |= {
+            (f"Write{cause}ThrottleEvents", str(table), index.name) for index in spec.indexes for cause in causes
+        }
+        assert _throttles_summed_by(alarm) == expected, spec.logical_name
+        assert alarm["Threshold"] == 0 and alarm["ComparisonOperator"] == "GreaterThanThreshold"
