@@ -39,7 +39,7 @@ from local.http_api import ApiServer
 from local.processes import keep_what_is_loaded, name_this_process, wait_for_signal
 from local.provision import delivery_queue_urls, provision, queue_urls
 from local.schedule import ScheduledFunction
-from local.sqs_source import EventSource
+from local.sqs_source import EventSource, stop_all
 from scripts.create_admin_key import create_admin_key
 
 log = logging.getLogger("hookrelay.local")
@@ -221,8 +221,7 @@ class LocalStack:
         self.api.stop()
         for timer in self.timers:
             timer.stop(grace_seconds=STOP_GRACE_SECONDS)
-        for trigger in self.triggers:
-            trigger.stop(grace_seconds=STOP_GRACE_SECONDS)
+        stop_all(self.triggers, grace_seconds=STOP_GRACE_SECONDS)
         self.workers.stop()
         self.aws.stop()
 
