@@ -121,3 +121,8 @@ def test_the_docs_state_the_lifetime_of_the_code() -> None:
     assert f"`ENDPOINT_LIST_SECONDS` ({seconds} s, `services/endpoint_lists.py`)" in architecture
     assert f"applies to the events accepted {seconds} s after it" in architecture
     assert f"A changed filter applies to the events accepted from {seconds} seconds after the change" in guide
+
+
+def test_the_api_doc_states_the_lifetime_of_the_code() -> None:
+    api = " ".join((Path(__file__).resolve().parents[2] / "docs" / "api.md").read_text().split())
+    assert f"none when its ingest container read them in the last {ENDPOINT_LIST_SECONDS:g} s" in api
