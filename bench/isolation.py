@@ -162,6 +162,18 @@ def ratio_interval(hanging: list[float], control: list[float], fraction: float =
     return percentile(ratios, 0.05), percentile(ratios, 0.95), within
 
 
+def _when_slowest(phase: Phase, events: int, rate: float) -> str:
+    """When the pooled phase's slowest 1% were published, in seconds into their own phase (its latencies are each
+    round's in publish order): slow events clustered at one moment (a circuit opening, a lane switch) point at a
+    cause; spread evenly they are the machine's."""
+    count = max(1, round(len(phase.latencies) / 100))
+    slowest = sorted(range(len(phase.latencies)), key=lambda n: phase.latencies[n], reverse=True)[:count]
+    return f"its slowest {count} published at " + ", ".join(
+        f"{(n % events) / rate:.1f} s ({1000 * phase.latencies[n]:.0f} ms)"
+        for n in sorted(slowest, key=lambda n: n % events)
+    )
+
+
 def _pooled(phases: list[Phase]) -> Phase:
     latencies = [s for phase in phases for s in phase.latencies]
     ended = sum((phase.second_ended or Counter() for phase in phases), Counter())
@@ -238,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
             f"round {number} ({first} first): p50 ratio {median(hanging_ms) / median(control_ms):.2f}, "
             f"p99 ratio {percentile(hanging_ms, 0.99) / percentile(control_ms, 0.99):.2f}"
         )
+    for phase in phases[1:]:
+        print(f"{phase.name}: {_when_slowest(phase, args.events, args.rate)}")
     for phase in phases:
         print(f"\n{phase.name}, sorted (ms): {' '.join(f'{1000 * s:.0f}' for s in sorted(phase.latencies))}")
     return 0
