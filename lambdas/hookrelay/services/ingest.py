@@ -154,7 +154,7 @@ KNOWN_TENANTS_LIMIT = 10_000
 @dataclass
 class IngestService:
     tenants: TenantRepository
-    # The tenant's endpoints to fan out to: the producers' ingest keeps each list a second (services/endpoint_lists.py)
+    # The tenant's endpoints to fan out to: producers' ingest keeps each list ENDPOINT_LIST_SECONDS (endpoint_lists.py)
     endpoints: EndpointLists
     events: EventRepository
     deliveries: DeliveryLog
