@@ -64,7 +64,7 @@ from scripts.create_admin_key import create_admin_key
 from stacks import config as stack_config
 from stacks.constructs.api import ACCESS_LOG_FIELDS, Api
 from stacks.constructs.functions import Functions
-from tests.support.aws import as_function, moto_stack, serving_routes
+from tests.support.aws import as_function, ingest_endpoint_lists, moto_stack, serving_routes
 from tests.support.consumer import Reply, ScriptedConsumer
 
 
@@ -527,14 +527,8 @@ def run_scenario(
 
 def space_endpoint_lists(spacing: float) -> None:
     """Ingest's kept endpoint lists (services/endpoint_lists.py) see the tenant's requests `spacing` seconds apart:
-    this loop sends them far faster than the priced workload, and a list is kept for a second."""
-    from hookrelay import wiring
-    from hookrelay.services.endpoint_lists import RecentEndpointLists
-
-    with as_function(INGEST.name):
-        lists = wiring.ingest_service().endpoints
-        assert isinstance(lists, RecentEndpointLists)
-        lists.clock = itertools.count(0.0, spacing).__next__
+    this loop sends them far faster than the priced workload, and a list is kept ENDPOINT_LIST_SECONDS."""
+    ingest_endpoint_lists().clock = itertools.count(0.0, spacing).__next__
 
 
 @dataclass(frozen=True)

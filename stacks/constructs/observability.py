@@ -72,21 +72,29 @@ class Observability(Construct):
             expression=f"MAX([{', '.join(metrics)}])", using_metrics=metrics, period=PERIOD, label="oldest message"
         )
 
-    def _throttle_alarms(self, tables: Mapping[str, dynamodb.ITable]) -> list[cloudwatch.Alarm]:
+    def _throttle_alarms(self, throttles: Mapping[str, cloudwatch.IMetric]) -> list[cloudwatch.Alarm]:
         """One alarm per table on the throttles the capacity model predicts (bench/capacity.py, docs/capacity.md): a
         partition past its 1,000 write or 3,000 read units a second (a hot key), and the table past the account's
         per-table quota, on the table itself and on each of its indexes (a throttled index holds back the table's
         writes). On-demand tables have no provisioned throughput to exceed, so these causes are the ones to watch."""
         return [
             self._alarm(
-                f"{spec.logical_name}TableThrottled",
-                self._throttles_of(tables[spec.logical_name], spec),
+                f"{name}TableThrottled",
+                metric,
                 threshold=0,
-                description=f"DynamoDB throttled requests to the {spec.logical_name} table: a hot key or its quota.",
+                description=f"DynamoDB throttled requests to the {name} table: a hot key or its quota.",
             )
+            for name, metric in throttles.items()
+        ]
+
+    @classmethod
+    def _throttles(cls, tables: Mapping[str, dynamodb.ITable]) -> dict[str, cloudwatch.IMetric]:
+        """Each table's summed throttle events, by its logical name, in the schema's order."""
+        return {
+            spec.logical_name: cls._throttles_of(tables[spec.logical_name], spec)
             for spec in schema.ALL_TABLES
             if spec.logical_name in tables
-        ]
+        }
 
     @staticmethod
     def _throttles_of(table: dynamodb.ITable, spec: schema.TableSpec) -> cloudwatch.IMetric:
@@ -135,6 +143,7 @@ class Observability(Construct):
         `name_prefix`: names the alarms and the dashboard after it (default: names CloudFormation makes up)."""
         super().__init__(scope, construct_id)
         self._name_prefix = name_prefix
+        throttles = self._throttles(tables or {})
         self.topic: sns.ITopic = alarm_topic if alarm_topic is not None else self._alarm_topic()
         if alarm_email:  # the address gets a confirmation mail from SNS first
             self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
@@ -196,7 +205,7 @@ class Observability(Construct):
                 threshold=0,
                 description="A retry workflow execution timed out.",
             ),
-            *self._throttle_alarms(tables or {}),
+            *self._throttle_alarms(throttles),
             # Per function: errors, and throttles (a function out of its reserved concurrency or the account's:
             # API callers get 5xx, and a throttled delivery receive counts toward the poison queue's
             # maxReceiveCount).
@@ -217,7 +226,7 @@ class Observability(Construct):
                 )
             ),
         ]
-        self.dashboard = self._dashboard(queues, functions, retry_workflow, tables or {})
+        self.dashboard = self._dashboard(queues, functions, retry_workflow, throttles)
 
     def _alarm_topic(self) -> sns.Topic:
         # A customer-managed key: CloudWatch cannot publish to a topic under the AWS-managed aws/sns key.
@@ -261,7 +270,7 @@ class Observability(Construct):
         queues: Mapping[str, sqs.IQueue],
         functions: Mapping[str, lambda_.IFunction],
         retry_workflow: sfn.IStateMachine,
-        tables: Mapping[str, dynamodb.ITable],
+        throttles: Mapping[str, cloudwatch.IMetric],
     ) -> cloudwatch.Dashboard:
         dashboard = cloudwatch.Dashboard(
             self, "Dashboard", dashboard_name=f"{self._name_prefix}-Dashboard" if self._name_prefix else None
@@ -332,11 +341,7 @@ class Observability(Construct):
         dashboard.add_widgets(
             cloudwatch.GraphWidget(
                 title="DynamoDB throttle events by table (hot keys, quotas)",
-                left=[
-                    self._throttles_of(tables[spec.logical_name], spec)
-                    for spec in schema.ALL_TABLES
-                    if spec.logical_name in tables
-                ],
+                left=list(throttles.values()),
                 width=24,
             ),
         )

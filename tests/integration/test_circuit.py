@@ -116,7 +116,7 @@ def open_circuit(outage: Outage) -> None:
     outage.publish(OPEN_AFTER_FAILURES)
     outage.platform.pump()
     assert outage.endpoint().circuit is CircuitState.OPEN
-    ingest_reads_endpoints_again()  # what comes next comes during the outage, after ingest's list of a second ago
+    ingest_reads_endpoints_again()  # what comes next comes during the outage, after ingest's kept list has expired
 
 
 def recover_and_drain(outage: Outage, limit: float = 60.0) -> None:

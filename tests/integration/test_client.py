@@ -400,7 +400,7 @@ def test_disable_enable_rotate_health_and_delete_through_the_client(
 ) -> None:
     client, producer, endpoint = tenant["client"], tenant["producer"], tenant["endpoint"]
     assert client.disable_endpoint(endpoint.id).state == "disabled"
-    ingest_reads_endpoints_again()  # as each change applies to ingest (within a second)
+    ingest_reads_endpoints_again()  # as each change applies to ingest (within ENDPOINT_LIST_SECONDS)
     missed = producer.publish_event(tenant["id"], "order.updated", {"id": 1})
     assert [d.id for d in client.list_deliveries(status="cancelled").data] == missed.delivery_ids
     assert client.enable_endpoint(endpoint.id).state == "enabled"

@@ -50,7 +50,7 @@ def endpoint_on_shard(platform: Platform, tenant_id: str, token: str, url: str, 
         made = platform.new_endpoint(token, url, [event_type])
         endpoint = stored_endpoint(platform, tenant_id, made["id"])
         if endpoint.queue_shard == shard:
-            ingest_reads_endpoints_again()  # the tenant's events go to it from a second after its creation
+            ingest_reads_endpoints_again()  # the tenant's events go to it from ENDPOINT_LIST_SECONDS after its creation
             return endpoint, event_type
     raise AssertionError(f"no endpoint was given shard {shard} in 40 tries")
 

@@ -128,7 +128,7 @@ def test_a_new_max_in_flight_sets_the_message_groups_of_new_deliveries_only(plat
     [before] = tenant.publish(ordering_key="k-0")["delivery_ids"]
 
     assert tenant.call("PATCH", f"/v1/endpoints/{endpoint['id']}", {"max_in_flight": 50}).json()["max_in_flight"] == 50
-    ingest_reads_endpoints_again()  # the change applies to the events ingest accepts from a second later
+    ingest_reads_endpoints_again()  # the change applies to the events ingest accepts once its kept list expired
     after = [tenant.publish(ordering_key=f"k-{i}")["delivery_ids"][0] for i in range(12)]
 
     log = wiring.delivery_log_service().deliveries
@@ -205,7 +205,7 @@ def test_a_deleted_endpoint_is_hidden_shown_as_deleted_and_never_delivered_to(
     shown = tenant.call("GET", f"/v1/endpoints/{endpoint_id}")
     assert shown.status == 200 and shown.json()["state"] == "deleted" and shown.json()["signing_secrets"] == []
     assert stored(tenant, endpoint_id).secrets == []  # nothing will be signed for it again
-    ingest_reads_endpoints_again()  # the delete applies to the events ingest accepts from a second later
+    ingest_reads_endpoints_again()  # the delete applies to the events ingest accepts once its kept list expired
 
     later = tenant.publish()
     assert [tenant.delivery(d)["endpoint_id"] for d in later["delivery_ids"]] == [kept_id]

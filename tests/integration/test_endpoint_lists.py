@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from hookrelay import wiring
 from hookrelay.functions import INGEST
-from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS, RecentEndpointLists
-from tests.support.aws import as_function
+from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS
+from tests.support.aws import ingest_endpoint_lists
 from tests.support.consumer import ScriptedConsumer
 from tests.support.crash import CrashInjector, injector
 from tests.support.platform import Platform
@@ -24,10 +23,7 @@ class HeldClock:
 
     def __init__(self) -> None:
         self.now = 1_000.0
-        with as_function(INGEST.name):
-            lists = wiring.ingest_service().endpoints
-            assert isinstance(lists, RecentEndpointLists)
-            lists.clock = lambda: self.now
+        ingest_endpoint_lists().clock = lambda: self.now
 
 
 @pytest.fixture

@@ -185,7 +185,7 @@ def test_a_redrive_posts_what_it_recovers_after_what_was_posted_before_it_in_ord
     path = f"/v1/endpoints/{endpoint['id']}"
     since = to_rfc3339(utcnow() - timedelta(minutes=1))
     assert platform.call("POST", f"{path}/disable", token).status == 200
-    ingest_reads_endpoints_again()  # as each change applies to ingest (within a second)
+    ingest_reads_endpoints_again()  # as each change applies to ingest (within ENDPOINT_LIST_SECONDS)
     cancelled = [_publish(platform, producer, tenant_id, n) for n in range(2)]
     platform.pump()
     assert {_status(platform, token, d) for d in cancelled} == {"cancelled"}

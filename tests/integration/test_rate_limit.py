@@ -136,7 +136,7 @@ def test_a_drain_of_parked_deliveries_holds_the_rate_limit_in_order(
     consumer.default = Reply(503)
     results = publish(platform, producer, tenant_id, OPEN_AFTER_FAILURES, 0)
     run_until(platform, sim, lambda: endpoint_of(tenant_id, endpoint_id).circuit is CircuitState.OPEN)
-    ingest_reads_endpoints_again()  # the rest arrive during the outage, after ingest's list of a second ago
+    ingest_reads_endpoints_again()  # the rest arrive during the outage, after ingest's kept list has expired
     results += publish(platform, producer, tenant_id, PARKED - OPEN_AFTER_FAILURES, OPEN_AFTER_FAILURES)
     health = platform.call("GET", f"/v1/endpoints/{endpoint_id}/health", token).json()
     assert health["rate_limit_per_second"] == LIMIT and health["backlog"]["parked"] == PARKED

@@ -147,14 +147,20 @@ def as_function(name: str) -> Iterator[None]:
         yield
 
 
-def ingest_reads_endpoints_again(seconds: float = ENDPOINT_LIST_SECONDS) -> None:
-    """Ingest's kept endpoint lists as `seconds` later (services/endpoint_lists.py): what a test that changed a tenant's
-    endpoints (or an endpoint's circuit) and then publishes would wait for in AWS before the change applies."""
+def ingest_endpoint_lists() -> RecentEndpointLists:
+    """The ingest function's kept endpoint lists (services/endpoint_lists.py), to set their clock."""
     with as_function(INGEST.name):
         lists = wiring.ingest_service().endpoints
-        assert isinstance(lists, RecentEndpointLists)
-        before = lists.clock
-        lists.clock = lambda: before() + seconds
+    assert isinstance(lists, RecentEndpointLists)
+    return lists
+
+
+def ingest_reads_endpoints_again(seconds: float = ENDPOINT_LIST_SECONDS) -> None:
+    """Ingest's kept endpoint lists as `seconds` later: what a test that changed a tenant's endpoints (or an
+    endpoint's circuit) and then publishes would wait for in AWS before the change applies."""
+    lists = ingest_endpoint_lists()
+    before = lists.clock
+    lists.clock = lambda: before() + seconds
 
 
 # Bounds the wait for stopped executions' threads (they end at once, or when a Task's call returns).
