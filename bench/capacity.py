@@ -1013,10 +1013,9 @@ def assumptions(profile: dict[str, Any]) -> str:
         f" tenant's endpoints, once per container and {ENDPOINT_LIST_SECONDS:g} s (`list_reads`; read from the code,"
         f" not metered). Cost: the cost benchmark's per-event bill ({measured}), linear in"
         f" fan-out and failing share (an outage's fixed costs, its workflows, spread over the"
-        f" {profile['scenarios']['outage']['events']} events of the"
-        " measured outage: an upper bound; measured one message an invocation, so the fast lane's batches are not"
-        " in it yet). The authorizer: once per key (a key per tenant) and cache TTL. Outages: every failing"
-        " endpoint is in an outage of the workload's length, outages start evenly."
+        f" {profile['scenarios']['outage']['events']} events of the measured outage: an upper bound). The"
+        " authorizer: once per key (a key per tenant) and cache TTL. Outages: every failing endpoint is in an outage"
+        " of the workload's length, outages start evenly."
     )
 
 

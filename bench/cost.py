@@ -35,8 +35,10 @@ import itertools
 import json
 import math
 import os
+import random
 import sys
 import time
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -452,8 +454,42 @@ def request_bytes(received: Any) -> int:
 
 
 def order(payload_bytes: int, number: int) -> dict[str, Any]:
-    """A representative webhook payload of about `payload_bytes` bytes of JSON."""
-    return {"order_id": f"ord_{number:08d}", "status": "paid", "note": "x" * max(0, payload_bytes - 60)}
+    """A representative webhook payload of about `payload_bytes` bytes of JSON, the same for the same `number`.
+
+    Its values are random, so it deflates as a real payload does (about 0.6 of its size) and the event's stored body
+    is priced as such. Until 2026-12-05 this was a filler string, which deflated to a twentieth of its size: each
+    event's storage was priced about 550 bytes short (bench/storage.py shows both)."""
+    return order_document(payload_bytes, random.Random(number))
+
+
+def deflated_share(payload_bytes: int) -> float:
+    """How far `order`'s payload deflates (the event's stored body: adapters/dynamodb.event_item)."""
+    text = json.dumps(order(payload_bytes, 0)).encode()
+    return len(zlib.compress(text)) / len(text)
+
+
+def order_document(payload_bytes: int, rng: random.Random) -> dict[str, Any]:
+    """An order-shaped webhook payload of random values, grown with line items to about `payload_bytes` of JSON."""
+
+    def token(n: int) -> str:
+        return "".join(rng.choices("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", k=n))
+
+    document: dict[str, Any] = {
+        "object": "order",
+        "id": f"ord_{token(24)}",
+        "customer": {"id": f"cus_{token(14)}", "email": f"{token(8)}@{token(6)}.com", "name": token(12)},
+        "currency": "eur",
+        "amount_total": rng.randint(100, 10**6),
+        "status": "paid",
+        "created": rng.randint(1_700_000_000, 1_800_000_000),
+        "shipping": {"line1": f"{rng.randint(1, 999)} {token(10)} Street", "city": token(9), "postal_code": token(5)},
+        "items": [],
+    }
+    while len(json.dumps(document)) < payload_bytes - 60:
+        document["items"].append(
+            {"id": f"li_{token(20)}", "sku": token(10), "quantity": rng.randint(1, 9), "price": rng.randint(100, 9999)}
+        )
+    return document
 
 
 def run_scenario(
@@ -935,6 +971,9 @@ def print_assumptions(settings: Settings, args: argparse.Namespace) -> None:
         f" {settings.xray_sampled_fraction(xray_monthly):.0%} of about {xray_monthly:,.0f} traces a month at this"
         f" volume: {money(PRICES['xray_traces'].cost(2e6 * settings.xray_sampled_fraction(xray_monthly)))} per"
         " million events more on the happy path (run with --xray to price it in).\n"
+        f"- Payload: {args.payload_bytes:,} bytes of order-shaped JSON with random values (--payload-bytes;"
+        f" `order`), which deflates as a real payload does: to {deflated_share(args.payload_bytes):.2f} of its"
+        " size, as the event's stored body.\n"
         "- DynamoDB storage and PITR: the bytes the events add to the tables (items and index entries, 100 bytes of"
         " overhead each), kept 30 days: about one GB-month per GB; rate-limit counters and idempotency records"
         " expire within minutes or hours and are left out.\n"
