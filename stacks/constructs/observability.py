@@ -19,10 +19,10 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric, dead_metric
+from hookrelay.adapters.telemetry import INTAKE_METRICS, METRICS_NAMESPACE, attempts_metric, dead_metric
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeadReason, DeliveryStatus
-from hookrelay.functions import DELIVERY, RECONCILER
+from hookrelay.functions import DELIVERY, INGEST, RECONCILER
 from hookrelay.services.delivery import FAILING_SPELL_ERRORS
 
 PERIOD = Duration.minutes(5)
@@ -274,6 +274,13 @@ class Observability(Construct):
     ) -> cloudwatch.Dashboard:
         dashboard = cloudwatch.Dashboard(
             self, "Dashboard", dashboard_name=f"{self._name_prefix}-Dashboard" if self._name_prefix else None
+        )
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Intake: events accepted, deliveries created, batch items refused",
+                left=[self._metric(name, INGEST.name) for name in INTAKE_METRICS],
+                width=24,
+            ),
         )
         dashboard.add_widgets(
             cloudwatch.GraphWidget(

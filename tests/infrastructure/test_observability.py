@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.telemetry import METRICS_NAMESPACE, dead_metric
+from hookrelay.adapters.telemetry import INTAKE_METRICS, METRICS_NAMESPACE, dead_metric
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeadReason
+from hookrelay.functions import INGEST
 from tests.support.synth import DELIVERY_SHARDS, Synthesized, function_logical_ids, logical_id_of
 
 
@@ -133,3 +134,12 @@ def test_every_table_is_alarmed_on_hot_key_and_quota_throttles_of_it_and_its_ind
         }
         assert _throttles_summed_by(alarm) == expected, spec.logical_name
         assert alarm["Threshold"] == 0 and alarm["ComparisonOperator"] == "GreaterThanThreshold"
+
+
+def test_the_dashboard_graphs_ingests_intake(synthesized: Synthesized) -> None:
+    """Every intake count the ingest handler emits, under its service (tests/integration/test_ingest.py checks the
+    emitting side against the same names)."""
+    [dashboard] = synthesized.properties("AWS::CloudWatch::Dashboard")
+    body = "".join(part for part in dashboard["DashboardBody"]["Fn::Join"][1] if isinstance(part, str))
+    for name in INTAKE_METRICS:
+        assert f'["{METRICS_NAMESPACE}","{name}","service","{INGEST.name}"' in body, name

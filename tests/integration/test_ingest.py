@@ -11,6 +11,7 @@ import pytest
 
 from hookrelay.adapters.dynamodb import DeliveryTable, EventTable, event_of
 from hookrelay.adapters.schema import IDEMPOTENCY
+from hookrelay.adapters.telemetry import BATCH_ITEMS_REFUSED, DELIVERIES_CREATED, EVENTS_ACCEPTED, INTAKE_METRICS
 from hookrelay.functions import INGEST
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
@@ -280,3 +281,30 @@ def test_a_keyed_requests_in_progress_record_expires_with_its_invocation(setup) 
     (record,) = boto3.resource("dynamodb").Table(os.environ[IDEMPOTENCY.env_var]).scan()["Items"]
     expires_ms = int(record["in_progress_expiration"])
     assert before * 1000 < expires_ms <= (time.time() + INGEST.timeout_seconds) * 1000
+
+
+def test_ingest_counts_its_intake_for_the_dashboard(
+    setup, consumer: ScriptedConsumer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The intake the dashboard graphs (stacks/constructs/observability.py), in ingest's own EMF records: one record
+    per request, counting its events accepted, their deliveries and a batch's refused items."""
+    platform, tenant_id, tenant_token, producer = setup
+    platform.new_endpoint(tenant_token, consumer.url, ["order.*"])
+    platform.new_endpoint(tenant_token, consumer.url, ["*"])
+    capsys.readouterr()
+    one = {"tenant_id": tenant_id, "type": "order.paid", "data": {}}
+    assert platform.call("POST", "/v1/events", producer, one).status == 202
+    items = [{"type": "order.paid", "data": {}}, {"type": "user.created", "data": {}}, {"type": "", "data": {}}]
+    batch = platform.call("POST", "/v1/events/batch", producer, {"tenant_id": tenant_id, "events": items})
+    assert batch.status == 200 and batch.json()["refused"] == 1
+
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    intake = [
+        {name: record[name] for name in INTAKE_METRICS if name in record}
+        for record in records
+        if record.get("service") == INGEST.name and EVENTS_ACCEPTED in record
+    ]
+    assert intake == [
+        {EVENTS_ACCEPTED: [1.0], DELIVERIES_CREATED: [2.0]},
+        {EVENTS_ACCEPTED: [2.0], DELIVERIES_CREATED: [3.0], BATCH_ITEMS_REFUSED: [1.0]},
+    ]

@@ -12,7 +12,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from hookrelay import wiring
-from hookrelay.adapters.telemetry import METRICS_NAMESPACE
+from hookrelay.adapters.telemetry import (
+    BATCH_ITEMS_REFUSED,
+    DELIVERIES_CREATED,
+    EVENTS_ACCEPTED,
+    METRICS_NAMESPACE,
+)
 from hookrelay.domain import trace_context
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.errors import IdempotencyKeyReused
@@ -77,8 +82,8 @@ publish_once = IdempotentCommand(publish, Accepted)
 def post_event() -> Response[str]:
     who = require(app, producer=True)
     accepted = publish_once(app, who, parse_body(app, PublishEvent))
-    metrics.add_metric(name="EventsAccepted", unit=MetricUnit.Count, value=1)
-    metrics.add_metric(name="DeliveriesCreated", unit=MetricUnit.Count, value=len(accepted.delivery_ids))
+    metrics.add_metric(name=EVENTS_ACCEPTED, unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name=DELIVERIES_CREATED, unit=MetricUnit.Count, value=len(accepted.delivery_ids))
     return json_response(202, accepted.answer())
 
 
@@ -107,11 +112,9 @@ def post_batch() -> Response[str]:
     for (position, _), outcome in zip(valid, outcomes, strict=True):
         results[position] = item_result(outcome)
     accepted = [outcome for outcome in outcomes if isinstance(outcome, BatchAccepted)]
-    metrics.add_metric(name="EventsAccepted", unit=MetricUnit.Count, value=len(accepted))
-    metrics.add_metric(name="BatchItemsRefused", unit=MetricUnit.Count, value=len(results) - len(accepted))
-    metrics.add_metric(
-        name="DeliveriesCreated", unit=MetricUnit.Count, value=sum(len(a.delivery_ids) for a in accepted)
-    )
+    metrics.add_metric(name=EVENTS_ACCEPTED, unit=MetricUnit.Count, value=len(accepted))
+    metrics.add_metric(name=BATCH_ITEMS_REFUSED, unit=MetricUnit.Count, value=len(results) - len(accepted))
+    metrics.add_metric(name=DELIVERIES_CREATED, unit=MetricUnit.Count, value=sum(len(a.delivery_ids) for a in accepted))
     return json_response(200, {"accepted": len(accepted), "refused": len(results) - len(accepted), "results": results})
 
 
