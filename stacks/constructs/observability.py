@@ -19,11 +19,12 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.telemetry import INTAKE_METRICS, METRICS_NAMESPACE, attempts_metric, dead_metric
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE, attempts_metric, dead_metric
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.functions import DELIVERY, INGEST, RECONCILER
 from hookrelay.services.delivery import FAILING_SPELL_ERRORS
+from hookrelay.services.ports import INTAKE_METRICS
 
 PERIOD = Duration.minutes(5)
 # The throttling causes of an on-demand table (docs.aws.amazon.com/amazondynamodb/latest/developerguide/

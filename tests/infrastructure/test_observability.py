@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from hookrelay.adapters import schema
-from hookrelay.adapters.telemetry import INTAKE_METRICS, METRICS_NAMESPACE, dead_metric
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE, dead_metric
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeadReason
 from hookrelay.functions import INGEST
+from hookrelay.services.ports import INTAKE_METRICS
 from tests.support.synth import DELIVERY_SHARDS, Synthesized, function_logical_ids, logical_id_of
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from hookrelay.adapters.dynamodb import DeliveryTable, EventTable, event_of
 from hookrelay.adapters.schema import IDEMPOTENCY
-from hookrelay.adapters.telemetry import BATCH_ITEMS_REFUSED, DELIVERIES_CREATED, EVENTS_ACCEPTED, INTAKE_METRICS
 from hookrelay.functions import INGEST
+from hookrelay.services.ports import BATCH_ITEMS_REFUSED, DELIVERIES_CREATED, EVENTS_ACCEPTED, INTAKE_METRICS
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
 

@@ -12,13 +12,6 @@ from hookrelay.domain.status import DeadReason, DeliveryStatus
 METRICS_NAMESPACE = "Hookrelay"
 
 
-# What ingest takes in, per request: emitted by the ingest handler, graphed by the stack's dashboard (the intake).
-EVENTS_ACCEPTED = "EventsAccepted"
-DELIVERIES_CREATED = "DeliveriesCreated"
-BATCH_ITEMS_REFUSED = "BatchItemsRefused"
-INTAKE_METRICS = (EVENTS_ACCEPTED, DELIVERIES_CREATED, BATCH_ITEMS_REFUSED)
-
-
 def dead_metric(reason: DeadReason) -> str:
     """The count of deliveries that died for `reason` (the platform's own failures alarmed, the others graphed)."""
     return f"DeliveriesDead_{reason.value}"

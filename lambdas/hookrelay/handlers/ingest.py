@@ -12,12 +12,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import ValidationError
 
 from hookrelay import wiring
-from hookrelay.adapters.telemetry import (
-    BATCH_ITEMS_REFUSED,
-    DELIVERIES_CREATED,
-    EVENTS_ACCEPTED,
-    METRICS_NAMESPACE,
-)
+from hookrelay.adapters.telemetry import METRICS_NAMESPACE
 from hookrelay.domain import trace_context
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.errors import IdempotencyKeyReused
@@ -45,6 +40,7 @@ from hookrelay.services.ingest import (
     BatchItem,
     ItemOutcome,
 )
+from hookrelay.services.ports import BATCH_ITEMS_REFUSED, DELIVERIES_CREATED, EVENTS_ACCEPTED
 
 logger = Logger(service=INGEST.name)
 tracer = tracing.tracer(INGEST.name)

@@ -599,6 +599,11 @@ class RetryWorkflow(Protocol):
 # delivery function, a queued message), each under its own service: the total is the sum of both.
 DELIVERIES_PARKED = "DeliveriesParked"
 DELIVERIES_POSTED = "DeliveriesPosted"  # a poll endpoint's, to its mailbox (domain/mailbox.py)
+# Metrics: what ingest takes in, per request, counted by its handler and graphed by the stack's dashboard (the intake).
+EVENTS_ACCEPTED = "EventsAccepted"
+DELIVERIES_CREATED = "DeliveriesCreated"
+BATCH_ITEMS_REFUSED = "BatchItemsRefused"
+INTAKE_METRICS = (EVENTS_ACCEPTED, DELIVERIES_CREATED, BATCH_ITEMS_REFUSED)
 
 
 class DeliveryTelemetry(Protocol):
