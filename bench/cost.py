@@ -456,9 +456,9 @@ def request_bytes(received: Any) -> int:
 def order(payload_bytes: int, number: int) -> dict[str, Any]:
     """A representative webhook payload of about `payload_bytes` bytes of JSON, the same for the same `number`.
 
-    Its values are random, so it deflates as a real payload does (to about 0.55 of its size: `deflated_share`) and the event's stored body
-    is priced as such. Until 2026-12-05 this was a filler string, which deflated to a twentieth of its size: each
-    event's storage was priced about 470 bytes short (bench/storage.py shows both)."""
+    Its values are random, so it deflates as a real payload does (to about 0.55 of its size: `deflated_share`), and
+    the event's stored body is priced as such. Until 2026-12-05 this was a filler string, which deflated to a
+    twentieth of its size: each event's storage was priced about 470 bytes short (bench/storage.py shows both)."""
     return order_document(payload_bytes, random.Random(number))
 
 

@@ -597,6 +597,8 @@ def describe_stats(stats: EndpointStats) -> str:
             hour.latency_ms.p50,
             hour.latency_ms.p95,
             hour.latency_ms.p99,
+            hour.wait_ms.p50,
+            hour.wait_ms.p99,
             stats_bar(values, busiest),
         ]
         for hour, values in zip(stats.hours, totals, strict=True)
@@ -605,7 +607,18 @@ def describe_stats(stats: EndpointStats) -> str:
     if stats.partial:
         read += f" (partial: the window holds more than {stats.max_deliveries_read}; the oldest are not counted)"
     legend = "chart: " + ", ".join(f"{mark} {name.replace('_', ' ')}" for name, mark in CHART_MARKS)
-    headers = ["HOUR (UTC)", "DELIVERED", "FAILED", "DEAD", "P50 MS", "P95 MS", "P99 MS", "CHART"]
+    headers = [
+        "HOUR (UTC)",
+        "DELIVERED",
+        "FAILED",
+        "DEAD",
+        "P50 MS",
+        "P95 MS",
+        "P99 MS",
+        "WAIT P50",
+        "WAIT P99",
+        "CHART",
+    ]
     return "\n".join([f"endpoint {stats.endpoint_id}: {read}", legend, table(headers, rows)])
 
 

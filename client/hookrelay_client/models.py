@@ -227,6 +227,7 @@ class HourStats(Model):
     dead: int = 0  # deliveries that ended dead this hour
     attempts: int = 0
     latency_ms: HourLatency = Field(default_factory=HourLatency)
+    wait_ms: HourLatency = Field(default_factory=HourLatency)  # creation to first attempt, first attempts this hour
 
 
 class EndpointStats(Model):

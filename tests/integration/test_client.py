@@ -656,6 +656,7 @@ def test_endpoint_stats_through_the_client_and_the_cli_chart(
     now = stats.hours[-1]
     assert (now.delivered, now.failed_attempts, now.dead, now.attempts) == (1, 1, 0, 2)
     assert now.latency_ms.p50 is not None and now.latency_ms.p50 <= now.latency_ms.p99  # type: ignore[operator]
+    assert now.wait_ms.p50 is not None and now.wait_ms.p50 <= now.wait_ms.p99  # type: ignore[operator]
 
     code, out, _ = cli(token_of(tenant["client"]), "deliveries", "stats", "--endpoint", endpoint_id, "--hours", "3")
     assert code == 0, out
@@ -664,6 +665,8 @@ def test_endpoint_stats_through_the_client_and_the_cli_chart(
     assert lines[2].split()[:4] == ["HOUR", "(UTC)", "DELIVERED", "FAILED"]
     last = lines[-1].split()
     assert last[2:5] == ["1", "1", "0"] and last[-1] == "#" * 15 + "x" * 15  # one of each, half the width each
+    assert lines[2].split()[-5:] == ["WAIT", "P50", "WAIT", "P99", "CHART"]
+    assert last[8:10] == [str(now.wait_ms.p50), str(now.wait_ms.p99)]
     assert all(line.split()[2:5] == ["0", "0", "0"] for line in lines[3:-1])  # the two earlier hours: nothing
 
     code, out, _ = cli(token_of(tenant["client"]), "--json", "deliveries", "stats", "--endpoint", endpoint_id)

@@ -9,9 +9,10 @@ from typing import Any
 from hookrelay import wiring
 from hookrelay.domain import delivery_stats
 from hookrelay.domain.classification import Outcome
-from hookrelay.domain.clock import utcnow
+from hookrelay.domain.clock import from_rfc3339, utcnow
 from hookrelay.domain.models import Attempt
 from hookrelay.domain.status import DeliveryStatus
+from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
 from tests.support.records import Seeded, make, store
 
@@ -98,3 +99,29 @@ def test_the_read_stops_at_the_cap_and_says_partial(platform: Platform) -> None:
     assert sum(h.delivered for h in capped.hours) == 5
     whole = service.stats(tenant_id, endpoint_id, cap=7, page_size=2)
     assert whole.deliveries_read == 7 and whole.partial is False
+
+
+def test_the_wait_is_each_delivery_s_creation_to_its_first_attempt_through_the_real_handlers(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """Two events published and delivered: the hour of their first attempts gives the waits their records show."""
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url)["id"]
+    producer = platform.new_key("producer")
+    ids = [
+        platform.call(
+            "POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "order.paid", "data": {}}
+        ).json()["delivery_ids"][0]
+        for _ in range(2)
+    ]
+    platform.pump()
+    records = [platform.call("GET", f"/v1/deliveries/{i}", token).json() for i in ids]
+    waits = sorted(
+        round(
+            (from_rfc3339(r["attempts"][0]["started_at"]) - from_rfc3339(r["created_at"])) / timedelta(milliseconds=1)
+        )
+        for r in records
+    )
+    hours = platform.call("GET", f"/v1/endpoints/{endpoint_id}/stats?hours=2", token).json()["hours"]
+    [waited] = [hour["wait_ms"] for hour in hours if hour["wait_ms"]["p50"] is not None]
+    assert waited == {"p50": waits[0], "p95": waits[1], "p99": waits[1]}

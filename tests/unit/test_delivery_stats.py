@@ -85,3 +85,36 @@ def test_the_consumer_guide_s_numbers_are_the_code_s() -> None:
     guide = (Path(__file__).resolve().parents[2] / "docs" / "consumer-guide.md").read_text()
     shown = dict(re.findall(r"<!-- stats:([a-z-]+) -->(\d+)<!-- /stats:\1 -->", guide))
     assert shown == {"max-hours": str(delivery_stats.MAX_HOURS), "max-read": str(delivery_stats.MAX_DELIVERIES_READ)}
+
+
+def test_the_wait_is_creation_to_first_attempt_in_the_hour_the_first_attempt_started() -> None:
+    """Only first attempts count (a retry's wait is the schedule's, not the endpoint's backlog), each in the hour it
+    started, whenever its delivery was created."""
+    since, until = delivery_stats.window(NOW, 2)  # 11:00, 12:00
+    eleven, twelve = since + timedelta(minutes=10), since + timedelta(hours=1, minutes=10)
+    deliveries = [
+        delivery(DeliveryStatus.DELIVERED, eleven, [(eleven + timedelta(milliseconds=40), 5, Outcome.DELIVERED)]),
+        # Created at 11, first attempted at 12 (parked, say): its wait is at 12; its retry adds none.
+        delivery(
+            DeliveryStatus.DELIVERED,
+            eleven,
+            [(twelve, 5, Outcome.RETRY), (twelve + timedelta(minutes=1), 5, Outcome.DELIVERED)],
+        ),
+        delivery(DeliveryStatus.QUEUED, twelve, []),  # not attempted yet: no wait to count
+    ]
+    stats = delivery_stats.summarize(deliveries, since, until)
+    assert stats.hours[0].wait_ms == {50: 40, 95: 40, 99: 40}
+    assert stats.hours[1].wait_ms == {50: 3_600_000, 95: 3_600_000, 99: 3_600_000}
+    assert stats.hours[1].attempts == 2
+
+
+def test_an_hour_without_first_attempts_has_no_wait() -> None:
+    since, until = delivery_stats.window(NOW, 2)
+    retried = delivery(
+        DeliveryStatus.DELIVERED,
+        since - timedelta(hours=3),
+        [(since - timedelta(hours=2), 5, Outcome.RETRY), (since, 5, Outcome.DELIVERED)],
+    )
+    stats = delivery_stats.summarize([retried], since, until)
+    assert [h.wait_ms for h in stats.hours] == [{50: None, 95: None, 99: None}] * 2
+    assert stats.hours[0].attempts == 1

@@ -7,7 +7,12 @@ window were left unread). Each figure is put in the hour it happened in:
 - `failed_attempts`: attempts that did not deliver (each is retried, or was the last), by the hour they started;
 - `dead`: deliveries that ended dead, by the hour they ended;
 - latency p50/p95/p99 (nearest rank) over every attempt started that hour, failed ones included (a timeout is
-  latency the endpoint caused too); None for an hour without attempts.
+  latency the endpoint caused too); None for an hour without attempts;
+- wait p50/p95/p99 over the first attempts started that hour: from the delivery's creation (its event accepted, or
+  the replay made) to its first attempt's start, in ms. What the endpoint's deliveries waited on our side: for their
+  turn among its `max_in_flight` requests, for a slot of its rate limit, or parked behind its open circuit. A wait
+  that grows hour by hour while latency holds says the endpoint takes fewer requests than it is sent, which no
+  failure shows. None for an hour without first attempts.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from hookrelay.domain.classification import Outcome
-from hookrelay.domain.models import Delivery
+from hookrelay.domain.models import Attempt, Delivery
 from hookrelay.domain.status import DeliveryStatus
 
 DEFAULT_HOURS = 24
@@ -39,6 +44,7 @@ class HourStats:
     dead: int = 0
     attempts: int = 0
     latency_ms: dict[int, int | None] = field(default_factory=lambda: {p: None for p in PERCENTILES})
+    wait_ms: dict[int, int | None] = field(default_factory=lambda: {p: None for p in PERCENTILES})
 
 
 @dataclass(frozen=True)
@@ -68,18 +74,27 @@ def _ended_at(delivery: Delivery) -> datetime:
     return delivery.completed_at or delivery.updated_at
 
 
+def _wait_ms(delivery: Delivery, first: Attempt) -> int:
+    """Creation to the first attempt's start; never negative (the two clocks are one function's, or two)."""
+    return max(0, round((first.started_at - delivery.created_at) / timedelta(milliseconds=1)))
+
+
 def summarize(
     deliveries: Sequence[Delivery], since: datetime, until: datetime, *, partial: bool = False
 ) -> EndpointStats:
     count = int((until - since) / HOUR)
     delivered, failed, dead = [0] * count, [0] * count, [0] * count
     latencies: list[list[int]] = [[] for _ in range(count)]
+    waits: list[list[int]] = [[] for _ in range(count)]
 
     def slot(moment: datetime) -> int | None:
         index = math.floor((moment - since) / HOUR)
         return index if 0 <= index < count else None
 
     for delivery in deliveries:
+        first = next((attempt for attempt in delivery.attempts if attempt.number == 1), None)
+        if first is not None and (at := slot(first.started_at)) is not None:
+            waits[at].append(_wait_ms(delivery, first))
         for attempt in delivery.attempts:
             at = slot(attempt.started_at)
             if at is None:
@@ -100,6 +115,7 @@ def summarize(
             dead=dead[i],
             attempts=len(latencies[i]),
             latency_ms={p: percentile(latencies[i], p) for p in PERCENTILES},
+            wait_ms={p: percentile(waits[i], p) for p in PERCENTILES},
         )
         for i in range(count)
     ]

@@ -519,6 +519,7 @@ def endpoint_stats_view(endpoint_id: str, stats: delivery_stats.EndpointStats) -
                 "dead": hour.dead,
                 "attempts": hour.attempts,
                 "latency_ms": {f"p{p}": value for p, value in hour.latency_ms.items()},
+                "wait_ms": {f"p{p}": value for p, value in hour.wait_ms.items()},
             }
             for hour in stats.hours
         ],
