@@ -374,7 +374,7 @@ def test_a_consumer_adds_an_endpoint_in_the_portal_and_receives_a_webhook_on_it(
 
 
 def chart_numbers(browser: chromium.Browser, endpoint_id: str) -> dict[str, dict[str, Any]]:
-    """What the endpoint's chart drew, by hour: the bars' counts and the latency dots' values."""
+    """What the endpoint's chart drew, by hour: the bars' counts and the latency and wait dots' values."""
     numbers: dict[str, dict[str, Any]] = json.loads(
         browser.driver.execute_script(
             """
@@ -382,10 +382,13 @@ def chart_numbers(browser: chromium.Browser, endpoint_id: str) -> dict[str, dict
             const hours = {};
             for (const g of figure.querySelectorAll("svg.outcomes g.hour")) {
               hours[g.dataset.start] = {delivered: +g.dataset.delivered, failed_attempts: +g.dataset.failedAttempts,
-                dead: +g.dataset.dead, latency_ms: {p50: null, p95: null, p99: null}};
+                dead: +g.dataset.dead, latency_ms: {p50: null, p95: null, p99: null},
+                wait_ms: {p50: null, p95: null, p99: null}};
             }
-            for (const dot of figure.querySelectorAll("svg.latency circle.dot")) {
-              hours[dot.dataset.start].latency_ms[dot.parentNode.dataset.percentile] = +dot.dataset.value;
+            for (const [chart, field] of [["latency", "latency_ms"], ["wait", "wait_ms"]]) {
+              for (const dot of figure.querySelectorAll(`svg.${chart} circle.dot`)) {
+                hours[dot.dataset.start][field][dot.parentNode.dataset.percentile] = +dot.dataset.value;
+              }
             }
             return JSON.stringify(hours);
             """,
@@ -420,7 +423,7 @@ def test_the_chart_draws_the_stats_route_s_numbers(
     drawn = chart_numbers(browser, endpoint.id)
     stats = stack.call("GET", f"/v1/endpoints/{endpoint.id}/stats?hours=24", tenant_key).json()
     api = {
-        hour["start"]: {k: hour[k] for k in ("delivered", "failed_attempts", "dead", "latency_ms")}
+        hour["start"]: {k: hour[k] for k in ("delivered", "failed_attempts", "dead", "latency_ms", "wait_ms")}
         for hour in stats["hours"]
     }
     shared = set(drawn) & set(api)  # both read in the same hour, unless an hour turned between them
@@ -429,6 +432,7 @@ def test_the_chart_draws_the_stats_route_s_numbers(
     totals = {k: sum(api[h][k] for h in shared) for k in ("delivered", "dead")}
     assert totals == {"delivered": 1, "dead": 2}  # the chart has something to show, and it is this
     assert sum(api[h]["failed_attempts"] for h in shared) >= 2
+    assert any(api[h]["wait_ms"]["p50"] is not None for h in shared)  # the wait chart has dots to compare too
     SUMMARY.append(f"portal chart: {len(shared)} hours drawn equal the stats route's; totals {totals}")
 
 

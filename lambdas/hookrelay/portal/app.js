@@ -487,19 +487,21 @@
     );
   }
 
-  function latencyChart(hours) {
+  // Per-hour percentiles of one of the stats' figures (`field`: latency_ms, wait_ms), a line each; an hour without
+  // values breaks the lines.
+  function percentileChart(hours, field, kind, label) {
     const { width, height, left, right, top: pad, bottom } = CHART;
     const plot = height - pad - bottom;
-    const top = Math.max(1, ...hours.flatMap((h) => PERCENTILE_NAMES.map((p) => h.latency_ms[p] ?? 0)));
+    const top = Math.max(1, ...hours.flatMap((h) => PERCENTILE_NAMES.map((p) => h[field][p] ?? 0)));
     const step = (width - left - right) / hours.length;
     const x = (i) => left + i * step + step / 2;
     const y = (value) => height - bottom - (value / top) * plot;
     const lines = PERCENTILE_NAMES.map((p) => {
-      // A line through the hours that had attempts; an hour without any breaks it (M starts a new piece).
+      // A line through the hours that had values; an hour without any breaks it (M starts a new piece).
       let path = "";
       let drawing = false;
       hours.forEach((hour, i) => {
-        const value = hour.latency_ms[p];
+        const value = hour[field][p];
         if (value === null || value === undefined) {
           drawing = false;
           return;
@@ -508,17 +510,17 @@
         drawing = true;
       });
       const dots = hours.map((hour, i) =>
-        hour.latency_ms[p] === null || hour.latency_ms[p] === undefined
+        hour[field][p] === null || hour[field][p] === undefined
           ? null
-          : svg("circle", { cx: x(i), cy: y(hour.latency_ms[p]), r: 2, class: `dot ${p}`, "data-start": hour.start, "data-value": hour.latency_ms[p] },
-              svg("title", {}, `${hourLabel(hour.start)}: ${p} ${hour.latency_ms[p]} ms`)),
+          : svg("circle", { cx: x(i), cy: y(hour[field][p]), r: 2, class: `dot ${p}`, "data-start": hour.start, "data-value": hour[field][p] },
+              svg("title", {}, `${hourLabel(hour.start)}: ${p} ${hour[field][p]} ms`)),
       );
       return svg("g", { class: `series ${p}`, "data-percentile": p }, path ? svg("path", { d: path.trim(), class: `line ${p}` }) : null, dots);
     });
-    const slowest = Math.max(0, ...hours.map((h) => h.latency_ms.p99 ?? 0));
+    const highest = Math.max(0, ...hours.map((h) => h[field].p99 ?? 0));
     return svg(
       "svg",
-      { viewBox: `0 0 ${width} ${height}`, class: "chart latency", role: "img", "aria-label": `Attempt latency per hour, p50, p95 and p99; the slowest hour's p99 ${slowest} ms` },
+      { viewBox: `0 0 ${width} ${height}`, class: `chart ${kind}`, role: "img", "aria-label": `${label} per hour, p50, p95 and p99; the highest hour's p99 ${highest} ms` },
       axes(hours, top, " ms"),
       lines,
     );
@@ -539,8 +541,11 @@
       partial,
       outcomeChart(stats.hours),
       legend(OUTCOMES),
-      latencyChart(stats.hours),
+      percentileChart(stats.hours, "latency_ms", "latency", "Attempt latency"),
       legend(PERCENTILE_NAMES.map((p) => [p, `${p} latency`])),
+      // What the deliveries waited on our side before their first attempt: an endpoint sent more than it takes.
+      percentileChart(stats.hours, "wait_ms", "wait", "Wait before the first attempt"),
+      legend(PERCENTILE_NAMES.map((p) => [p, `${p} wait before the first attempt`])),
     );
   }
 
