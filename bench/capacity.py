@@ -45,6 +45,8 @@ from hookrelay.adapters.schema import (
     RATE_LIMITS,
 )
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.domain.envelope import message_group_id
+from hookrelay.domain.lanes import message_key
 from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.domain.rate_limit import counter_shards
 from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS
@@ -268,6 +270,17 @@ BATCH_SLOWEST = 2.0
 # 4 KB; an endpoint's item is about 1 KB). Reads are not metered by the profile: these are the code's, by reading it.
 ENDPOINT_READ_UNITS_PER_MESSAGE = 1.0
 ENDPOINT_ITEM_KIB = 1.0
+
+
+def slow_tail_write_units(groups: int) -> int:
+    """One forward to the slow lane rewrites the endpoint's item (domain/lanes.py: `slow_tails`, a map of each
+    message group with a message there to the last one forwarded), as DynamoDB sizes it when every one of its
+    `groups` has a tail: the item, and per entry the group id, the message key and a byte of the map's. Read from
+    the code's formats, not metered (the profile's scenarios have no slow endpoint)."""
+    ulid = "0" * 26
+    group = message_group_id(f"ep_{ulid}", groups, None, f"evt_{ulid}").rpartition("#")[0] + f"#{groups - 1}"
+    entry = len(group) + len(message_key(f"dlv_{ulid}", 1)) + 1
+    return math.ceil((ENDPOINT_ITEM_KIB * 1024 + groups * entry) / 1024)
 
 
 @dataclass(frozen=True)
@@ -550,6 +563,11 @@ def assess(
     )
     # Each of the busiest endpoint's messages holds its message group for its batch's whole invocation.
     endpoint_in_flight = busiest_endpoint * delivery.fast_seconds
+    # With slow endpoints in the workload, the busiest counted among them (the worst for its item): each message
+    # that arrives is forwarded, and each forward rewrites the item with every group's tail (runs of one: a batch's
+    # consecutive messages of one group share a write, and how many there are is SQS's to say).
+    groups = int(q["endpoint_groups"].limit)
+    slow_tail_writes = busiest_endpoint * slow_tail_write_units(groups) if w.slow_share > 0 else 0.0
 
     demands = [
         Demand(q["apigw_account_rps"], api_rps),
@@ -587,6 +605,13 @@ def assess(
             "dynamodb_key_wcu",
         ),
         Demand(q["dynamodb_partition_rcu"], endpoint_reads, "the busiest endpoint's item", ENDPOINT),
+        Demand(
+            q["dynamodb_partition_wcu"],
+            slow_tail_writes,
+            "the busiest endpoint's item while it is slow: each forward rewrites its slow-lane tails",
+            ENDPOINT,
+            "endpoint_slow_tails",
+        ),
         Demand(q["sfn_start_execution"], sfn_starts, "the outages' retry and probe executions"),
         Demand(q["sfn_state_transitions"], sfn_transitions),
         Demand(q["sfn_send_task"], send_task),
@@ -798,6 +823,10 @@ BEYOND: dict[str, str] = {
     "dynamodb_partition_rcu": "One endpoint's own: its item is read per message (consistently), and by ingest's"
     " query of the tenant's endpoints once per container and ENDPOINT_LIST_SECONDS (services/endpoint_lists.py);"
     " past 3,000 RCU/s its deliveries are throttled. A design change: read it once per batch of messages.",
+    "endpoint_slow_tails": "One endpoint's own: while it is slow each of its messages is forwarded to the slow lane,"
+    " and each forward rewrites its item with its groups' tails (docs/architecture.md, why max_in_flight stops at"
+    " 50); past 1,000 WCU/s its forwards are throttled and its messages wait in the fast lane. A design change:"
+    " the tails in items of their own, one per group.",
     "sfn_start_execution": "The circuit already keeps executions per outage, not per event; a quota increase.",
     "sfn_state_transitions": "A quota increase; Express workflows for short retry schedules.",
     "sfn_send_task": "A quota increase.",

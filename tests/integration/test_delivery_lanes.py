@@ -291,3 +291,28 @@ def test_a_slow_endpoint_s_messages_in_one_batch_are_forwarded_in_order_with_one
     ]
     assert in_slow_lane == delivery_ids  # in order
     assert message_count(platform, urls.url(shard)) == 0
+
+
+def test_the_capacity_model_prices_a_forward_to_an_endpoint_whose_every_group_has_a_tail(platform: Platform) -> None:
+    """bench/capacity.py's `slow_tail_write_units` (read from the code's formats) against a forward metered on moto:
+    the tail written to an endpoint of 50 groups, each with a message in the slow lane. The model may round the
+    endpoint's own item up (it takes it as 1 KiB), never down."""
+    from bench.capacity import slow_tail_write_units
+    from bench.metering import Meter
+    from hookrelay.domain import ids
+    from hookrelay.domain.lanes import message_key
+
+    groups = 50
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, "https://example.com/hooks", max_in_flight=groups)["id"]
+    endpoints = EndpointTable(boto3.resource("dynamodb").Table(os.environ["ENDPOINTS_TABLE"]))
+    for slot in range(groups - 1):
+        endpoints.set_slow_tail(tenant_id, endpoint_id, f"{endpoint_id}#{slot}", message_key(ids.delivery_id(), 1))
+    meter = Meter()
+    with meter.installed(capture_stdout=False), meter.recorded():
+        endpoints.set_slow_tail(
+            tenant_id, endpoint_id, f"{endpoint_id}#{groups - 1}", message_key(ids.delivery_id(), 1)
+        )
+    measured = sum(call.write_units for call in meter.calls)
+    assert measured > 1  # the tails, not the item alone, make the write
+    assert measured <= slow_tail_write_units(groups) <= measured + 1

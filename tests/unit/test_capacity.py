@@ -11,6 +11,7 @@ import pytest
 from bench.capacity import (
     DEPLOYMENT,
     DOCS_PATH,
+    ENDPOINT,
     HEADROOM,
     RATE_COUNTERS,
     Deployment,
@@ -24,6 +25,7 @@ from bench.capacity import (
     list_reads,
     load_profile,
     size,
+    slow_tail_write_units,
 )
 from bench.quotas import all_quotas, stage_context
 from bench.simulation import compare
@@ -249,3 +251,15 @@ def test_a_tenants_list_reads_are_bounded_by_ingests_containers_not_its_requests
     # 50,000 requests a second over 4,500 containers: each reads about once per lifetime, not 11 times a second
     busy = list_reads(50_000, 4_500)
     assert 4_500 / ENDPOINT_LIST_SECONDS * 0.9 < busy < 4_500 / ENDPOINT_LIST_SECONDS
+
+
+def test_a_slow_busiest_endpoint_rewrites_its_item_with_its_tails_for_every_message(profile: dict) -> None:
+    """With slow endpoints in the workload, the busiest is counted among them: each of its messages is a forward,
+    a write of its item with every group's tail. None without (tests/integration/test_delivery_lanes.py meters the
+    write's units on moto)."""
+    fast = assess(Workload(100_000, largest_tenant_share=0.5, busiest_endpoint_share=0.02), profile)
+    slow = assess(Workload(100_000, largest_tenant_share=0.5, busiest_endpoint_share=0.02, slow_share=0.01), profile)
+    assert fast.demand("endpoint_slow_tails").demand == 0
+    tails = slow.demand("endpoint_slow_tails")
+    assert tails.demand == pytest.approx(1_000 * slow_tail_write_units(50))  # its 1,000 deliveries a second
+    assert tails.scope == ENDPOINT and tails.utilisation > 1  # only that endpoint's work waits
