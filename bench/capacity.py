@@ -809,8 +809,8 @@ BEYOND: dict[str, str] = {
     " delivery queue shards (delivery_shards): the cap is shards x 2 lanes x 1,000, and an endpoint is on one"
     " shard, so the busiest endpoint's own fast-lane concurrency must fit one event source.",
     "endpoint_groups": "One endpoint's own limit: raise its max_in_flight (at most 50); past 50 in flight to one"
-    " endpoint its deliveries wait (the rest go on): a design change, per-endpoint shards of message groups or an"
-    " HTTP/2 multiplexing sender.",
+    " endpoint its deliveries wait (the rest go on). A design change lifts it: the slow-lane tails off the"
+    " endpoint's item (docs/architecture.md, why max_in_flight stops at 50).",
     "sqs_fifo_ht_tps": "Receives and deletes carry a batch each; past 70,000 calls/s on one queue, more queue shards.",
     "dynamodb_table_wru": "A table-level on-demand quota increase; fewer write units per delivery (issue 12).",
     "dynamodb_partition_wcu": "Raise log_shards (the log indexes' write shards): shards >= the largest owner's index"
