@@ -31,8 +31,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import heading, machine, table
-from bench.cost import API_PAYLOAD_UNIT, PRICES, Driver, money, order
+from bench.cost import API_PAYLOAD_UNIT, PRICES, Driver, money
 from bench.metering import Meter
+from bench.payloads import order
 from hookrelay.functions import AUTHORIZER, BY_NAME, INGEST
 from tests.support.aws import moto_stack
 from tests.support.consumer import ScriptedConsumer

@@ -35,10 +35,8 @@ import itertools
 import json
 import math
 import os
-import random
 import sys
 import time
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -53,6 +51,7 @@ import boto3
 
 from bench.common import SECONDS_PER_MONTH, heading, machine, median, table
 from bench.metering import BENCH, EVENT_SOURCE, UNATTRIBUTED, ApiCall, Meter
+from bench.payloads import deflated_share, order
 from hookrelay.adapters import log_pages, schema
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
@@ -453,45 +452,6 @@ def request_bytes(received: Any) -> int:
     return line + sum(len(k) + len(v) + 4 for k, v in received.headers.items()) + 2 + len(received.body)
 
 
-def order(payload_bytes: int, number: int) -> dict[str, Any]:
-    """A representative webhook payload of about `payload_bytes` bytes of JSON, the same for the same `number`.
-
-    Its values are random, so it deflates as a real payload does (to about 0.55 of its size: `deflated_share`), and
-    the event's stored body is priced as such. Until 2026-12-05 this was a filler string, which deflated to a
-    twentieth of its size: each event's storage was priced about 470 bytes short (bench/storage.py shows both)."""
-    return order_document(payload_bytes, random.Random(number))
-
-
-def deflated_share(payload_bytes: int) -> float:
-    """How far `order`'s payload deflates (the event's stored body: adapters/dynamodb.event_item)."""
-    text = json.dumps(order(payload_bytes, 0)).encode()
-    return len(zlib.compress(text)) / len(text)
-
-
-def order_document(payload_bytes: int, rng: random.Random) -> dict[str, Any]:
-    """An order-shaped webhook payload of random values, grown with line items to about `payload_bytes` of JSON."""
-
-    def token(n: int) -> str:
-        return "".join(rng.choices("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", k=n))
-
-    document: dict[str, Any] = {
-        "object": "order",
-        "id": f"ord_{token(24)}",
-        "customer": {"id": f"cus_{token(14)}", "email": f"{token(8)}@{token(6)}.com", "name": token(12)},
-        "currency": "eur",
-        "amount_total": rng.randint(100, 10**6),
-        "status": "paid",
-        "created": rng.randint(1_700_000_000, 1_800_000_000),
-        "shipping": {"line1": f"{rng.randint(1, 999)} {token(10)} Street", "city": token(9), "postal_code": token(5)},
-        "items": [],
-    }
-    while len(json.dumps(document)) < payload_bytes - 60:
-        document["items"].append(
-            {"id": f"li_{token(20)}", "sku": token(10), "quantity": rng.randint(1, 9), "price": rng.randint(100, 9999)}
-        )
-    return document
-
-
 def run_scenario(
     scenario: Scenario,
     payload_bytes: int,
@@ -869,6 +829,20 @@ ENDPOINT_LATENCY_SECONDS = 0.2
 SUMMARY = "issue 12:"  # bench/run_all.py repeats these lines at the end of `make bench`
 
 
+def cost_summary(scenario: str, total: float) -> str:
+    """A scenario's line for the side-by-side summary (bench/cost_before_after.py reads it too)."""
+    verdict = "met" if total <= TARGETS[scenario] else "NOT met"
+    return (
+        f"{SUMMARY} cost, {scenario}: {money(total)} per million events, all in"
+        f" (target ≤ {money(TARGETS[scenario])}: {verdict})"
+    )
+
+
+def units_summary(wru: float) -> str:
+    verdict = "met" if wru <= WRU_TARGET else "NOT met"
+    return f"{SUMMARY} DynamoDB write units per event, happy path: {wru:.1f} (target ≤ {WRU_TARGET}: {verdict})"
+
+
 def init_seconds(runs: int) -> dict[str, float]:
     """Each function's handler import, median of fresh interpreters with bytecode (what the asset ships): the INIT
     phase Lambda bills at a cold start (clients are made on first use, inside the first invocation, timed there)."""
@@ -1039,15 +1013,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table([*columns, "delivery GB-s per delivery", latency], rows, align="lrrlrrr"))
     print()
     for name, (total, _) in totals.items():
-        verdict = "met" if total <= TARGETS[name] else "NOT met"
-        print(
-            f"{SUMMARY} cost, {name}: {money(total)} per million events, all in (target ≤ {money(TARGETS[name])}:"
-            f" {verdict})"
-        )
+        print(cost_summary(name, total))
     if "happy" in totals:
-        wru = totals["happy"][1]
-        verdict = "met" if wru <= WRU_TARGET else "NOT met"
-        print(f"{SUMMARY} DynamoDB write units per event, happy path: {wru:.1f} (target ≤ {WRU_TARGET}: {verdict})")
+        print(units_summary(totals["happy"][1]))
     print("\nPrices used:")
     for key, price in PRICES.items():
         print(f"- {key}: {usd(price.usd)} per {price.per:,.0f} {price.unit} ({price.source})")

@@ -41,8 +41,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import requests
 
 from bench.common import heading, machine, median, percentile, table
-from bench.cost import Driver, order
+from bench.cost import Driver
 from bench.metering import EVENT_SOURCE, Meter
+from bench.payloads import order
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.signing import signed_headers
 from hookrelay.functions import DELIVERY

@@ -26,6 +26,7 @@ SCRIPTS = (
     "isolation.py",
     "local_throughput.py",
     "cost.py",
+    "cost_before_after.py",
     "storage.py",
     "cold_start.py",
     "schema_validation.py",

@@ -3,7 +3,7 @@
     python bench/storage.py [--payload-bytes B] [--attempts N]
 
 What one event costs to store depends on how its body deflates, so the event is written twice: with an order-shaped
-JSON document of random values (what a webhook payload looks like, and the cost benchmark's: `bench.cost.order`),
+JSON document of random values (what a webhook payload looks like, and the cost benchmark's: `bench.payloads.order`),
 and with random base64 (incompressible: the worst case).
 Then one delivery goes through its writes: created, claimed and recorded, attempt after attempt, each failed
 attempt answered with a 1 KiB response body (the most of it the record keeps): how much a growing item costs.
@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import boto3
 
 from bench.common import heading, machine, table
-from bench.cost import order_document
 from bench.metering import Meter
+from bench.payloads import order_document
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable, EventTable
 from hookrelay.domain.classification import Outcome
