@@ -45,7 +45,6 @@ from hookrelay.adapters.schema import (
     RATE_LIMITS,
 )
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
-from hookrelay.domain.envelope import message_group_id
 from hookrelay.domain.lanes import message_key
 from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.domain.rate_limit import counter_shards
@@ -278,7 +277,7 @@ def slow_tail_write_units(groups: int) -> int:
     `groups` has a tail: the item, and per entry the group id, the message key and a byte of the map's. Read from
     the code's formats, not metered (the profile's scenarios have no slow endpoint)."""
     ulid = "0" * 26
-    group = message_group_id(f"ep_{ulid}", groups, None, f"evt_{ulid}").rpartition("#")[0] + f"#{groups - 1}"
+    group = f"ep_{ulid}#{groups - 1}"  # domain/envelope.message_group_id's form, at its longest slot
     entry = len(group) + len(message_key(f"dlv_{ulid}", 1)) + 1
     return math.ceil((ENDPOINT_ITEM_KIB * 1024 + groups * entry) / 1024)
 

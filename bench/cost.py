@@ -51,10 +51,13 @@ import boto3
 
 from bench.common import SECONDS_PER_MONTH, heading, machine, median, table
 from bench.metering import BENCH, EVENT_SOURCE, UNATTRIBUTED, ApiCall, Meter
-from bench.payloads import deflated_share, order
+from bench.payloads import order
 from hookrelay.adapters import log_pages, schema
+from hookrelay.adapters.dynamodb import DEFLATED_BODY, event_item
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
+from hookrelay.domain.clock import utcnow
+from hookrelay.domain.lifecycle import new_event
 from hookrelay.domain.rate_limit import DEFAULT_PER_KEY_PER_SECOND
 from hookrelay.domain.schedule import DEFAULT_SCHEDULE, RetrySchedule
 from hookrelay.functions import AUTHORIZER, BY_NAME, DELIVERY, INGEST, RECONCILER
@@ -827,6 +830,16 @@ WRU_TARGET = 4  # per event, on the happy path (issue 28)
 # once): a fast lane's invocation waits out its slowest answer once for its whole batch (handlers/delivery.py).
 ENDPOINT_LATENCY_SECONDS = 0.2
 SUMMARY = "issue 12:"  # bench/run_all.py repeats these lines at the end of `make bench`
+
+
+def deflated_share(payload_bytes: int) -> float:
+    """What share of `order`'s payload the event's stored body takes, as the events adapter stores it."""
+    event = new_event(
+        tenant_id="ten_bench", event_type="order.paid", data=order(payload_bytes, 0), now=utcnow(), horizon_seconds=60
+    )
+    item = event_item(event)
+    stored = bytes(item[DEFLATED_BODY]) if DEFLATED_BODY in item else item["body"].encode()
+    return len(stored) / len(event.body.encode())
 
 
 def cost_summary(scenario: str, total: float) -> str:

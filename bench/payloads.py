@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import json
 import random
-import zlib
 from typing import Any
 
 
 def order(payload_bytes: int, number: int) -> dict[str, Any]:
     """A representative webhook payload of about `payload_bytes` bytes of JSON, the same for the same `number`.
 
-    Its values are random, so it deflates as a real payload does (to about 0.55 of its size: `deflated_share`), and
-    the event's stored body is priced as such. Until 2026-12-05 the cost benchmark's was a filler string, which
-    deflated to a twentieth of its size: each event's storage was priced about 470 bytes short (bench/storage.py
-    shows both)."""
+    Its values are random, so it deflates as a real payload does (the event's stored body is about 0.6 of its body:
+    bench/cost.py's `deflated_share`), and is priced as such. Until 2026-12-05 the cost benchmark's was a filler
+    string, which deflated to a twentieth of its size: each event's storage was priced about 470 bytes short
+    (bench/storage.py shows both)."""
     return order_document(payload_bytes, random.Random(number))
 
 
@@ -44,9 +43,3 @@ def order_document(payload_bytes: int, rng: random.Random) -> dict[str, Any]:
             {"id": f"li_{token(20)}", "sku": token(10), "quantity": rng.randint(1, 9), "price": rng.randint(100, 9999)}
         )
     return document
-
-
-def deflated_share(payload_bytes: int) -> float:
-    """How far `order`'s payload deflates (the event's stored body: adapters/dynamodb.event_item)."""
-    text = json.dumps(order(payload_bytes, 0)).encode()
-    return len(zlib.compress(text)) / len(text)

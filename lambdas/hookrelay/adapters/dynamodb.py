@@ -362,7 +362,7 @@ _SEQUENCE_SPACE = "seq#"
 
 # An event's body is stored deflated when that makes it smaller: a webhook payload is JSON, which deflates to
 # a half or less, and a write is billed per KB of item (a 1 KiB payload: one write unit deflated, two as text).
-_DEFLATED_BODY = "body_z"
+DEFLATED_BODY = "body_z"
 
 
 ENDPOINT_COUNT = "endpoint_count"  # the tenant record's count of its live endpoints
@@ -456,15 +456,15 @@ def event_item(event: Event) -> dict[str, Any]:
     deflated = zlib.compress(text)
     if len(deflated) < len(text):
         del item["body"]
-        item[_DEFLATED_BODY] = deflated
+        item[DEFLATED_BODY] = deflated
     return item
 
 
 def event_of(item: dict[str, Any] | None) -> Event | None:
     """The event an item holds, whichever way its body is stored (items from before deflation hold text)."""
-    if item is not None and _DEFLATED_BODY in item:
+    if item is not None and DEFLATED_BODY in item:
         item = dict(item)
-        item["body"] = zlib.decompress(bytes(item.pop(_DEFLATED_BODY))).decode()
+        item["body"] = zlib.decompress(bytes(item.pop(DEFLATED_BODY))).decode()
     return from_item(Event, item)
 
 
