@@ -45,7 +45,7 @@ from hookrelay.adapters.schema import (
     RATE_LIMITS,
 )
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
-from hookrelay.domain.lanes import message_key
+from hookrelay.domain.lanes import MAX_IN_FLIGHT, tail_mark
 from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
 from hookrelay.domain.rate_limit import counter_shards
 from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS
@@ -264,22 +264,29 @@ SLOW_AFTER_MS = 1_000.0
 # The slowest of a fast batch's answers against a typical one: a batch lasts as long as its slowest endpoint. Two:
 # the slowest of ten answers spread evenly up to twice the typical (the simulation draws them so).
 BATCH_SLOWEST = 2.0
-# An endpoint's item is read per message, consistently (services/delivery.py, EndpointTable.get): one read unit
-# (the item is under 4 KB); ingest queries the tenant's endpoints per event, eventually consistent (half a unit per
-# 4 KB; an endpoint's item is about 1 KB). Reads are not metered by the profile: these are the code's, by reading it.
-ENDPOINT_READ_UNITS_PER_MESSAGE = 1.0
+# An endpoint's item is read per message, consistently (services/delivery.py, EndpointTable.get): a read unit per
+# 4 KB (`endpoint_read_units`: the item, about 1 KB, and a slow one's marks); ingest queries the tenant's endpoints
+# per event, eventually consistent (half a unit per 4 KB). Reads are not metered by the profile: these are the
+# code's, by reading it.
 ENDPOINT_ITEM_KIB = 1.0
 
 
-def slow_tail_write_units(groups: int) -> int:
-    """One forward to the slow lane rewrites the endpoint's item (domain/lanes.py: `slow_tails`, a map of each
-    message group with a message there to the last one forwarded), as DynamoDB sizes it when every one of its
-    `groups` has a tail: the item, and per entry the group id, the message key and a byte of the map's. Read from
-    the code's formats, not metered (the profile's scenarios have no slow endpoint)."""
-    ulid = "0" * 26
-    group = f"ep_{ulid}#{groups - 1}"  # domain/envelope.message_group_id's form, at its longest slot
-    entry = len(group) + len(message_key(f"dlv_{ulid}", 1)) + 1
-    return math.ceil((ENDPOINT_ITEM_KIB * 1024 + groups * entry) / 1024)
+# A slow endpoint's message is named in its group's tail when forwarded and deleted from it when settled
+# (domain/lanes.py, adapters/slow_tails.py): two writes of a small item (under 1 KB) of its own, keyed by the group.
+SLOW_TAIL_WRITES_PER_MESSAGE = 2
+
+
+def tail_marks_bytes(groups: int) -> int:
+    """What the marks of `groups` groups with a tail add to their endpoint's item (`Endpoint.tail_marks`, a string
+    set: each member its length), as `lanes.tail_mark` writes them for groups of domain/envelope.message_group_id's
+    form (`endpoint#slot`). Read from the code, not metered (the profile's scenarios have no slow endpoint)."""
+    endpoint_id = "ep_" + "0" * 26
+    return sum(len(tail_mark(endpoint_id, f"{endpoint_id}#{slot}")) for slot in range(groups))
+
+
+def endpoint_read_units(groups_marked: int) -> float:
+    """A consistent read of an endpoint's item with `groups_marked` marks: one unit per 4 KB."""
+    return float(math.ceil((ENDPOINT_ITEM_KIB * 1024 + tail_marks_bytes(groups_marked)) / 4096))
 
 
 @dataclass(frozen=True)
@@ -549,9 +556,18 @@ def assess(
     hot = _hot_partitions(profile, w, d, writes, counted_limit(key_rps, q["api_key_rate"].limit))
     log_hot = [h for h in hot if h[0] in LOG_SHARDED]
     own_hot = [h for h in hot if h[0] not in LOG_SHARDED]
-    endpoint_reads = busiest_endpoint * ENDPOINT_READ_UNITS_PER_MESSAGE + list_reads(
+    # Each of the busiest endpoint's messages holds its message group for its batch's whole invocation: the groups it
+    # needs, at least one, at most its max_in_flight.
+    endpoint_in_flight = busiest_endpoint * delivery.fast_seconds
+    groups = max(1, min(int(q["endpoint_groups"].limit), math.ceil(endpoint_in_flight)))
+    # With slow endpoints in the workload, the busiest counted among them (the worst for its items): every group
+    # marked on its item, which every message reads; each message named in its group's tail and deleted from it
+    # (runs of one: a batch's consecutive messages of one group share a tail write, how many is SQS's to say).
+    slow = w.slow_share > 0
+    endpoint_reads = busiest_endpoint * endpoint_read_units(groups if slow else 0) + list_reads(
         key_rps, concurrency.get("ingest", 0.0)
     ) * 0.5 * math.ceil(w.fanout * ENDPOINT_ITEM_KIB / 4) / max(1, w.fanout)  # each query reads every endpoint
+    slow_tail_writes = busiest_endpoint * SLOW_TAIL_WRITES_PER_MESSAGE / groups if slow else 0.0
 
     sqs_fifo = {k: v for k, v in calls.items() if k.startswith("sqs:") and k.endswith(":fifo")}
     busiest_sqs = max(sqs_fifo.items(), key=lambda kv: _per_queue(kv, delivery), default=("sqs", 0.0))
@@ -560,13 +576,6 @@ def assess(
     send_task = outages_per_second * sum(
         per_outage(profile, k) for k in _keys(profile, "calls") if k.startswith("stepfunctions:SendTask")
     )
-    # Each of the busiest endpoint's messages holds its message group for its batch's whole invocation.
-    endpoint_in_flight = busiest_endpoint * delivery.fast_seconds
-    # With slow endpoints in the workload, the busiest counted among them (the worst for its item): each message
-    # that arrives is forwarded, and each forward rewrites the item with every group's tail (runs of one: a batch's
-    # consecutive messages of one group share a write, and how many there are is SQS's to say).
-    groups = int(q["endpoint_groups"].limit)
-    slow_tail_writes = busiest_endpoint * slow_tail_write_units(groups) if w.slow_share > 0 else 0.0
 
     demands = [
         Demand(q["apigw_account_rps"], api_rps),
@@ -607,7 +616,7 @@ def assess(
         Demand(
             q["dynamodb_partition_wcu"],
             slow_tail_writes,
-            "the busiest endpoint's item while it is slow: each forward rewrites its slow-lane tails",
+            "the busiest endpoint's hottest slow-lane tail while it is slow (an item per message group)",
             ENDPOINT,
             "endpoint_slow_tails",
         ),
@@ -756,7 +765,8 @@ class Sizing:
 
 def size(w: Workload, profile: dict[str, Any], quotas: dict[str, Quota] | None = None) -> Sizing:
     """The settings that leave the workload a quarter of headroom on every limit of the stack's own: the fewest
-    queue shards that keep each event source under AWS's most, the fewest log shards that keep each log index
+    queue shards that keep each event source under AWS's most and each queue under its API calls a second, the
+    fewest log shards that keep each log index
     partition under its write units; and the AWS quotas that then need raising."""
     q = quotas or all_quotas()
     base = code_deployment()
@@ -764,9 +774,13 @@ def size(w: Workload, profile: dict[str, Any], quotas: dict[str, Quota] | None =
     wcu = q["dynamodb_partition_wcu"].limit
     log_shards = max(base.log_shards, math.ceil(log_index_wcu(profile, w) * HEADROOM / wcu))
     deployment = Deployment(base.queue_shards, source_cap, log_shards, base.fast_batch)
+    sqs_cap = q["sqs_fifo_ht_tps"].limit
     for shards in range(base.queue_shards, MAX_QUEUE_SHARDS + 1):
         deployment = replace(deployment, queue_shards=shards)
-        if lanes(profile, w, deployment, q["endpoint_groups"].limit).busiest_source * HEADROOM <= source_cap:
+        if (
+            lanes(profile, w, deployment, q["endpoint_groups"].limit).busiest_source * HEADROOM <= source_cap
+            and assess(w, profile, q, deployment).demand("sqs_fifo_ht_tps").demand * HEADROOM <= sqs_cap
+        ):
             break
     unsized = assess(w, profile, q, deployment)
     settings = {key: sized_setting(unsized.demand(key).demand) for key in SIZED}
@@ -807,9 +821,9 @@ BEYOND: dict[str, str] = {
     "delivery_max_concurrency": "Raise delivery_max_concurrency (at most 1,000 an event source); past that, more"
     " delivery queue shards (delivery_shards): the cap is shards x 2 lanes x 1,000, and an endpoint is on one"
     " shard, so the busiest endpoint's own fast-lane concurrency must fit one event source.",
-    "endpoint_groups": "One endpoint's own limit: raise its max_in_flight (at most 50); past 50 in flight to one"
-    " endpoint its deliveries wait (the rest go on). A design change lifts it: the slow-lane tails off the"
-    " endpoint's item (docs/architecture.md, why max_in_flight stops at 50).",
+    "endpoint_groups": f"One endpoint's own limit: raise its max_in_flight (at most {MAX_IN_FLIGHT:,}); past that"
+    " many in flight to one endpoint its deliveries wait (the rest go on). Every delivery reads the endpoint's item,"
+    " which carries a slow endpoint's group marks: more groups would take its reads past one unit each.",
     "sqs_fifo_ht_tps": "Receives and deletes carry a batch each; past 70,000 calls/s on one queue, more queue shards.",
     "dynamodb_table_wru": "A table-level on-demand quota increase; fewer write units per delivery (issue 12).",
     "dynamodb_partition_wcu": "Raise log_shards (the log indexes' write shards): shards >= the largest owner's index"
@@ -822,10 +836,9 @@ BEYOND: dict[str, str] = {
     "dynamodb_partition_rcu": "One endpoint's own: its item is read per message (consistently), and by ingest's"
     " query of the tenant's endpoints once per container and ENDPOINT_LIST_SECONDS (services/endpoint_lists.py);"
     " past 3,000 RCU/s its deliveries are throttled. A design change: read it once per batch of messages.",
-    "endpoint_slow_tails": "One endpoint's own: while it is slow each of its messages is forwarded to the slow lane,"
-    " and each forward rewrites its item with its groups' tails (docs/architecture.md, why max_in_flight stops at"
-    " 50); past 1,000 WCU/s its forwards are throttled and its messages wait in the fast lane. A design change:"
-    " the tails in items of their own, one per group.",
+    "endpoint_slow_tails": "One endpoint's own: while it is slow each of its messages is named in its group's tail"
+    " and deleted from it (an item per group, adapters/slow_tails.py); past 1,000 WCU/s on one group's tail its"
+    " forwards are throttled and its messages wait in the fast lane. More groups (max_in_flight) spread them.",
     "sfn_start_execution": "The circuit already keeps executions per outage, not per event; a quota increase.",
     "sfn_state_transitions": "A quota increase; Express workflows for short retry schedules.",
     "sfn_send_task": "A quota increase.",
@@ -923,7 +936,8 @@ def settings_table(profile: dict[str, Any]) -> str:
                 f"{s['delivery_max_concurrency']:,}",
                 f"{d.log_shards}" + (" **(over the cap)**" if d.log_shards > MAX_LOG_SHARDS else ""),
                 f"{math.ceil(demands['lambda_concurrency'] * HEADROOM):,}",
-                f"{in_flight:,}" + (" (over 50: that endpoint lags)" if in_flight > max_in_flight else ""),
+                f"{in_flight:,}"
+                + (f" (over {max_in_flight:,.0f}: that endpoint lags)" if in_flight > max_in_flight else ""),
             ]
         )
     return table(
@@ -1037,7 +1051,8 @@ def assumptions(profile: dict[str, Any]) -> str:
         f" delivery_shards ({d.queue_shards} by default) queue shards has both, each lane its own event source and"
         " maximum concurrency, and an endpoint is on one shard (the busiest shard carries the largest tenant's"
         f" busiest endpoint). The log's index partitions: over log_shards ({d.log_shards} in the stage file). An"
-        f" endpoint's item: {ENDPOINT_READ_UNITS_PER_MESSAGE:g} read unit per message and ingest's query of the"
+        f" endpoint's item: {endpoint_read_units(0):g} read unit per message (a slow one's with its groups' marks,"
+        " `endpoint_read_units`) and ingest's query of the"
         f" tenant's endpoints, once per container and {ENDPOINT_LIST_SECONDS:g} s (`list_reads`; read from the code,"
         f" not metered). Cost: the cost benchmark's per-event bill ({measured}), linear in"
         f" fan-out and failing share (an outage's fixed costs, its workflows, spread over the"

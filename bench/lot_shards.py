@@ -35,6 +35,7 @@ from hookrelay.adapters import schema
 from hookrelay.adapters.circuit import DynamoParkingLot
 from hookrelay.domain.circuit import drain_window, park_order
 from hookrelay.domain.envelope import message_group_id
+from hookrelay.domain.lanes import MAX_IN_FLIGHT
 from tests.support.builders import TENANT, a_delivery, at
 from tests.support.stores import dynamodb_stores
 
@@ -98,7 +99,9 @@ def outage(lot: DynamoParkingLot, stores_put: object, parked: int, groups: int, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--parked", type=int, default=2_000, help="deliveries parked behind the endpoint's circuit")
-    parser.add_argument("--groups", type=int, default=50, help="its message groups (max_in_flight; 50 at most)")
+    parser.add_argument(
+        "--groups", type=int, default=50, help=f"its message groups (max_in_flight; {MAX_IN_FLIGHT:,} at most)"
+    )
     args = parser.parse_args(argv)
     rows = []
     for how, shards in (("one partition per endpoint (before)", 1), ("by message group (now)", schema.LOT_SHARDS)):

@@ -295,7 +295,7 @@ def stack_limits() -> list[Quota]:
             max_in_flight,
             "deliveries in flight",
             "lambdas/hookrelay/handlers/schemas.py (MaxInFlight)",
-            "PATCH the endpoint's max_in_flight; past 50, a design change (per-endpoint shards)",
+            f"PATCH the endpoint's max_in_flight; past {max_in_flight:,.0f}, a design change (per-endpoint shards)",
         ),
     ]
 

@@ -24,8 +24,8 @@ from hookrelay.functions import Function, QueueTrigger, TableAccess
 
 _READS = ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query")
 # The DynamoDB actions each access mode allows. BatchWriteItem is its own action (IAM cannot tell its puts from
-# its deletes); only the READ_WRITE modes have DeleteItem: records are kept, only idempotency records, parking-lot
-# entries and catalogue types are deleted.
+# its deletes); only the READ_WRITE modes and KEYED_PUT_DELETE have DeleteItem: records are kept, only idempotency
+# records, parking-lot entries, catalogue types and the slow lane's tails are deleted.
 TABLE_ACTIONS: Mapping[TableAccess, tuple[str, ...]] = {
     TableAccess.LOOKUP: ("dynamodb:GetItem",),
     TableAccess.READ: _READS,
@@ -34,6 +34,7 @@ TABLE_ACTIONS: Mapping[TableAccess, tuple[str, ...]] = {
     TableAccess.READ_REWRITE: (*_READS, "dynamodb:PutItem", "dynamodb:UpdateItem"),
     TableAccess.READ_BATCH_WRITE: (*_READS, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"),
     TableAccess.READ_WRITE: (*_READS, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"),
+    TableAccess.KEYED_PUT_DELETE: ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"),
     TableAccess.READ_BATCH_WRITE_DELETE: (
         *_READS,
         "dynamodb:PutItem",

@@ -48,6 +48,7 @@ class TableAccess(Enum):
     READ_BATCH_WRITE = "read_batch_write"  # READ_REWRITE and BatchWriteItem: records written many at a time
     READ_WRITE = "read_write"  # read, write and delete items
     READ_BATCH_WRITE_DELETE = "read_batch_write_delete"  # READ_WRITE and BatchWriteItem
+    KEYED_PUT_DELETE = "keyed_put_delete"  # GetItem, PutItem and DeleteItem: items by their key, no query or update
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,8 @@ DELIVERY = Function(
             schema.MAILBOXES: TableAccess.READ_REWRITE,  # poll endpoints' deliveries posted (domain/mailbox.py)
             # A rate-limited endpoint's next send slot (domain/pacing.py): conditional updates of one item each.
             schema.RATE_LIMITS: TableAccess.READ_UPDATE,
+            # The slow lane's tails (domain/lanes.py): put around each forward, deleted when settled.
+            schema.SLOW_TAILS: TableAccess.KEYED_PUT_DELETE,
         },
         sends_to=(schema.DELIVERY_QUEUE,),  # the drain's releases
         starts_retries=True,

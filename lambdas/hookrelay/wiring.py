@@ -377,6 +377,7 @@ def delivery_service() -> DeliveryService:
     from hookrelay.adapters.http_sender import RequestsSender
     from hookrelay.adapters.mailbox import DynamoMailbox
     from hookrelay.adapters.oauth2 import CachedTokens
+    from hookrelay.adapters.slow_tails import SlowTailTable
     from hookrelay.adapters.sqs import SqsDeliveryQueue
     from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
     from hookrelay.domain.lanes import DEFAULT_SLOW_LANE_AFTER_MS
@@ -413,10 +414,14 @@ def delivery_service() -> DeliveryService:
         # The delivery function holds the rate-limit table (functions.DELIVERY); the sweeper, whose circuit service
         # builds this one but never makes an attempt with it, does not.
         pacing=_pacing() if schema.RATE_LIMITS.env_var in os.environ else None,
+        # The delivery function holds the tails (functions.DELIVERY); the sweeper, which makes no attempt, does not.
         lanes=Lanes(
             queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
+            tails=SlowTailTable(_table(schema.SLOW_TAILS)),
             slow_after_ms=int(os.environ.get(schema.SLOW_LANE_AFTER_MS, DEFAULT_SLOW_LANE_AFTER_MS)),
-        ),
+        )
+        if schema.SLOW_TAILS.env_var in os.environ
+        else None,
     )
 
 

@@ -154,11 +154,13 @@ def test_only_idempotency_records_and_parking_lot_entries_are_deleted(synthesize
     record of a request that failed, a parked delivery's lot entry goes when it leaves the lot, and ingest's batch
     writes carry the write grant as a whole. (An admin's DELETE of an event type removes a definition from the
     catalogue, which no record refers to; a poll endpoint's mailbox entry goes when its consumer acknowledges it,
-    its delivery recorded delivered first.)"""
+    its delivery recorded delivered first; a slow-lane tail goes when the delivery function settles the message it
+    names, whose attempt is recorded first.)"""
     idempotency = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Idempotency")
     lot = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ParkingLot")
     catalogue = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/EventTypes")
     mailboxes = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Mailboxes")
+    tails = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/SlowTails")
     for name in ACCESS:
         if name == "ingest":
             continue
@@ -166,4 +168,5 @@ def test_only_idempotency_records_and_parking_lot_entries_are_deleted(synthesize
         for statement in statements:
             if "dynamodb:DeleteItem" in as_list(statement["Action"]):
                 deletable = {idempotency, lot} | ({catalogue, mailboxes} if name == "api" else set())
+                deletable |= {tails} if name == "delivery" else set()
                 assert {table_of(r) for r in as_list(statement["Resource"])} <= deletable, name

@@ -17,6 +17,7 @@ import pytest
 from hookrelay import wiring
 from hookrelay.adapters.dynamodb import DeliveryTable, EndpointTable
 from hookrelay.adapters.schema import SQS_MAX_BATCH
+from hookrelay.adapters.slow_tails import SlowTailTable
 from hookrelay.adapters.sqs import SqsDeliveryQueue
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.models import Endpoint
@@ -107,6 +108,12 @@ def endpoint_of(tenant_id: str, endpoint_id: str) -> Endpoint:
     return found
 
 
+def tails_of(endpoint_id: str) -> dict[str, str]:
+    """The endpoint's groups' tails in the slow-tails table (a test's scan: nothing in the platform scans it)."""
+    items = boto3.resource("dynamodb").Table(os.environ["SLOW_TAILS_TABLE"]).scan()["Items"]
+    return {item["group_id"]: item["tail"] for item in items if item["group_id"].startswith(f"{endpoint_id}#")}
+
+
 def deliveries() -> DeliveryTable:
     return DeliveryTable(boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]))
 
@@ -187,7 +194,7 @@ def test_an_endpoint_s_move_to_the_slow_lane_and_back_loses_duplicates_and_reord
     with as_function("delivery"):  # a threshold the tests' 2 s attempt timeout leaves room above
         service = wiring.delivery_service()
         assert service.lanes is not None
-        service.lanes = Lanes(queue=service.lanes.queue, slow_after_ms=300)
+        service.lanes = Lanes(queue=service.lanes.queue, tails=service.lanes.tails, slow_after_ms=300)
     # Quick, then slow (to the slow lane), slow again there, then quick (back to the fast lane).
     consumer.queue([Reply(200)] * 3 + [Reply(200, delay=0.5)] * 2)
     consumer.default = Reply(200)
@@ -197,7 +204,7 @@ def test_an_endpoint_s_move_to_the_slow_lane_and_back_loses_duplicates_and_reord
         wait_until(lambda: endpoint_of(tenant_id, endpoint_id).lane is DeliveryLane.SLOW, "the move to the slow lane")
         events += [publish(platform, producer, tenant_id, n)["event_id"] for n in range(8, 14)]
         wait_until(lambda: len(consumer.received) >= len(events), "every event to be delivered")
-        wait_until(lambda: endpoint_of(tenant_id, endpoint_id).slow_tails == {}, "the slow lane to be settled")
+        wait_until(lambda: tails_of(endpoint_id) == {}, "the slow lane to be settled")
 
     received = [request.headers["webhook-id"] for request in consumer.received]
     assert received == events  # each once, in the order they were published
@@ -266,17 +273,17 @@ def test_a_slow_endpoint_s_messages_in_one_batch_are_forwarded_in_order_with_one
     delivery_ids = [publish(platform, producer, tenant_id, n)["delivery_ids"][0] for n in range(5)]
     tails: list[str] = []
     sends: list[int] = []
-    set_slow_tail, send = EndpointTable.set_slow_tail, SqsDeliveryQueue._send
+    name, send = SlowTailTable.name, SqsDeliveryQueue._send
 
-    def recorded_tail(self: EndpointTable, tenant: str, endpoint: str, group: str, key: str) -> None:
+    def recorded_tail(self: SlowTailTable, group: str, key: str) -> None:
         tails.append(key)
-        set_slow_tail(self, tenant, endpoint, group, key)
+        name(self, group, key)
 
     def recorded_send(self: SqsDeliveryQueue, url: str, messages: Any, carried: Any) -> None:
         sends.append(len(messages))
         send(self, url, messages, carried)
 
-    monkeypatch.setattr(EndpointTable, "set_slow_tail", recorded_tail)
+    monkeypatch.setattr(SlowTailTable, "name", recorded_tail)
     monkeypatch.setattr(SqsDeliveryQueue, "_send", recorded_send)
     urls = delivery_queue_urls(platform.env)
     shard = endpoint_of(tenant_id, endpoint_id).queue_shard
@@ -293,26 +300,66 @@ def test_a_slow_endpoint_s_messages_in_one_batch_are_forwarded_in_order_with_one
     assert message_count(platform, urls.url(shard)) == 0
 
 
-def test_the_capacity_model_prices_a_forward_to_an_endpoint_whose_every_group_has_a_tail(platform: Platform) -> None:
-    """bench/capacity.py's `slow_tail_write_units` (read from the code's formats) against a forward metered on moto:
-    the tail written to an endpoint of 50 groups, each with a message in the slow lane. The model may round the
-    endpoint's own item up (it takes it as 1 KiB), never down."""
-    from bench.capacity import slow_tail_write_units
+def test_a_forward_to_an_endpoint_whose_every_group_has_a_tail_writes_its_tail_and_not_the_endpoint(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """What bench/capacity.py models (SLOW_TAIL_WRITES_PER_MESSAGE, `endpoint_read_units`), metered on moto through
+    the real handler: an endpoint at its most groups, every one marked, reads in one unit; a forward of its message
+    writes one unit, its group's tail, and nothing of the endpoint's item; the slow lane's settle, one more."""
+    from bench.capacity import SLOW_TAIL_WRITES_PER_MESSAGE, endpoint_read_units
     from bench.metering import Meter
-    from hookrelay.domain import ids
-    from hookrelay.domain.lanes import message_key
+    from hookrelay.domain.lanes import MAX_IN_FLIGHT, tail_mark
 
-    groups = 50
     tenant_id, token = platform.new_tenant()
-    endpoint_id = platform.new_endpoint(token, "https://example.com/hooks", max_in_flight=groups)["id"]
+    endpoint_id = platform.new_endpoint(token, consumer.url, max_in_flight=MAX_IN_FLIGHT)["id"]
     endpoints = EndpointTable(boto3.resource("dynamodb").Table(os.environ["ENDPOINTS_TABLE"]))
-    for slot in range(groups - 1):
-        endpoints.set_slow_tail(tenant_id, endpoint_id, f"{endpoint_id}#{slot}", message_key(ids.delivery_id(), 1))
+    for slot in range(MAX_IN_FLIGHT):  # domain/envelope.message_group_id's form
+        endpoints.mark_slow_tail(tenant_id, endpoint_id, tail_mark(endpoint_id, f"{endpoint_id}#{slot}"))
+    assert endpoints.switch_lane(tenant_id, endpoint_id, DeliveryLane.SLOW)
+    producer = platform.new_key("producer")
+    [delivery_id] = publish(platform, producer, tenant_id)["delivery_ids"]
+    urls = delivery_queue_urls(platform.env)
+    shard = endpoint_of(tenant_id, endpoint_id).queue_shard
+    tables = {os.environ["ENDPOINTS_TABLE"]: "endpoints", os.environ["SLOW_TAILS_TABLE"]: "tails"}
+
     meter = Meter()
     with meter.installed(capture_stdout=False), meter.recorded():
-        endpoints.set_slow_tail(
-            tenant_id, endpoint_id, f"{endpoint_id}#{groups - 1}", message_key(ids.delivery_id(), 1)
-        )
-    measured = sum(call.write_units for call in meter.calls)
-    assert measured > 1  # the tails, not the item alone, make the write
-    assert measured <= slow_tail_write_units(groups) <= measured + 1
+        assert poll_once(platform.sqs, urls.url(shard)) == 1  # the fast lane forwards it
+    forwarded = [c for c in meter.calls if c.service == "dynamodb" and c.table in tables]
+    assert {tables[c.table]: c.write_units for c in forwarded if c.write_units} == {"tails": 1}
+    [endpoint_read] = [c.read_units for c in forwarded if tables[c.table] == "endpoints"]
+    assert endpoint_read == endpoint_read_units(MAX_IN_FLIGHT) == 1
+
+    meter = Meter()
+    with meter.installed(capture_stdout=False), meter.recorded():
+        assert poll_once(platform.sqs, urls.url(shard, DeliveryLane.SLOW)) == 1  # attempted, its tail deleted
+    settled = [c for c in meter.calls if c.service == "dynamodb" and tables.get(c.table) == "tails"]
+    assert sum(c.write_units for c in settled) == SLOW_TAIL_WRITES_PER_MESSAGE - 1
+    assert deliveries().get(delivery_id).status is DeliveryStatus.DELIVERED  # type: ignore[union-attr]
+    assert tails_of(endpoint_id) == {}
+
+
+def test_a_tail_an_endpoint_kept_in_its_own_item_before_the_upgrade_still_holds_its_group_and_is_cleared(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """An endpoint stored by a version that kept its tails in a map on its item: the map's group is still forwarded
+    behind it, and the map's entry is cleared when its message settles in the slow lane."""
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url, max_in_flight=1)["id"]
+    producer = platform.new_key("producer")
+    [delivery_id] = publish(platform, producer, tenant_id)["delivery_ids"]
+    group = f"{endpoint_id}#0"  # max_in_flight 1: the endpoint's one group
+    boto3.resource("dynamodb").Table(os.environ["ENDPOINTS_TABLE"]).update_item(  # as that version wrote it
+        Key={"tenant_id": tenant_id, "id": endpoint_id},
+        UpdateExpression="SET slow_tails = :tails",
+        ExpressionAttributeValues={":tails": {group: f"{delivery_id}#1"}},
+    )
+    urls = delivery_queue_urls(platform.env)
+    shard = endpoint_of(tenant_id, endpoint_id).queue_shard
+
+    assert poll_once(platform.sqs, urls.url(shard)) == 1  # the endpoint is fast, but its group waits on the map
+    assert consumer.received == [] and tails_of(endpoint_id) == {group: f"{delivery_id}#1"}
+    assert poll_once(platform.sqs, urls.url(shard, DeliveryLane.SLOW)) == 1
+
+    assert len(consumer.received) == 1
+    assert endpoint_of(tenant_id, endpoint_id).slow_tails == {} and tails_of(endpoint_id) == {}

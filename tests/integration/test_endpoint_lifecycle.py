@@ -13,6 +13,7 @@ from standardwebhooks.webhooks import WebhookVerificationError
 from hookrelay import wiring
 from hookrelay.adapters import schema
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339, utcnow
+from hookrelay.domain.lanes import MAX_IN_FLIGHT
 from hookrelay.domain.models import Endpoint
 from hookrelay.domain.status import DeliveryStatus
 from local.sqs_source import poll_once
@@ -105,7 +106,7 @@ def test_patch_changes_only_what_is_given_and_never_shows_the_secret(platform: P
         ({"event_types": []}, 422),
         ({"event_types": ["not a type!"]}, 422),
         ({"max_in_flight": 0}, 422),
-        ({"max_in_flight": 51}, 422),
+        ({"max_in_flight": MAX_IN_FLIGHT + 1}, 422),
         ({"max_in_flight": None}, 422),
         ({"secret": "whsec_mine"}, 422),  # not a field: secrets change only by rotation
         (b"{not json", 400),
@@ -127,14 +128,15 @@ def test_a_new_max_in_flight_sets_the_message_groups_of_new_deliveries_only(plat
     endpoint = tenant.endpoint("http://127.0.0.1:9/a", max_in_flight=1)
     [before] = tenant.publish(ordering_key="k-0")["delivery_ids"]
 
-    assert tenant.call("PATCH", f"/v1/endpoints/{endpoint['id']}", {"max_in_flight": 50}).json()["max_in_flight"] == 50
+    patched = tenant.call("PATCH", f"/v1/endpoints/{endpoint['id']}", {"max_in_flight": MAX_IN_FLIGHT}).json()
+    assert patched["max_in_flight"] == MAX_IN_FLIGHT
     ingest_reads_endpoints_again()  # the change applies to the events ingest accepts once its kept list expired
     after = [tenant.publish(ordering_key=f"k-{i}")["delivery_ids"][0] for i in range(12)]
 
     log = wiring.delivery_log_service().deliveries
     assert log.get(before).message_group_id == f"{endpoint['id']}#0"  # queued before: keeps its group
     slots = {int(log.get(d).message_group_id.rsplit("#", 1)[1]) for d in after}
-    assert len(slots) > 1 and slots <= set(range(50))
+    assert len(slots) > 1 and slots <= set(range(MAX_IN_FLIGHT))
 
 
 # --- disable and enable ---

@@ -191,6 +191,25 @@ class FakeDeliveries:
         return True
 
 
+class FakeSlowTails:
+    """The slow lane's tails (adapters/slow_tails.py), a dict."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, str] = {}
+
+    def tail(self, group: str) -> str | None:
+        return self.items.get(group)
+
+    def name(self, group: str, key: str) -> None:
+        self.items[group] = key
+
+    def clear(self, group: str, key: str) -> bool:
+        if self.items.get(group) != key:
+            return False
+        del self.items[group]
+        return True
+
+
 class FakeEndpoints:
     def __init__(self, *endpoints: Endpoint) -> None:
         self.items = {(e.tenant_id, e.id): e for e in endpoints}
@@ -263,11 +282,15 @@ class FakeEndpoints:
         self._update(current, lane=to)
         return True
 
-    def set_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> None:
+    def mark_slow_tail(self, tenant_id: str, endpoint_id: str, mark: str) -> None:
         current = self.items[(tenant_id, endpoint_id)]
-        self._update(current, slow_tails={**current.slow_tails, group: key})
+        self._update(current, tail_marks=current.tail_marks | {mark})
 
-    def clear_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> bool:
+    def unmark_slow_tail(self, tenant_id: str, endpoint_id: str, mark: str) -> None:
+        current = self.items[(tenant_id, endpoint_id)]
+        self._update(current, tail_marks=current.tail_marks - {mark})
+
+    def clear_legacy_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> bool:
         current = self.items.get((tenant_id, endpoint_id))
         if current is None or current.slow_tails.get(group) != key:
             return False

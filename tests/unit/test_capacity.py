@@ -14,6 +14,7 @@ from bench.capacity import (
     ENDPOINT,
     HEADROOM,
     RATE_COUNTERS,
+    SLOW_TAIL_WRITES_PER_MESSAGE,
     Deployment,
     Workload,
     assess,
@@ -21,14 +22,16 @@ from bench.capacity import (
     counted_limit,
     docs,
     drifted,
+    endpoint_read_units,
     lanes,
     list_reads,
     load_profile,
     size,
-    slow_tail_write_units,
+    tail_marks_bytes,
 )
 from bench.quotas import all_quotas, stage_context
 from bench.simulation import compare
+from hookrelay.domain.lanes import MAX_IN_FLIGHT
 from hookrelay.domain.rate_limit import REQUESTS_PER_COUNTER, counter_shards
 from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS
 
@@ -253,13 +256,23 @@ def test_a_tenants_list_reads_are_bounded_by_ingests_containers_not_its_requests
     assert 4_500 / ENDPOINT_LIST_SECONDS * 0.9 < busy < 4_500 / ENDPOINT_LIST_SECONDS
 
 
-def test_a_slow_busiest_endpoint_rewrites_its_item_with_its_tails_for_every_message(profile: dict) -> None:
-    """With slow endpoints in the workload, the busiest is counted among them: each of its messages is a forward,
-    a write of its item with every group's tail. None without (tests/integration/test_delivery_lanes.py meters the
-    write's units on moto)."""
+def test_a_slow_busiest_endpoint_s_messages_write_their_groups_tails_not_its_item(profile: dict) -> None:
+    """With slow endpoints in the workload, the busiest is counted among them: each of its messages is named in its
+    group's tail and deleted from it, the writes spread over its groups; its item, read by every message, carries
+    every group's mark. None of it without (tests/integration/test_delivery_lanes.py meters a forward on moto)."""
     fast = assess(Workload(100_000, largest_tenant_share=0.5, busiest_endpoint_share=0.02), profile)
     slow = assess(Workload(100_000, largest_tenant_share=0.5, busiest_endpoint_share=0.02, slow_share=0.01), profile)
     assert fast.demand("endpoint_slow_tails").demand == 0
+    in_flight = slow.demand("endpoint_groups").demand
+    groups = math.ceil(in_flight)
     tails = slow.demand("endpoint_slow_tails")
-    assert tails.demand == pytest.approx(1_000 * slow_tail_write_units(50))  # its 1,000 deliveries a second
-    assert tails.scope == ENDPOINT and tails.utilisation > 1  # only that endpoint's work waits
+    assert tails.demand == pytest.approx(1_000 * SLOW_TAIL_WRITES_PER_MESSAGE / groups)  # 1,000 deliveries a second
+    assert tails.scope == ENDPOINT and tails.utilisation < 0.01
+    assert slow.demand("dynamodb_partition_rcu").demand - fast.demand("dynamodb_partition_rcu").demand == (
+        pytest.approx(1_000 * (endpoint_read_units(groups) - endpoint_read_units(0)))
+    )
+
+
+def test_an_endpoint_s_marks_at_its_most_groups_keep_its_item_within_one_read_unit() -> None:
+    assert tail_marks_bytes(MAX_IN_FLIGHT) == 2_890  # slots 0 to 999
+    assert endpoint_read_units(MAX_IN_FLIGHT) == endpoint_read_units(0) == 1

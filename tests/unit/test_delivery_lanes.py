@@ -15,9 +15,10 @@ from hookrelay.domain.classification import FailureKind
 from hookrelay.domain.lanes import message_key, quickens, slows
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeliveryStatus
-from hookrelay.services.delivery import DELIVERIES_FORWARDED, LANE_QUICKENED, LANE_SLOWED, Lanes
+from hookrelay.services.delivery import DELIVERIES_FORWARDED, LANE_ERRORS, LANE_QUICKENED, LANE_SLOWED, Lanes
 from hookrelay.services.ports import DeliveryMessage, SendResult
 from tests.support.delivery_world import OK, TIMEOUT, World, make_world
+from tests.support.fakes import FakeSlowTails
 
 THRESHOLD_MS = 1000
 SLOW = SendResult(200, 1500)
@@ -40,7 +41,7 @@ class RecordingQueue:
 @pytest.fixture
 def world() -> World:
     world = make_world()
-    world.service.lanes = Lanes(queue=RecordingQueue(), slow_after_ms=THRESHOLD_MS)
+    world.service.lanes = Lanes(queue=RecordingQueue(), tails=FakeSlowTails(), slow_after_ms=THRESHOLD_MS)
     return world
 
 
@@ -53,6 +54,22 @@ def queue(world: World) -> RecordingQueue:
 
 def endpoint(world: World):  # type: ignore[no-untyped-def]
     return world.endpoints.items[("tn_1", "ep_1")]
+
+
+def tails_store(world: World) -> FakeSlowTails:
+    assert world.service.lanes is not None and isinstance(world.service.lanes.tails, FakeSlowTails)
+    return world.service.lanes.tails
+
+
+def tails(world: World) -> dict[str, str]:
+    """The groups' tails, where the slow lane keeps them."""
+    return tails_store(world).items
+
+
+def forwarded_earlier(world: World, group: str, key: str) -> None:
+    """A message of `group` forwarded before, still waiting in the slow lane: its tail and its mark."""
+    tails(world)[group] = key
+    world.endpoints.mark_slow_tail("tn_1", "ep_1", lanes.tail_mark("ep_1", group))
 
 
 def slow_lane(message: DeliveryMessage) -> DeliveryMessage:
@@ -88,7 +105,8 @@ def test_a_slow_endpoint_s_message_is_forwarded_unattempted_its_group_s_tail_fir
     assert report.forwarded and not report.sent and world.sender.sent == []
     [forwarded] = queue(world).sent
     assert forwarded == replace(message, lane=DeliveryLane.SLOW, shard=endpoint(world).queue_shard)
-    assert endpoint(world).slow_tails == {message.group_id: message_key(message.delivery_id, 1)}
+    assert tails(world) == {message.group_id: message_key(message.delivery_id, 1)}
+    assert endpoint(world).tail_marks == {lanes.tail_mark("ep_1", message.group_id)}
     assert world.current().status is DeliveryStatus.QUEUED
     assert world.telemetry.counts.get(DELIVERIES_FORWARDED) == 1
 
@@ -104,27 +122,27 @@ def test_in_the_slow_lane_the_message_is_attempted_its_tail_cleared_and_a_quick_
     report = world.service.attempt(forwarded)
 
     assert report.sent and report.status is DeliveryStatus.DELIVERED
-    assert endpoint(world).slow_tails == {} and endpoint(world).lane is DeliveryLane.FAST
+    assert tails(world) == {} and endpoint(world).lane is DeliveryLane.FAST
     assert world.telemetry.counts.get(LANE_QUICKENED) == 1
 
 
 def test_back_in_the_fast_lane_a_group_with_a_message_still_in_the_slow_lane_is_forwarded_behind_it(
     world: World,
 ) -> None:
-    world.endpoints.set_slow_tail("tn_1", "ep_1", "grp", "dlv_0#1")  # an earlier message of the group waits there
+    forwarded_earlier(world, "grp", "dlv_0#1")  # an earlier message of the group waits there
     report = world.service.attempt(world.message(1))
     assert report.forwarded and world.sender.sent == []
-    assert endpoint(world).slow_tails == {"grp": "dlv_1#1"}
+    assert tails(world) == {"grp": "dlv_1#1"}
 
 
 def test_a_settled_message_leaves_the_tail_of_a_later_one_forwarded_since(world: World) -> None:
     world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
     world.service.attempt(world.message(1))
     [forwarded] = queue(world).sent
-    world.endpoints.set_slow_tail("tn_1", "ep_1", "grp", "dlv_2#1")  # the group's next message, forwarded since
+    forwarded_earlier(world, "grp", "dlv_2#1")  # the group's next message, forwarded since
     world.script(OK)
     world.service.attempt(forwarded)
-    assert endpoint(world).slow_tails == {"grp": "dlv_2#1"}
+    assert tails(world) == {"grp": "dlv_2#1"} and endpoint(world).tail_marks == {"grp"}
 
 
 def test_a_crash_between_the_tail_and_the_send_forwards_it_when_the_message_comes_back(world: World) -> None:
@@ -132,11 +150,11 @@ def test_a_crash_between_the_tail_and_the_send_forwards_it_when_the_message_come
     queue(world).fail_next = True
     with pytest.raises(ConnectionError):  # the invocation fails: the message is not deleted
         world.service.attempt(world.message(1))
-    assert endpoint(world).slow_tails == {"grp": "dlv_1#1"} and queue(world).sent == []
+    assert tails(world) == {"grp": "dlv_1#1"} and queue(world).sent == []
 
     world.service.attempt(world.message(1))  # back after its visibility timeout, first in its group
 
-    assert len(queue(world).sent) == 1 and endpoint(world).slow_tails == {"grp": "dlv_1#1"}
+    assert len(queue(world).sent) == 1 and tails(world) == {"grp": "dlv_1#1"}
     assert world.sender.sent == []
 
 
@@ -147,21 +165,22 @@ def test_a_crash_before_the_tail_is_cleared_sends_nothing_again_and_clears_it_wh
     world.service.attempt(world.message(1))
     [forwarded] = queue(world).sent
     world.script(SLOW)  # answered, slowly: the endpoint stays slow
-    clear = world.endpoints.clear_slow_tail
+    store = tails_store(world)
+    clear = store.clear
 
     def dies(*args: object) -> bool:
         raise ConnectionError("the process died after settling the attempt")
 
-    monkeypatch.setattr(world.endpoints, "clear_slow_tail", dies)
+    monkeypatch.setattr(store, "clear", dies)
     with pytest.raises(ConnectionError):
         world.service.attempt(forwarded)
-    assert world.current().status is DeliveryStatus.DELIVERED and endpoint(world).slow_tails == {"grp": "dlv_1#1"}
-    monkeypatch.setattr(world.endpoints, "clear_slow_tail", clear)
+    assert world.current().status is DeliveryStatus.DELIVERED and tails(world) == {"grp": "dlv_1#1"}
+    monkeypatch.setattr(store, "clear", clear)
 
     report = world.service.attempt(forwarded)  # back: its attempt is recorded, so nothing is sent
 
     assert not report.sent and len(world.sender.sent) == 1
-    assert endpoint(world).slow_tails == {}
+    assert tails(world) == {}
 
 
 def test_an_open_circuit_parks_the_message_where_it_is_instead_of_forwarding_it(world: World) -> None:
@@ -173,15 +192,16 @@ def test_an_open_circuit_parks_the_message_where_it_is_instead_of_forwarding_it(
 
 def test_a_slow_lane_message_that_is_no_forward_clears_nothing(world: World) -> None:
     world.script(OK)
+    tails(world)["grp"] = "dlv_1#1"  # named, but never marked: its forward died before the mark, and never sent it
     world.service.attempt(slow_lane(world.message(1)))  # e.g. a drain's release, sent to the slow lane directly
-    assert endpoint(world).slow_tails == {}
+    assert tails(world) == {"grp": "dlv_1#1"}
 
 
 def test_a_message_its_batch_has_no_time_left_to_attempt_is_forwarded_instead(world: World) -> None:
     report = world.service.attempt(world.message(1), late=True)
     assert report.forwarded and world.sender.sent == []
     assert endpoint(world).lane is DeliveryLane.FAST  # the endpoint stays where it is: only this message moved
-    assert endpoint(world).slow_tails == {"grp": "dlv_1#1"}  # and its group's next ones follow it there, in order
+    assert tails(world) == {"grp": "dlv_1#1"}  # and its group's next ones follow it there, in order
 
 
 def test_a_late_message_behind_an_open_circuit_is_parked_not_forwarded(world: World) -> None:
@@ -217,9 +237,9 @@ def test_a_slow_endpoint_s_run_is_forwarded_in_one_send_in_order_behind_one_tail
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
-    tails: list[tuple[str, ...]] = []
-    set_tail = world.endpoints.set_slow_tail
-    monkeypatch.setattr(world.endpoints, "set_slow_tail", lambda *args: tails.append(args) or set_tail(*args))
+    named: list[tuple[str, ...]] = []
+    name = tails_store(world).name
+    monkeypatch.setattr(tails_store(world), "name", lambda *args: named.append(args) or name(*args))
     first, *rest = group_messages(1, 2, 3, 4)
 
     reports = world.service.attempt_run(first, iter(rest))
@@ -230,7 +250,7 @@ def test_a_slow_endpoint_s_run_is_forwarded_in_one_send_in_order_behind_one_tail
     assert queue(world).sent == [
         replace(m, lane=DeliveryLane.SLOW, shard=endpoint(world).queue_shard) for m in [first, *rest]
     ]
-    assert tails == [("tn_1", "ep_1", "grp", "dlv_4#1")] and endpoint(world).slow_tails == {"grp": "dlv_4#1"}
+    assert named == [("grp", "dlv_4#1")] and tails(world) == {"grp": "dlv_4#1"}
     assert world.telemetry.counts.get(DELIVERIES_FORWARDED) == 4
 
 
@@ -261,12 +281,12 @@ def test_a_crash_between_the_run_s_tail_and_its_send_forwards_each_once_in_order
     queue(world).fail_next = True
     with pytest.raises(ConnectionError):  # the invocation fails: the group's messages are not deleted
         world.service.attempt_run(first, iter(rest))
-    assert endpoint(world).slow_tails == {"grp": "dlv_3#1"} and queue(world).sent == []
+    assert tails(world) == {"grp": "dlv_3#1"} and queue(world).sent == []
 
     world.service.attempt_run(first, iter(rest))  # back after their visibility timeout, in order
 
     assert [m.delivery_id for m in queue(world).sent] == ["dlv_1", "dlv_2", "dlv_3"]
-    assert endpoint(world).slow_tails == {"grp": "dlv_3#1"}
+    assert tails(world) == {"grp": "dlv_3#1"}
 
 
 def test_the_slow_lane_clears_the_tail_only_when_the_run_s_last_message_settles(world: World) -> None:
@@ -278,7 +298,100 @@ def test_the_slow_lane_clears_the_tail_only_when_the_run_s_last_message_settles(
 
     for message in forwarded[:2]:
         world.service.attempt(message)
-        assert endpoint(world).slow_tails == {"grp": "dlv_3#1"}  # a fast-lane message would still go behind them
+        assert tails(world) == {"grp": "dlv_3#1"}  # a fast-lane message would still go behind them
     world.service.attempt(forwarded[2])
 
-    assert endpoint(world).slow_tails == {}
+    assert tails(world) == {}
+
+
+# --- The tails off the endpoint's item: a group's mark, written once per slow spell, not around every forward ---
+
+
+def test_a_marked_group_s_later_forwards_write_its_tail_only_not_the_endpoint(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    marked: list[tuple[str, ...]] = []
+    mark = world.endpoints.mark_slow_tail
+    monkeypatch.setattr(world.endpoints, "mark_slow_tail", lambda *args: marked.append(args) or mark(*args))
+
+    for n in (1, 2, 3):
+        world.service.attempt(DeliveryMessage(f"dlv_{n}", "tn_1", 1, "grp", f"dedup-{n}", endpoint_id="ep_1"))
+
+    assert marked == [("tn_1", "ep_1", "grp")]  # the first forward's only
+    assert tails(world) == {"grp": "dlv_3#1"} and [m.delivery_id for m in queue(world).sent] == [
+        "dlv_1",
+        "dlv_2",
+        "dlv_3",
+    ]
+
+
+def test_a_crash_between_the_tail_and_the_mark_sent_nothing_and_the_message_is_forwarded_again_with_both(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.endpoints.switch_lane("tn_1", "ep_1", DeliveryLane.SLOW)
+    mark = world.endpoints.mark_slow_tail
+
+    def dies(*args: object) -> None:
+        raise ConnectionError("the process died between the tail and the mark")
+
+    monkeypatch.setattr(world.endpoints, "mark_slow_tail", dies)
+    with pytest.raises(ConnectionError):
+        world.service.attempt(world.message(1))
+    assert tails(world) == {"grp": "dlv_1#1"} and endpoint(world).tail_marks == frozenset()
+    assert queue(world).sent == []  # unmarked, but nothing waits in the slow lane: its next message may go fast
+    monkeypatch.setattr(world.endpoints, "mark_slow_tail", mark)
+
+    world.service.attempt(world.message(1))  # back, first in its group
+
+    assert [m.delivery_id for m in queue(world).sent] == ["dlv_1"] and endpoint(world).tail_marks == {"grp"}
+
+
+def test_a_marked_group_whose_tail_settled_is_unmarked_and_attempted_in_the_fast_lane(world: World) -> None:
+    world.endpoints.mark_slow_tail("tn_1", "ep_1", "grp")  # its slow-lane message settled; the mark is left
+    world.script(OK)
+
+    report = world.service.attempt(world.message(1))
+
+    assert report.sent and report.status is DeliveryStatus.DELIVERED and queue(world).sent == []
+    assert endpoint(world).tail_marks == frozenset()  # the group's next message reads no tail
+
+
+def test_a_mark_that_cannot_be_taken_off_costs_a_read_not_the_attempt(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.endpoints.mark_slow_tail("tn_1", "ep_1", "grp")
+
+    def fails(*args: object) -> None:
+        raise ConnectionError("throttled")
+
+    monkeypatch.setattr(world.endpoints, "unmark_slow_tail", fails)
+    world.script(OK)
+
+    report = world.service.attempt(world.message(1))
+
+    assert report.sent and report.status is DeliveryStatus.DELIVERED
+    assert [(metric, str(error)) for metric, _, error in world.telemetry.errors] == [(LANE_ERRORS, "throttled")]
+    assert endpoint(world).tail_marks == {"grp"}
+
+
+def test_an_unmarked_group_s_message_reads_no_tail(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    def unread(group: str) -> str | None:
+        raise AssertionError(f"{group}'s tail was read")
+
+    monkeypatch.setattr(tails_store(world), "tail", unread)
+    world.script(OK)
+    assert world.service.attempt(world.message(1)).status is DeliveryStatus.DELIVERED
+
+
+def test_a_tail_the_endpoint_kept_in_its_own_item_still_holds_its_group_back_and_is_cleared_when_settled(
+    world: World,
+) -> None:
+    """Endpoints stored before the tails' table kept them in a map: read and cleared, never written."""
+    world.endpoints.put(replace(endpoint(world), slow_tails={"grp": "dlv_1#1"}))
+    report = world.service.attempt(world.message(2))
+    assert report.forwarded and tails(world) == {"grp": "dlv_1#2"}
+
+    world.script(SLOW, SLOW)
+    world.service.attempt(slow_lane(world.message(1)))  # the map's message settles: the map forgets it
+    assert endpoint(world).slow_tails == {} and tails(world) == {"grp": "dlv_1#2"}

@@ -20,7 +20,7 @@ from hookrelay.services.delivery import Lanes
 from hookrelay.services.pacing import Pacing
 from hookrelay.services.ports import DeliveryMessage
 from tests.support.delivery_world import OK, World, make_world
-from tests.support.fakes import FakePacer
+from tests.support.fakes import FakePacer, FakeSlowTails
 
 # --- The rule ---
 
@@ -106,7 +106,7 @@ class RecordingQueue:
 def world() -> World:
     world = make_world()
     world.service.pacing = Pacing(FakePacer())
-    world.service.lanes = Lanes(queue=RecordingQueue())
+    world.service.lanes = Lanes(queue=RecordingQueue(), tails=FakeSlowTails())
     return world
 
 

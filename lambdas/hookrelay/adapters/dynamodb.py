@@ -280,30 +280,24 @@ class EndpointTable:
             ExpressionAttributeValues=values,
         )
 
-    def set_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> None:
-        """Name `key` the last message of `group` forwarded to the slow lane (before it is sent)."""
-        request = {
-            "Key": {"tenant_id": tenant_id, "id": endpoint_id},
-            "ExpressionAttributeNames": {"#g": group},
-            "ExpressionAttributeValues": {":key": key},
-        }
-        # The map is there on endpoints stored since lanes; an older one gets it on its first forward.
-        if applied(
-            self.table.update_item,
-            UpdateExpression="SET slow_tails.#g = :key",
-            ConditionExpression="attribute_exists(slow_tails)",
-            **request,
-        ):
-            return
+    def mark_slow_tail(self, tenant_id: str, endpoint_id: str, mark: str) -> None:
+        """Set members are added and taken off atomically: the groups of one endpoint forward concurrently."""
         self.table.update_item(
-            Key=request["Key"],
-            UpdateExpression="SET slow_tails = if_not_exists(slow_tails, :tails)",
-            ExpressionAttributeValues={":tails": {group: key}},
+            Key={"tenant_id": tenant_id, "id": endpoint_id},
+            UpdateExpression="ADD tail_marks :mark",
+            ExpressionAttributeValues={":mark": {mark}},
         )
-        self.table.update_item(UpdateExpression="SET slow_tails.#g = :key", **request)
 
-    def clear_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> bool:
-        """`group` has no message waiting in the slow lane, if `key` is still its last forwarded one."""
+    def unmark_slow_tail(self, tenant_id: str, endpoint_id: str, mark: str) -> None:
+        self.table.update_item(
+            Key={"tenant_id": tenant_id, "id": endpoint_id},
+            UpdateExpression="DELETE tail_marks :mark",  # the last member taken off removes the attribute
+            ExpressionAttributeValues={":mark": {mark}},
+        )
+
+    def clear_legacy_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> bool:
+        """`group` has no message waiting in the slow lane, if `key` is still its last forwarded one in the map
+        endpoints kept their tails in before adapters/slow_tails.py (nothing writes it any more)."""
         return applied(
             self.table.update_item,
             Key={"tenant_id": tenant_id, "id": endpoint_id},

@@ -4,6 +4,8 @@ Conversion follows each field's type, read once per record class:
 - a time is RFC 3339 UTC at fixed millisecond width, so stored strings sort as the times do (the indexes sort on
   them) and compare with the values conditions are written with;
 - an enum is its value, a nested record a map, a list element by element, a dict entry by entry;
+- a frozenset of strings is a DynamoDB string set (a sorted list in JSON), left out when empty, as DynamoDB has no
+  empty set;
 - an absent optional field is left out (DynamoDB has no null worth storing), and attributes a record does not
   know (the tables' own keys, an index's key) are ignored when reading.
 Numbers come back from DynamoDB as `Decimal`: a field's type says whether it is an int or a float.
@@ -41,9 +43,12 @@ def to_data(record: Any, *, decimals: bool = False) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name in field_names(type(record)):
         value = getattr(record, name)
-        if value is not None:
+        if value is not None and value != _NO_SET:
             data[name] = _plain(value, decimals)
     return data
+
+
+_NO_SET: frozenset[Any] = frozenset()
 
 
 def from_data(record_type: type[R], data: Any) -> R:
@@ -67,6 +72,8 @@ def _plain(value: Any, decimals: bool) -> Any:
         return {key: _plain(item, decimals) for key, item in value.items()}
     if isinstance(value, float):
         return Decimal(repr(value)) if decimals else value
+    if isinstance(value, frozenset):
+        return set(value) if decimals else sorted(value)
     if dataclasses.is_dataclass(value):
         return to_data(value, decimals=decimals)
     return value
@@ -107,6 +114,10 @@ def _reader(hint: Any) -> Converter:
         (element,) = typing.get_args(hint)
         read_element = _reader(element)
         return lambda value: [read_element(item) for item in _list(value)]
+    if typing.get_origin(hint) is frozenset:  # a DynamoDB set, or its JSON list
+        (member,) = typing.get_args(hint)
+        read_member = _reader(member)
+        return lambda value: frozenset(read_member(item) for item in _collection(value))
     if isinstance(hint, typing.NewType):
         return _reader(hint.__supertype__)
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
@@ -130,6 +141,12 @@ def _map(value: Any) -> dict[Any, Any]:
 def _list(value: Any) -> list[Any]:
     if not isinstance(value, list):
         raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _collection(value: Any) -> set[Any] | list[Any]:
+    if not isinstance(value, set | list):
+        raise TypeError(f"expected a set, got {type(value).__name__}")
     return value
 
 

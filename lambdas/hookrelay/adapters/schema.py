@@ -150,6 +150,12 @@ PORTAL_SESSIONS = TableSpec("PortalSessions", "PORTAL_SESSIONS_TABLE", partition
 # delivery log it has read, so that each run reads each delivery once and a failed run's span is read by the next.
 CHECKPOINTS = TableSpec("Checkpoints", "CHECKPOINTS_TABLE", partition_key="name")
 
+# Per message group, the last message forwarded to its endpoint's slow lane and not yet settled there
+# (domain/lanes.py, adapters/slow_tails.py): an item per group, keyed by the group's id (an endpoint's id and a
+# slot), so a busy slow endpoint's forwards spread over as many partitions as it has groups and write nothing of
+# its endpoint's item; expired by TTL once no message it could name is still queued.
+SLOW_TAILS = TableSpec("SlowTails", "SLOW_TAILS_TABLE", partition_key="group_id", ttl_attribute="expires_at")
+
 # The event-type catalogue (adapters/event_types.py): one partition, a type per name.
 EVENT_TYPES = TableSpec("EventTypes", "EVENT_TYPES_TABLE", partition_key="catalogue", sort_key="name")
 
@@ -167,6 +173,7 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     EVENT_TYPES,
     PORTAL_SESSIONS,
     CHECKPOINTS,
+    SLOW_TAILS,
 )
 
 # Other environment the functions read (each queue's and topic's variable is on its spec).

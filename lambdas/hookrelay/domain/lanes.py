@@ -10,18 +10,25 @@ lane (their circuit is open: its endpoint failing).
 The switch keeps each message group's order, with no message lost or sent twice:
 - Every message enters its shard's fast lane (ingest, replays, redrives, the retry workflow). The fast lane sends a
   message on to the slow lane ("forwards" it) while its endpoint is slow, or while its group still has a forwarded
-  message there: the endpoint's `slow_tails` names, per message group, the last message forwarded and not yet
-  settled in the slow lane. A group's messages reach the fast lane one at a time, in order, so they are forwarded
-  in order, and no later one is attempted in the fast lane while an earlier one waits in the slow lane.
-- Forwarding writes the tail first, then sends. A crash between the two leaves the message in the fast lane (not
-  deleted): it comes back first in its group and is forwarded again (the same tail, the same deduplication id). A
-  batch's consecutive messages of one group are forwarded together: one tail, naming the last, and one send.
+  message there: the group's tail (an item of its own) names the last message forwarded and not yet settled in
+  the slow lane. A group's messages reach the fast lane one at a time, in order, so they are forwarded in order,
+  and no later one is attempted in the fast lane while an earlier one waits in the slow lane.
+- The endpoint's item carries a mark per group that may have a tail (`tail_mark`), so that the fast lane reads a
+  tail only for a marked group, not for every message. Forwarding writes the tail first, then the mark (only if
+  the group had none), then sends: a message waits in the slow lane only behind both. A crash before the send
+  leaves the message in the fast lane (not deleted): it comes back first in its group and is forwarded again (the
+  same tail, the same deduplication id); a tail left without its mark names a message that was never sent, and is
+  overwritten by the group's next forward. A batch's consecutive messages of one group are forwarded together: one
+  tail, naming the last, and one send.
 - A fast lane's batch attempts one group's messages one after another; one it has no time left to attempt (the
   function's timeout is one message's longest path: adapters/schema.py) is forwarded instead, never handed back
   to count toward the queue's maxReceiveCount.
-- The slow lane, once a message is settled (attempted and recorded, parked, or found made already), clears its
-  group's tail if it is still that message (a later one forwarded since keeps it). A crash before the clear brings
-  the message back: nothing is sent again (its attempt is recorded) and the tail is cleared then.
+- The slow lane, once a message is settled (attempted and recorded, parked, or found made already), deletes its
+  group's tail if it still names that message (a later one forwarded since keeps it). A crash before the delete
+  brings the message back: nothing is sent again (its attempt is recorded) and the tail is deleted then.
+- The fast lane, finding a marked group with no tail, takes the mark off and attempts the message. Only the
+  group's own messages write its tail and mark, one at a time, so nothing can add a tail between that read and the
+  attempt; the slow lane only ever deletes one.
 """
 
 from __future__ import annotations
@@ -67,6 +74,19 @@ RELEASE_RATIO = 4
 def release_after(quickest_seconds: float) -> float:
     """How long into a batch its settled groups are released, given how long its quickest group took."""
     return max(RELEASE_FLOOR_SECONDS, RELEASE_RATIO * quickest_seconds)
+
+
+# The most message groups (`max_in_flight`) an endpoint may have. Every delivery reads its endpoint's item, which
+# carries a mark per group with a tail while it is slow: at 1,000 groups the marks come to 2,890 bytes at most (slots
+# 0 to 999), which with the endpoint's own kilobyte or so still fits one 4 KB read unit. The tails themselves are
+# items of their own, so the groups' count no longer weighs on the endpoint's writes.
+MAX_IN_FLIGHT = 1000
+
+
+def tail_mark(endpoint_id: str, group_id: str) -> str:
+    """The mark on its endpoint's item of a message group that may have a tail: its slot (`endpoint_id#slot`, a
+    few bytes, as an endpoint may have hundreds of groups), or the whole id of a group not named after it."""
+    return group_id.removeprefix(f"{endpoint_id}#")
 
 
 def message_key(delivery_id: str, attempt: int) -> str:

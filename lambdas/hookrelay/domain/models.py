@@ -146,9 +146,14 @@ class Endpoint:
     # Its delivery queues' shard (domain/queues.py), chosen once when it is created and never changed, so its
     # messages stay on one queue whatever the deployment's shards become; 0 for endpoints stored before shards.
     queue_shard: int = 0
-    # Its delivery lane (domain/lanes.py), and per message group the last message forwarded to the slow lane and
-    # not yet settled there: written by the delivery path only, on a lane's switch and around each forward.
+    # Its delivery lane (domain/lanes.py), written by the delivery path only, on a lane's switch; and the marks
+    # (`lanes.tail_mark`) of the message groups that may have a message waiting in the slow lane: a group's mark is
+    # added by its first forward and taken off once its tail is found settled, so a busy slow endpoint's item is
+    # written about twice per group and slow spell, not around every forward (the tails are items of their own).
     lane: DeliveryLane = DeliveryLane.FAST
+    tail_marks: frozenset[str] = frozenset()
+    # Per message group, the last message forwarded and not yet settled, as endpoints kept it before the tails had a
+    # table of their own: read and cleared, never written any more.
     slow_tails: dict[str, str] = field(default_factory=dict)
 
     def active_secrets(self, now: datetime) -> list[str]:
@@ -170,6 +175,7 @@ DELIVERY_PATH_FIELDS = frozenset(
         "drain_paused_until",
         "drained_count",
         "lane",
+        "tail_marks",
         "slow_tails",
     }
 )

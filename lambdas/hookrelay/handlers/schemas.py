@@ -14,6 +14,7 @@ from hookrelay.domain.clock import to_rfc3339, utcnow, within_range
 from hookrelay.domain.destinations import POLL_URL, DestinationKind, external_id, kind_of
 from hookrelay.domain.event_types import MAX_DESCRIPTION, EventType
 from hookrelay.domain.health import HEALTH_SAMPLE_SIZE, EndpointHealth, RecordedAttempt, RetryingDelivery
+from hookrelay.domain.lanes import MAX_IN_FLIGHT
 from hookrelay.domain.limits import MAX_RATE_LIMIT_PER_SECOND, MIN_RATE_LIMIT_PER_SECOND
 from hookrelay.domain.matching import MAX_FILTERS, filter_problem
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, Event, PortalSession
@@ -56,7 +57,7 @@ EventTypeFilters = Annotated[
 ]
 Description = Annotated[str | None, Field(max_length=500)]
 ContentFilterBody = dict[str, Any] | None
-MaxInFlight = Annotated[int, Field(ge=1, le=50)]
+MaxInFlight = Annotated[int, Field(ge=1, le=MAX_IN_FLIGHT)]
 RoleArn = Annotated[str, Field(min_length=1, max_length=2048)]  # an AWS destination's (domain/destinations.py)
 
 

@@ -53,6 +53,7 @@ from hookrelay.services.ports import (
     RetryTicket,
     RetryWorkflow,
     SendResult,
+    SlowTails,
     Unclaimed,
     WebhookSender,
 )
@@ -81,6 +82,7 @@ SEND_THREADS = 16
 @dataclass(frozen=True)
 class Lanes:
     queue: DeliveryQueue  # the delivery queues: a forwarded message goes to its endpoint's shard's slow lane
+    tails: SlowTails  # per message group, the last message forwarded and not yet settled in the slow lane
     slow_after_ms: int = lanes.DEFAULT_SLOW_LANE_AFTER_MS
 
 
@@ -152,13 +154,13 @@ class DeliveryService:
         if endpoint is None or not self._forwards(first, endpoint, late=False):
             return [self._handle(first, endpoint, now, late=False, spare_seconds=spare_seconds)]
         run = [first]
-        for message in following:
+        for message in following:  # the group's, behind the first: it forwards them too if they are forwardable
             ours = (message.tenant_id, message.endpoint_id, message.group_id) == (
                 first.tenant_id,
                 endpoint.id,
                 first.group_id,
             )
-            if not (ours and self._forwards(message, endpoint, late=False)):
+            if not (ours and self._forwardable(message, endpoint)):
                 break
             run.append(message)
         return self._forward(run, endpoint)
@@ -304,29 +306,55 @@ class DeliveryService:
         """A fast lane's message for an endpoint that is slow, or whose message group has a message waiting in the
         slow lane, or that its batch has no time left to attempt. (An open circuit parks it where it is instead: no
         send at all.)"""
+        return self._forwardable(message, endpoint) and (
+            late or endpoint.lane is DeliveryLane.SLOW or self._behind_tail(message, endpoint)
+        )
+
+    def _forwardable(self, message: DeliveryMessage, endpoint: Endpoint) -> bool:
         return (
             self.lanes is not None
             and message.lane is DeliveryLane.FAST
             and message.via is Via.QUEUE
             and endpoint.state is EndpointState.ENABLED
             and endpoint.circuit is CircuitState.CLOSED
-            and (late or endpoint.lane is DeliveryLane.SLOW or message.group_id in endpoint.slow_tails)
         )
+
+    def _behind_tail(self, message: DeliveryMessage, endpoint: Endpoint) -> bool:
+        """Whether the group has a message waiting in the slow lane: its tail is read only if the endpoint marks it.
+        A mark whose tail is settled is taken off, so the group's next messages read nothing (only this group's
+        messages, one at a time, write its tail and mark: none can be added between this read and the attempt)."""
+        assert self.lanes is not None  # _forwardable said so
+        group = message.group_id
+        if group in endpoint.slow_tails:  # kept in the endpoint's item before the tails' table
+            return True
+        mark = lanes.tail_mark(endpoint.id, group)
+        if mark not in endpoint.tail_marks:
+            return False
+        if self.lanes.tails.tail(group) is not None:
+            return True
+        try:
+            self.endpoints.unmark_slow_tail(endpoint.tenant_id, endpoint.id, mark)
+        except Exception as error:  # a mark left on costs the group's next message one read, nothing else
+            self.telemetry.bookkeeping_failed(LANE_ERRORS, message.delivery_id, error)
+        return False
 
     def _forward_one(self, message: DeliveryMessage, endpoint: Endpoint) -> AttemptReport:
         [report] = self._forward([message], endpoint)
         return report
 
     def _forward(self, run: Sequence[DeliveryMessage], endpoint: Endpoint) -> list[AttemptReport]:
-        """The group's tail first (naming the run's last message), then one send of the run, in order: a crash between
-        leaves the messages in the fast lane, to come back first in their group and be forwarded again (same tail,
-        same deduplication ids); a crash after the send, likewise: the slow lane's queue drops the copies it already
-        holds (deduplication), and a copy that gets through finds its attempt made and sends nothing."""
+        """The group's tail first (naming the run's last message), then its mark on the endpoint if it has none, then
+        one send of the run, in order: a crash before the send leaves the messages in the fast lane, to come back
+        first in their group and be forwarded again (same tail, same deduplication ids); a crash after the send,
+        likewise: the slow lane's queue drops the copies it already holds (deduplication), and a copy that gets
+        through finds its attempt made and sends nothing. The mark as read stands: only this group's messages take
+        it off, and this one is theirs."""
         assert self.lanes is not None  # _forwards said so
         last = run[-1]
-        self.endpoints.set_slow_tail(
-            endpoint.tenant_id, endpoint.id, last.group_id, lanes.message_key(last.delivery_id, last.attempt)
-        )
+        self.lanes.tails.name(last.group_id, lanes.message_key(last.delivery_id, last.attempt))
+        mark = lanes.tail_mark(endpoint.id, last.group_id)
+        if mark not in endpoint.tail_marks:
+            self.endpoints.mark_slow_tail(endpoint.tenant_id, endpoint.id, mark)
         self.lanes.queue.enqueue([replace(m, lane=DeliveryLane.SLOW, shard=endpoint.queue_shard) for m in run])
         self.telemetry.count(DELIVERIES_FORWARDED, len(run))
         return [AttemptReport(m.delivery_id, None, m.attempt, sent=False, forwarded=True) for m in run]
@@ -334,10 +362,14 @@ class DeliveryService:
     def _settle_forwarded(self, message: DeliveryMessage, endpoint: Endpoint) -> None:
         """The message is settled in the slow lane: its group has nothing waiting there any more, unless a later
         message was forwarded since (the tail then names that one, and stays). Only after the settling, so a crash
-        first brings the message back (it sends nothing again) and clears the tail then."""
+        first brings the message back (it sends nothing again) and clears the tail then. A forwarded message waits
+        behind its group's mark, and the mark stays while its tail does: an endpoint read after the message came
+        without the mark means the message was no forward (a probe's or a drain's), with nothing to clear."""
         key = lanes.message_key(message.delivery_id, message.attempt)
         if endpoint.slow_tails.get(message.group_id) == key:
-            self.endpoints.clear_slow_tail(endpoint.tenant_id, endpoint.id, message.group_id, key)
+            self.endpoints.clear_legacy_slow_tail(endpoint.tenant_id, endpoint.id, message.group_id, key)
+        if self.lanes is not None and lanes.tail_mark(endpoint.id, message.group_id) in endpoint.tail_marks:
+            self.lanes.tails.clear(message.group_id, key)
 
     def _follow_lane(self, endpoint: Endpoint, message: DeliveryMessage, result: SendResult) -> None:
         """Move the endpoint to the slow lane after a slow attempt in the fast lane; back after a quick one in the

@@ -103,17 +103,34 @@ class EndpointRepository(Protocol):
     def switch_lane(self, tenant_id: str, endpoint_id: str, to: DeliveryLane) -> bool:
         """Move the endpoint to delivery lane `to` (domain/lanes.py), if it is in the other one."""
 
-    def set_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> None:
-        """Name `key` the last message of message group `group` forwarded to the slow lane."""
+    def mark_slow_tail(self, tenant_id: str, endpoint_id: str, mark: str) -> None:
+        """Add `mark` (`lanes.tail_mark`) to the endpoint's groups that may have a message in the slow lane."""
 
-    def clear_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> bool:
-        """Forget `group`'s tail if it is still `key` (settled in the slow lane); False if another came since."""
+    def unmark_slow_tail(self, tenant_id: str, endpoint_id: str, mark: str) -> None:
+        """Take `mark` off: its group's tail is settled."""
+
+    def clear_legacy_slow_tail(self, tenant_id: str, endpoint_id: str, group: str, key: str) -> bool:
+        """Forget `group`'s tail in the endpoint's own map (as kept before the tails had a table of their own) if it
+        is still `key`; False if another came since."""
 
     def page_for_tenant(
         self, tenant_id: str, limit: int, start: Position | None
     ) -> tuple[list[Endpoint], Position | None]:
         """Up to `limit` of the tenant's live (not deleted) endpoints, newest first, from `start` on; and where the
         next page starts (None: nothing after). UnknownPosition if `start` was not made for this tenant."""
+
+
+class SlowTails(Protocol):
+    """Per message group, the last message forwarded to the slow lane and not yet settled there (domain/lanes.py)."""
+
+    def tail(self, group: str) -> str | None:
+        """The group's tail as last written (a strongly consistent read); None if it has none."""
+
+    def name(self, group: str, key: str) -> None:
+        """Name `key` the group's tail."""
+
+    def clear(self, group: str, key: str) -> bool:
+        """Delete the group's tail if it is still `key`; False if another was named since (or there is none)."""
 
 
 class EndpointCount(Protocol):
