@@ -44,6 +44,7 @@ from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState
 from hookrelay.domain.classification import Outcome
 from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.models import Attempt
+from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.handlers.api import start_redrive_once
 from hookrelay.handlers.ingest import publish_once
@@ -397,6 +398,21 @@ def with_a_queued_event(world: World) -> None:
     world.scratch["event_id"] = answer.json()["event_id"]
 
 
+def with_a_queued_event_for_a_slow_endpoint(world: World) -> None:
+    """The endpoint is slow: its fast lane forwards the message (tail, mark, send) and its slow lane attempts it and
+    deletes the tail (domain/lanes.py)."""
+    with_a_queued_event(world)
+    table = EndpointTable(boto3.resource("dynamodb").Table(world.platform.env[schema.ENDPOINTS.env_var]))
+    assert table.switch_lane(world.tenant_id, world.endpoint_id, DeliveryLane.SLOW)
+
+
+def slow_lane_check(world: World) -> str:
+    outcome = delivery_check(world)
+    tails = boto3.resource("dynamodb").Table(world.platform.env[schema.SLOW_TAILS.env_var]).scan()["Items"]
+    assert not [t for t in tails if t["group_id"].startswith(f"{world.endpoint_id}#")], tails  # the group's settled
+    return outcome
+
+
 def with_a_last_attempt_due(world: World) -> None:
     """A delivery with two hard failures (404) recorded: its third attempt is its last, whatever it answers."""
     fresh_tenant(world, Reply(404))
@@ -719,6 +735,14 @@ PATHS = (
     Path("redrive", frozenset({"api", "redrive"}), with_dead_deliveries, redrive_act, redrive_recover, redrive_check),
     Path("delivery", frozenset({"delivery"}), with_a_queued_event, delivery_act, api_recover, delivery_check),
     Path("dead letter", frozenset({"delivery"}), with_a_last_attempt_due, delivery_act, api_recover, delivery_check),
+    Path(
+        "slow lane",
+        frozenset({"delivery"}),
+        with_a_queued_event_for_a_slow_endpoint,
+        delivery_act,
+        api_recover,
+        slow_lane_check,
+    ),
     Path(
         "recovery mark",
         DELIVERY,

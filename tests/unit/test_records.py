@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -123,6 +124,17 @@ def test_enums_are_their_values_absent_fields_are_left_out_and_floats_are_decima
         "retry_after": Decimal("2.5"),
     }
     assert to_data(an_attempt(retry_after=2.5))["retry_after"] == 2.5
+
+
+def test_a_set_is_a_dynamodb_set_in_an_item_a_sorted_list_in_json_and_left_out_when_empty() -> None:
+    marked = replace(an_endpoint(), tail_marks=frozenset({"7", "12"}))
+    assert to_data(marked, decimals=True)["tail_marks"] == {"7", "12"}  # DynamoDB's string set
+    assert to_data(marked)["tail_marks"] == ["12", "7"]
+    assert from_data(Endpoint, to_data(marked, decimals=True)).tail_marks == {"7", "12"}
+    assert from_data(Endpoint, json.loads(json.dumps(to_data(marked)))).tail_marks == {"7", "12"}
+    assert "tail_marks" not in to_data(an_endpoint(), decimals=True)  # DynamoDB has no empty set
+    with pytest.raises(UnreadableRecord):
+        from_data(Endpoint, to_data(an_endpoint()) | {"tail_marks": "7"})
 
 
 def test_an_item_s_own_keys_are_ignored_and_its_numbers_read_as_the_fields_types() -> None:
