@@ -264,10 +264,10 @@ SLOW_AFTER_MS = 1_000.0
 # The slowest of a fast batch's answers against a typical one: a batch lasts as long as its slowest endpoint. Two:
 # the slowest of ten answers spread evenly up to twice the typical (the simulation draws them so).
 BATCH_SLOWEST = 2.0
-# An endpoint's item is read per message, consistently (services/delivery.py, EndpointTable.get): a read unit per
-# 4 KB (`endpoint_read_units`: the item, about 1 KB, and a slow one's marks); ingest queries the tenant's endpoints
-# per event, eventually consistent (half a unit per 4 KB). Reads are not metered by the profile: these are the
-# code's, by reading it.
+# An endpoint's item is read consistently (services/delivery.py, EndpointTable.get), once per fast batch for its
+# groups' first messages (`endpoint_reads_per_message`): a read unit per 4 KB (`endpoint_read_units`: the item,
+# about 1 KB, and a slow one's marks); ingest queries the tenant's endpoints per event, eventually consistent (half a
+# unit per 4 KB). Reads are not metered by the profile: these are the code's, by reading it.
 ENDPOINT_ITEM_KIB = 1.0
 
 
@@ -282,6 +282,14 @@ def tail_marks_bytes(groups: int) -> int:
     form (`endpoint#slot`). Read from the code, not metered (the profile's scenarios have no slow endpoint)."""
     endpoint_id = "ep_" + "0" * 26
     return sum(len(tail_mark(endpoint_id, f"{endpoint_id}#{slot}")) for slot in range(groups))
+
+
+def endpoint_reads_per_message(per_batch: float, groups: int) -> float:
+    """Reads of an endpoint's item per message in the fast lane: a batch holding `per_batch` of its messages, over its
+    `groups`, reads it once for their groups' first messages and again for each later one of a group
+    (services/delivery.py, BatchReads); one a message when its batches hold one of them or fewer."""
+    held = max(1.0, per_batch)
+    return (1 + max(0.0, held - groups)) / held
 
 
 def endpoint_read_units(groups_marked: int) -> float:
@@ -564,7 +572,12 @@ def assess(
     # marked on its item, which every message reads; each message named in its group's tail and deleted from it
     # (runs of one: a batch's consecutive messages of one group share a tail write, how many is SQS's to say).
     slow = w.slow_share > 0
-    endpoint_reads = busiest_endpoint * endpoint_read_units(groups if slow else 0) + list_reads(
+    # A fast batch reads the endpoint once for its groups' first messages; a slow one's messages are read again,
+    # one at a time, in the slow lane.
+    on_its_shard = delivery.fast_messages * delivery.busiest_shard_share
+    per_batch = delivery.batch * min(1.0, busiest_endpoint / on_its_shard) if on_its_shard else 1.0
+    reads_per_message = endpoint_reads_per_message(per_batch, groups) + (1.0 if slow else 0.0)
+    endpoint_reads = busiest_endpoint * endpoint_read_units(groups if slow else 0) * reads_per_message + list_reads(
         key_rps, concurrency.get("ingest", 0.0)
     ) * 0.5 * math.ceil(w.fanout * ENDPOINT_ITEM_KIB / 4) / max(1, w.fanout)  # each query reads every endpoint
     slow_tail_writes = busiest_endpoint * SLOW_TAIL_WRITES_PER_MESSAGE / groups if slow else 0.0
@@ -833,9 +846,10 @@ BEYOND: dict[str, str] = {
     " requests/s of the key's limit (domain/rate_limit.py), each container writing to one at random, so a per-key"
     " limit sized for the key keeps each under 1,000 writes a second; its busiest endpoint's items (its circuit, its"
     " parking lot) are one each, and past 1,000 writes a second only that tenant's work waits.",
-    "dynamodb_partition_rcu": "One endpoint's own: its item is read per message (consistently), and by ingest's"
-    " query of the tenant's endpoints once per container and ENDPOINT_LIST_SECONDS (services/endpoint_lists.py);"
-    " past 3,000 RCU/s its deliveries are throttled. A design change: read it once per batch of messages.",
+    "dynamodb_partition_rcu": "One endpoint's own: its item is read per fast batch (consistently; once for the"
+    " batch's groups' first messages), per message in the slow lane, and by ingest's query of the tenant's endpoints"
+    " once per container and ENDPOINT_LIST_SECONDS (services/endpoint_lists.py); past 3,000 RCU/s its deliveries"
+    " are throttled. Raise its max_in_flight: more groups, fewer reads again within a batch.",
     "endpoint_slow_tails": "One endpoint's own: while it is slow each of its messages is named in its group's tail"
     " and deleted from it (an item per group, adapters/slow_tails.py); past 1,000 WCU/s on one group's tail its"
     " forwards are throttled and its messages wait in the fast lane. More groups (max_in_flight) spread them.",
@@ -1051,8 +1065,9 @@ def assumptions(profile: dict[str, Any]) -> str:
         f" delivery_shards ({d.queue_shards} by default) queue shards has both, each lane its own event source and"
         " maximum concurrency, and an endpoint is on one shard (the busiest shard carries the largest tenant's"
         f" busiest endpoint). The log's index partitions: over log_shards ({d.log_shards} in the stage file). An"
-        f" endpoint's item: {endpoint_read_units(0):g} read unit per message (a slow one's with its groups' marks,"
-        " `endpoint_read_units`) and ingest's query of the"
+        f" endpoint's item: {endpoint_read_units(0):g} read unit per fast batch for its groups' first messages and"
+        " per later message of a group (a slow one's with its groups' marks, and again in the slow lane:"
+        " `endpoint_reads_per_message`, `endpoint_read_units`) and ingest's query of the"
         f" tenant's endpoints, once per container and {ENDPOINT_LIST_SECONDS:g} s (`list_reads`; read from the code,"
         f" not metered). Cost: the cost benchmark's per-event bill ({measured}), linear in"
         f" fan-out and failing share (an outage's fixed costs, its workflows, spread over the"

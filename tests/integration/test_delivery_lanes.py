@@ -33,6 +33,7 @@ from tests.support.platform import Platform
 from tests.support.pump import QueuePump, wait_until
 
 HEALTHY = 9
+MAX_IN_FLIGHT_USED = 50  # groups enough that a batch of ten lands in several of them
 
 
 class HangingConsumer:
@@ -363,3 +364,59 @@ def test_a_tail_an_endpoint_kept_in_its_own_item_before_the_upgrade_still_holds_
 
     assert len(consumer.received) == 1
     assert endpoint_of(tenant_id, endpoint_id).slow_tails == {} and tails_of(endpoint_id) == {}
+
+
+# --- One endpoint read for a batch's groups' first messages (services/delivery.py, BatchReads) ---
+
+
+def test_a_batch_of_one_endpoint_s_groups_reads_it_once_for_their_first_messages(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    from bench.metering import Meter
+
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url, max_in_flight=MAX_IN_FLIGHT_USED)["id"]
+    producer = platform.new_key("producer")
+    delivery_ids = [publish(platform, producer, tenant_id, n)["delivery_ids"][0] for n in range(SQS_MAX_BATCH)]
+    groups = {deliveries().get(d).message_group_id for d in delivery_ids}  # type: ignore[union-attr]
+    urls = delivery_queue_urls(platform.env)
+    shard = endpoint_of(tenant_id, endpoint_id).queue_shard
+    endpoints_table = os.environ["ENDPOINTS_TABLE"]
+
+    meter = Meter()
+    with meter.installed(capture_stdout=False), meter.recorded():
+        assert poll_once(platform.sqs, urls.url(shard)) == SQS_MAX_BATCH  # one batch of the ten, the real handler
+
+    reads = [c for c in meter.calls if c.operation == "GetItem" and c.table == endpoints_table]
+    # One read for the groups' first messages; each group's later ones read afresh, after their group's first.
+    assert len(reads) == 1 + SQS_MAX_BATCH - len(groups) < SQS_MAX_BATCH
+    assert len(consumer.received) == SQS_MAX_BATCH
+    assert all(deliveries().get(d).status is DeliveryStatus.DELIVERED for d in delivery_ids)  # type: ignore[union-attr]
+
+
+def test_a_group_s_later_message_in_the_batch_reads_what_its_first_wrote(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """The first message's slow answer moves the endpoint to the slow lane; the group's next one, in the same batch,
+    reads the endpoint afresh and is forwarded there, not attempted in the fast lane from the batch's first read."""
+    tenant_id, token = platform.new_tenant()
+    endpoint_id = platform.new_endpoint(token, consumer.url, max_in_flight=1)["id"]  # one group
+    with as_function("delivery"):
+        service = wiring.delivery_service()
+        assert service.lanes is not None
+        service.lanes = Lanes(queue=service.lanes.queue, tails=service.lanes.tails, slow_after_ms=300)
+    consumer.queue([Reply(200, delay=0.5)])
+    consumer.default = Reply(200)
+    producer = platform.new_key("producer")
+    first, second = (publish(platform, producer, tenant_id, n)["delivery_ids"][0] for n in range(2))
+    urls = delivery_queue_urls(platform.env)
+    shard = endpoint_of(tenant_id, endpoint_id).queue_shard
+
+    assert poll_once(platform.sqs, urls.url(shard)) == 2
+
+    assert endpoint_of(tenant_id, endpoint_id).lane is DeliveryLane.SLOW and len(consumer.received) == 1
+    assert deliveries().get(first).status is DeliveryStatus.DELIVERED  # type: ignore[union-attr]
+    assert deliveries().get(second).status is DeliveryStatus.QUEUED  # type: ignore[union-attr]
+    assert tails_of(endpoint_id) == {f"{endpoint_id}#0": f"{second}#1"}
+    assert poll_once(platform.sqs, urls.url(shard, DeliveryLane.SLOW)) == 1
+    assert deliveries().get(second).status is DeliveryStatus.DELIVERED  # type: ignore[union-attr]

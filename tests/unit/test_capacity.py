@@ -23,6 +23,7 @@ from bench.capacity import (
     docs,
     drifted,
     endpoint_read_units,
+    endpoint_reads_per_message,
     lanes,
     list_reads,
     load_profile,
@@ -268,9 +269,23 @@ def test_a_slow_busiest_endpoint_s_messages_write_their_groups_tails_not_its_ite
     tails = slow.demand("endpoint_slow_tails")
     assert tails.demand == pytest.approx(1_000 * SLOW_TAIL_WRITES_PER_MESSAGE / groups)  # 1,000 deliveries a second
     assert tails.scope == ENDPOINT and tails.utilisation < 0.01
-    assert slow.demand("dynamodb_partition_rcu").demand - fast.demand("dynamodb_partition_rcu").demand == (
-        pytest.approx(1_000 * (endpoint_read_units(groups) - endpoint_read_units(0)))
-    )
+    # its item's reads: the fast lane's (every group's mark still within a unit), and the slow lane's, one a message
+    extra = slow.demand("dynamodb_partition_rcu").demand - fast.demand("dynamodb_partition_rcu").demand
+    assert endpoint_read_units(groups) == endpoint_read_units(0) == 1
+    assert extra == pytest.approx(1_000, rel=0.05)
+
+
+def test_a_fast_batch_reads_an_endpoint_once_for_its_groups_first_messages() -> None:
+    assert endpoint_reads_per_message(10, 50) == pytest.approx(0.1)  # ten messages over many groups: one read
+    assert endpoint_reads_per_message(10, 4) == pytest.approx(0.7)  # four groups: their later six read again
+    assert endpoint_reads_per_message(0.2, 50) == 1  # batches of other endpoints' messages: a read each
+
+
+def test_a_busy_endpoint_s_item_reads_fall_with_the_batch_s_shared_read(profile: dict) -> None:
+    busy = assess(Workload(100_000, largest_tenant_share=0.5, busiest_endpoint_share=0.2), profile)
+    reads = busy.demand("dynamodb_partition_rcu")
+    assert reads.demand < 10_000 / 4  # 10,000 deliveries a second, read a tenth of them (a read a message: 11,086)
+    assert reads.utilisation < 1
 
 
 def test_an_endpoint_s_marks_at_its_most_groups_keep_its_item_within_one_read_unit() -> None:

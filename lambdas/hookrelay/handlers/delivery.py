@@ -27,6 +27,7 @@ from hookrelay.domain.status import DeliveryStatus
 from hookrelay.functions import DELIVERY
 from hookrelay.handlers import tracing
 from hookrelay.handlers.sqs_batch import PartialBatchResponse, SqsMessage, process_batch
+from hookrelay.services.delivery import BatchReads
 from hookrelay.services.ports import AttemptReport, CircuitCommand, DeliveryMessage
 
 logger = Logger(service=DELIVERY.name)
@@ -43,6 +44,16 @@ _made: list[AttemptReport] = []
 # When the invocation must be done (time.monotonic()), seen by every group's thread (each runs in a copy of the
 # invocation's context): what a message may spend waiting for a rate-limited endpoint's slot (domain/pacing.py).
 _deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
+# The endpoints as read once for the batch's groups' first messages (services/delivery.py, BatchReads): each group
+# runs in a copy of the invocation's context, and drops it after its first call, so its later messages read afresh.
+_first_reads: contextvars.ContextVar[BatchReads | None] = contextvars.ContextVar("first_reads", default=None)
+
+
+def _batch_reads() -> BatchReads | None:
+    """The shared reads, for this group's first call only."""
+    reads = _first_reads.get()
+    _first_reads.set(None)
+    return reads
 
 
 def _spare_seconds() -> float | None:
@@ -52,6 +63,7 @@ def _spare_seconds() -> float | None:
 
 
 def deliver(record: SqsMessage, *, late: bool = False) -> None:
+    reads = _batch_reads()
     message = parse_queue_message(record.body, record.message_group_id, record.message_deduplication_id)
     if isinstance(message, CircuitCommand):
         following = wiring.circuit_service().handle(message)
@@ -60,7 +72,7 @@ def deliver(record: SqsMessage, *, late: bool = False) -> None:
             extra={"endpoint_id": message.endpoint_id, "command": message.kind, "next": following.kind},
         )
         return
-    _report(wiring.delivery_service().attempt(message, late=late, spare_seconds=_spare_seconds()))
+    _report(wiring.delivery_service().attempt(message, late=late, spare_seconds=_spare_seconds(), reads=reads))
 
 
 def deliver_run(records: Sequence[SqsMessage]) -> int:
@@ -70,8 +82,10 @@ def deliver_run(records: Sequence[SqsMessage]) -> int:
     messages = _delivery_messages(records)  # parsed only as far as the service reads them
     first = next(messages, None)
     if first is None:
-        return 0
-    reports = wiring.delivery_service().attempt_run(first, messages, spare_seconds=_spare_seconds())
+        return 0  # left to `deliver`, which takes the shared reads
+    reports = wiring.delivery_service().attempt_run(
+        first, messages, spare_seconds=_spare_seconds(), reads=_batch_reads()
+    )
     for report in reports:
         _report(report)
     return len(reports)
@@ -137,6 +151,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> PartialBatchRespon
     _delivered.clear()
     _made.clear()
     _deadline.set(time.monotonic() + context.get_remaining_time_in_millis() / 1000)
+    _first_reads.set(BatchReads())
     try:
         # A message is attempted only while its longest path still fits in the invocation's time (schema.py).
         def may_start() -> bool:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextvars
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as StillSending
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -86,6 +87,34 @@ class Lanes:
     slow_after_ms: int = lanes.DEFAULT_SLOW_LANE_AFTER_MS
 
 
+class BatchReads:
+    """Endpoints read once for the first messages of one batch's message groups, instead of once per group.
+
+    A group's message is handed out only after the one before it was deleted, so by the time the batch arrived,
+    everything its group had written (a tail's mark, a lane's switch, a circuit's change) was written: one consistent
+    read made after the batch arrived sees all of it, as each group's own read would. The groups start together and
+    would read at about the same moment anyway. A group's later messages in the batch read afresh, after what its own
+    first ones wrote (the handler hands this to each group's first call only)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reads: dict[tuple[str, str], Future[Endpoint | None]] = {}
+
+    def read(self, key: tuple[str, str], read: Callable[[], Endpoint | None]) -> Endpoint | None:
+        with self._lock:
+            made = self._reads.get(key)
+            if made is None:
+                mine: Future[Endpoint | None] = Future()
+                self._reads[key] = mine
+        if made is not None:
+            return made.result()  # a failed read fails each message that waited on it: they come back
+        try:
+            mine.set_result(read())
+        except Exception as error:
+            mine.set_exception(error)
+        return mine.result()
+
+
 @dataclass(frozen=True)
 class Decision:
     status: DeliveryStatus
@@ -131,18 +160,28 @@ class DeliveryService:
     )
 
     def attempt(
-        self, message: DeliveryMessage, *, late: bool = False, spare_seconds: float | None = None
+        self,
+        message: DeliveryMessage,
+        *,
+        late: bool = False,
+        spare_seconds: float | None = None,
+        reads: BatchReads | None = None,
     ) -> AttemptReport:
         """Make the attempt the message asks for, or park it behind the endpoint's open circuit, or forward it to the
         endpoint's slow lane (domain/lanes.py). `late`: its batch has no time left for an attempt: forward it if it
         would be sent (a message that is parked, cancelled or found made sends nothing, and is handled here).
         `spare_seconds`: how long the invocation may spend waiting for a rate-limited endpoint's slot, beyond the
-        message's own longest path (None: its lane's whole budget, domain/pacing.py)."""
+        message's own longest path (None: its lane's whole budget, domain/pacing.py). `reads`: its endpoint as read
+        for its batch's groups' first messages (it is one of them)."""
         now = self.clock()
-        return self._handle(message, self._endpoint_of(message), now, late=late, spare_seconds=spare_seconds)
+        return self._handle(message, self._endpoint_of(message, reads), now, late=late, spare_seconds=spare_seconds)
 
     def attempt_run(
-        self, first: DeliveryMessage, following: Iterable[DeliveryMessage], spare_seconds: float | None = None
+        self,
+        first: DeliveryMessage,
+        following: Iterable[DeliveryMessage],
+        spare_seconds: float | None = None,
+        reads: BatchReads | None = None,
     ) -> list[AttemptReport]:
         """A fast lane's next messages of one group, in order, the ones after the first read only as needed: if the
         first is to be forwarded, it and the ones after it that are too, forwarded together: one tail and one send
@@ -150,7 +189,7 @@ class DeliveryService:
         slow attempt; at volume each of them was one more write to the endpoint's item). Otherwise the first alone is
         handled, as `attempt` handles it, with the endpoint read once. The reports, in order."""
         now = self.clock()
-        endpoint = self._endpoint_of(first)
+        endpoint = self._endpoint_of(first, reads)
         if endpoint is None or not self._forwards(first, endpoint, late=False):
             return [self._handle(first, endpoint, now, late=False, spare_seconds=spare_seconds)]
         run = [first]
@@ -400,15 +439,17 @@ class DeliveryService:
             raise LookupError(f"event {delivery.event_id} of delivery {delivery.id} is missing")
         return event
 
-    def _endpoint_of(self, message: DeliveryMessage) -> Endpoint | None:
-        """The endpoint the message's delivery goes to, read before any claim (the circuit decides first)."""
+    def _endpoint_of(self, message: DeliveryMessage, reads: BatchReads | None = None) -> Endpoint | None:
+        """The endpoint the message's delivery goes to, read before any claim (the circuit decides first); shared
+        with the batch's other groups' first messages when `reads` is given."""
         endpoint_id = message.endpoint_id
         if endpoint_id is None:  # a message from before the circuit: one more read
             delivery = self.deliveries.get(message.delivery_id)
             if delivery is None or delivery.tenant_id != message.tenant_id:
                 return None
             endpoint_id = delivery.endpoint_id
-        return self.endpoints.get(message.tenant_id, endpoint_id)
+        read = partial(self.endpoints.get, message.tenant_id, endpoint_id)
+        return read() if reads is None else reads.read((message.tenant_id, endpoint_id), read)
 
     def _claim(self, message: DeliveryMessage, now: datetime) -> Delivery | None:
         """The delivery, claimed for the message's attempt; or, for a first attempt off the queue, read and left
