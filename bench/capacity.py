@@ -504,7 +504,9 @@ def lanes(profile: dict[str, Any], w: Workload, d: Deployment, max_in_flight: fl
     from hookrelay.functions import BY_NAME, DELIVERY
 
     rate = w.events_per_second
-    healthy = _mix(profile, ("invocations", "delivery"), w.fanout) * rate
+    # Messages, not invocations: a delivered one is one message (the profile's invocations are batches of them). An
+    # outage's extra ones (its probes, its drain) are one message per invocation, on the slow lane.
+    healthy = w.fanout * rate
     outage_extra = w.failing_share * w.fanout * _outage_extra(profile, ("invocations", "delivery")) * rate
     slow_healthy = w.slow_share * healthy
     failing = w.failing_share * healthy + outage_extra

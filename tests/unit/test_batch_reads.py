@@ -62,3 +62,18 @@ def test_the_service_reads_the_endpoint_through_the_batch_s_reads_when_given_the
     world.script(OK)
     message = replace(world.message(1), endpoint_id="ep_1")
     assert world.service.attempt(message, reads=reads).sent
+
+
+def test_a_read_that_dies_leaves_no_group_waiting_on_it() -> None:
+    class Died(BaseException):  # as the crash matrix's process death (tests/support/crash.py)
+        pass
+
+    reads = BatchReads()
+
+    def dies() -> Endpoint | None:
+        raise Died
+
+    with pytest.raises(Died):
+        reads.read(("tn_1", "ep_1"), dies)
+    with ThreadPoolExecutor(1) as pool, pytest.raises(Died):
+        pool.submit(reads.read, ("tn_1", "ep_1"), lambda: an_endpoint()).result(timeout=5)

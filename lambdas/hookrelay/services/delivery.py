@@ -110,8 +110,9 @@ class BatchReads:
             return made.result()  # a failed read fails each message that waited on it: they come back
         try:
             mine.set_result(read())
-        except Exception as error:
+        except BaseException as error:  # whatever ends the read, no other group is left waiting on it
             mine.set_exception(error)
+            raise
         return mine.result()
 
 
