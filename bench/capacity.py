@@ -781,8 +781,8 @@ class Sizing:
 def size(w: Workload, profile: dict[str, Any], quotas: dict[str, Quota] | None = None) -> Sizing:
     """The settings that leave the workload a quarter of headroom on every limit of the stack's own: the fewest
     queue shards that keep each event source under AWS's most and each queue under its API calls a second, the
-    fewest log shards that keep each log index
-    partition under its write units; and the AWS quotas that then need raising."""
+    fewest log shards that keep each log index partition under its write units; and the AWS quotas that then need
+    raising."""
     q = quotas or all_quotas()
     base = code_deployment()
     source_cap = q["sqs_event_source_concurrency"].limit
@@ -792,12 +792,13 @@ def size(w: Workload, profile: dict[str, Any], quotas: dict[str, Quota] | None =
     sqs_cap = q["sqs_fifo_ht_tps"].limit
     for shards in range(base.queue_shards, MAX_QUEUE_SHARDS + 1):
         deployment = replace(deployment, queue_shards=shards)
+        unsized = assess(w, profile, q, deployment)
+        assert unsized.lanes is not None
         if (
-            lanes(profile, w, deployment, q["endpoint_groups"].limit).busiest_source * HEADROOM <= source_cap
-            and assess(w, profile, q, deployment).demand("sqs_fifo_ht_tps").demand * HEADROOM <= sqs_cap
+            unsized.lanes.busiest_source * HEADROOM <= source_cap
+            and unsized.demand("sqs_fifo_ht_tps").demand * HEADROOM <= sqs_cap
         ):
             break
-    unsized = assess(w, profile, q, deployment)
     settings = {key: sized_setting(unsized.demand(key).demand) for key in SIZED}
     deployment = replace(deployment, source_max_concurrency=float(settings["delivery_max_concurrency"]))
     sized = {**q}

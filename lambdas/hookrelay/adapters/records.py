@@ -43,12 +43,9 @@ def to_data(record: Any, *, decimals: bool = False) -> dict[str, Any]:
     data: dict[str, Any] = {}
     for name in field_names(type(record)):
         value = getattr(record, name)
-        if value is not None and value != _NO_SET:
+        if value is not None and not (isinstance(value, frozenset) and not value):  # DynamoDB has no empty set
             data[name] = _plain(value, decimals)
     return data
-
-
-_NO_SET: frozenset[Any] = frozenset()
 
 
 def from_data(record_type: type[R], data: Any) -> R:
