@@ -27,6 +27,7 @@ SCRIPTS = (
     "local_throughput.py",
     "cost.py",
     "cost_before_after.py",
+    "e2e_before_after.py",
     "storage.py",
     "cold_start.py",
     "schema_validation.py",
@@ -40,8 +41,9 @@ SCRIPTS = (
 LIMIT_SECONDS = 900  # each benchmark finishes well within this on a 2-core machine, even one shared and loaded
 # ... but the bad night, which publishes 2,000 and then 4,000 events through the real handlers on moto, and the
 # local stack's throughput, 2,600 events end to end (about 2.5 minutes here; each phase gives up after 15), and the
-# isolation benchmark's sixteen rounds of two phases on the local stack (about 21 minutes here).
-LIMITS = {"bad_night.py": 1800, "local_throughput.py": 2100, "isolation.py": 2700}
+# isolation benchmark's sixteen rounds of two phases on the local stack (about 21 minutes here), and the e2e tier run
+# four times, twice on an earlier commit (about 13 minutes here).
+LIMITS = {"bad_night.py": 1800, "local_throughput.py": 2100, "isolation.py": 2700, "e2e_before_after.py": 2700}
 
 
 SUMMARY = "issue 12:"  # lines the cost, cold-start and delivery benchmarks print for the side-by-side summary
