@@ -46,7 +46,7 @@ from hookrelay.adapters.schema import (
 )
 from hookrelay.domain.classification import ATTEMPT_TIMEOUT_SECONDS
 from hookrelay.domain.lanes import MAX_IN_FLIGHT, tail_mark
-from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS
+from hookrelay.domain.queues import DEFAULT_DELIVERY_SHARDS, MAX_DELIVERY_SHARDS
 from hookrelay.domain.rate_limit import counter_shards
 from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS
 
@@ -476,14 +476,28 @@ def per_outage(profile: dict[str, Any], key: str) -> float:
 
 
 def function_seconds(profile: dict[str, Any], function: str, scenario_mix: str = "happy") -> float:
-    """An invocation's duration but for the endpoint's answer: its AWS calls, and its own work. The profile counts
-    one delivery invocation per message (the bench's events come one at a time: a batch holds one), so the
-    delivery function's calls here are one message's."""
+    """An invocation's duration but for the endpoint's answer: its AWS calls, and its own work. The delivery
+    function's is one message's: a fast-lane invocation handles its batch's message groups at once, each on a thread
+    with its own calls (a happy invocation's 30 calls are ten messages' 3 each, not 30 one after another), and the
+    slow lane's, and an outage's, hold one message each."""
     if scenario_mix == "outage":
         calls = _value(profile, "outage", ("calls_per_invocation", function))
+    elif function == "delivery":
+        calls = delivery_calls_per_message(profile)
     else:
         calls = _mix(profile, ("calls_per_invocation", function), 1)
     return (calls * CALL_MS + COMPUTE_MS) / 1000
+
+
+def delivery_calls_per_message(profile: dict[str, Any]) -> float:
+    """The delivery function's AWS calls per message delivered at fan-out 1: all its invocations' calls over the
+    messages they carried (the happy scenario's batches of them)."""
+    happy = profile["scenarios"]["happy"]
+    messages_per_event = happy["deliveries"] / happy["events"]
+    calls_per_event = _value(profile, "happy", ("calls_per_invocation", "delivery")) * _value(
+        profile, "happy", ("invocations", "delivery")
+    )
+    return calls_per_event / messages_per_event
 
 
 def fast_batch_seconds(profile: dict[str, Any], w: Workload, batch: int) -> float:
@@ -750,7 +764,6 @@ def log_index_wcu(profile: dict[str, Any], w: Workload) -> float:
 # --- sizing: the settings a workload needs ---------------------------------------------------------------
 
 HEADROOM = 1.25  # settings sized for the workload with a quarter to spare
-MAX_QUEUE_SHARDS = 256  # the sizing's search: past it, the model says so
 
 
 def sized_setting(demand: float) -> int:
@@ -790,14 +803,16 @@ def size(w: Workload, profile: dict[str, Any], quotas: dict[str, Quota] | None =
     log_shards = max(base.log_shards, math.ceil(log_index_wcu(profile, w) * HEADROOM / wcu))
     deployment = Deployment(base.queue_shards, source_cap, log_shards, base.fast_batch)
     sqs_cap = q["sqs_fifo_ht_tps"].limit
-    for shards in range(base.queue_shards, MAX_QUEUE_SHARDS + 1):
+    # The stack takes at most MAX_DELIVERY_SHARDS (domain/queues.py): a workload that needs more is over the cap.
+    for shards in range(base.queue_shards, MAX_DELIVERY_SHARDS + 1):
         deployment = replace(deployment, queue_shards=shards)
         unsized = assess(w, profile, q, deployment)
         assert unsized.lanes is not None
-        if (
+        fits = (
             unsized.lanes.busiest_source * HEADROOM <= source_cap
             and unsized.demand("sqs_fifo_ht_tps").demand * HEADROOM <= sqs_cap
-        ):
+        )
+        if fits:
             break
     settings = {key: sized_setting(unsized.demand(key).demand) for key in SIZED}
     deployment = replace(deployment, source_max_concurrency=float(settings["delivery_max_concurrency"]))
@@ -812,7 +827,8 @@ def size(w: Workload, profile: dict[str, Any], quotas: dict[str, Quota] | None =
         and d.utilisation * HEADROOM > 1
         and "not adjustable" not in d.quota.adjustable
     }
-    over = [key for key, value in settings.items() if key == "delivery_max_concurrency" and value > source_cap]
+    over = ["delivery_shards"] if not fits else []
+    over += [key for key, value in settings.items() if key == "delivery_max_concurrency" and value > source_cap]
     over += ["log_shards"] if log_shards > MAX_LOG_SHARDS else []
     return Sizing(deployment, settings, requests, assessment, over)
 
@@ -835,8 +851,9 @@ BEYOND: dict[str, str] = {
     "authorizer_reserved": "Raise reserved_concurrency; the authorizer's cache takes most requests off it.",
     "ingest_reserved": "Raise reserved_concurrency; batch ingest divides ingest invocations by the batch size.",
     "delivery_max_concurrency": "Raise delivery_max_concurrency (at most 1,000 an event source); past that, more"
-    " delivery queue shards (delivery_shards): the cap is shards x 2 lanes x 1,000, and an endpoint is on one"
-    " shard, so the busiest endpoint's own fast-lane concurrency must fit one event source.",
+    f" delivery queue shards (delivery_shards, at most {MAX_DELIVERY_SHARDS}): the cap is shards x 2 lanes x 1,000,"
+    " and an endpoint is on one shard, so the busiest endpoint's own fast-lane concurrency must fit one event"
+    " source.",
     "endpoint_groups": f"One endpoint's own limit: raise its max_in_flight (at most {MAX_IN_FLIGHT:,}); past that"
     " many in flight to one endpoint its deliveries wait (the rest go on). Every delivery reads the endpoint's item,"
     " which carries a slow endpoint's group marks: more groups would take its reads past one unit each.",
@@ -949,7 +966,7 @@ def settings_table(profile: dict[str, Any]) -> str:
                 f"{s['api_key_rate']:,}",
                 f"{s['authorizer_reserved']:,}",
                 f"{s['ingest_reserved']:,}",
-                f"{d.queue_shards}",
+                f"{d.queue_shards}" + (" **(over the cap)**" if "delivery_shards" in sizing.over_caps else ""),
                 f"{s['delivery_max_concurrency']:,}",
                 f"{d.log_shards}" + (" **(over the cap)**" if d.log_shards > MAX_LOG_SHARDS else ""),
                 f"{math.ceil(demands['lambda_concurrency'] * HEADROOM):,}",
@@ -1109,9 +1126,10 @@ and maximum concurrency) come first, set low on purpose to protect the account a
 the same workload with the settings `make capacity` gives for it (a quarter of headroom on each of the stack's own
 limits, the fewest queue shards that keep every event source under AWS's 1,000, the fewest log shards that keep
 every log index partition under 1,000 write units a second): then the first limit for every tenant is an AWS
-account quota, and the table names the increases to request. The limits of one tenant or one endpoint (its
-producer key, its message groups, its item's reads) are listed apart: past them only that tenant's requests or
-that endpoint's deliveries wait.
+account quota, and the table names the increases to request. A workload that needs more queue shards than the
+stack takes ({MAX_DELIVERY_SHARDS}, domain/queues.py) is "over the cap": past our design, not an AWS quota. The
+limits of one tenant or one endpoint (its producer key, its message groups, its item's reads) are listed apart:
+past them only that tenant's requests or that endpoint's deliveries wait.
 
 {standard_table(profile)}
 
@@ -1119,7 +1137,7 @@ that endpoint's deliveries wait.
 
 The stack's settings (CDK context; the stage throttle is `Api.THROTTLE`), the account's Lambda concurrency to
 request, and the max_in_flight the largest tenant's busiest endpoint would need to keep up (an endpoint has at
-most 50 message groups: past that, its own deliveries wait, the rest of the deployment does not).
+most {MAX_IN_FLIGHT:,} message groups: past that, its own deliveries wait, the rest of the deployment does not).
 
 {settings_table(profile)}
 

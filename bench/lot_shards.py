@@ -6,7 +6,8 @@ While an endpoint's circuit is open, ingest writes a lot entry for every event i
 deletes each as it releases it. A DynamoDB partition takes at most 1,000 write units a second, and a key whose sort
 key only grows (the lot's: event order) is one partition whatever adaptive capacity does, so with one partition per
 endpoint the busiest endpoint's outage could be taken in only as fast as that partition writes. Since issue 28 the
-lot is sharded by message group (schema.LOT_SHARDS, adapters/circuit.py `lot_partition`). For each layout, side by
+lot is sharded by message group (schema.LOT_SHARDS, adapters/circuit.py `lot_partition`; 16 shards before the
+counts in schema.EARLIER_LOT_SHARDS grew to today's). For each layout, side by
 side in one run on moto (in this process, through the real parking-lot adapter): N deliveries of one endpoint with
 G message groups (its max_in_flight) are parked as ingest parks them (`enter`), then drained as the drain does
 (windows read oldest first, each delivery claimed out of the lot), then the lot read empty as the close does. It
@@ -104,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     rows = []
-    for how, shards in (("one partition per endpoint (before)", 1), ("by message group (now)", schema.LOT_SHARDS)):
+    layouts = [("one partition per endpoint (before shards)", 1)]
+    layouts += [(f"by message group, {count} shards (before)", count) for count in schema.EARLIER_LOT_SHARDS]
+    layouts += [(f"by message group, {schema.LOT_SHARDS} shards (now)", schema.LOT_SHARDS)]
+    for how, shards in layouts:
         meter = Meter()
         with lot_shards(shards), dynamodb_stores() as stores, meter.installed(capture_stdout=False):
             lot = stores.parking

@@ -9,6 +9,9 @@ from dataclasses import replace
 import pytest
 
 from bench.capacity import (
+    BATCH_SLOWEST,
+    CALL_MS,
+    COMPUTE_MS,
     DEPLOYMENT,
     DOCS_PATH,
     ENDPOINT,
@@ -20,6 +23,7 @@ from bench.capacity import (
     assess,
     code_deployment,
     counted_limit,
+    delivery_calls_per_message,
     docs,
     drifted,
     endpoint_read_units,
@@ -28,11 +32,13 @@ from bench.capacity import (
     list_reads,
     load_profile,
     size,
+    standard_workloads,
     tail_marks_bytes,
 )
 from bench.quotas import all_quotas, stage_context
 from bench.simulation import compare
 from hookrelay.domain.lanes import MAX_IN_FLIGHT
+from hookrelay.domain.queues import MAX_DELIVERY_SHARDS
 from hookrelay.domain.rate_limit import REQUESTS_PER_COUNTER, counter_shards
 from hookrelay.services.endpoint_lists import ENDPOINT_LIST_SECONDS
 
@@ -292,3 +298,36 @@ def test_a_busy_endpoint_s_item_reads_fall_with_the_batch_s_shared_read(profile:
 def test_an_endpoint_s_marks_at_its_most_groups_keep_its_item_within_one_read_unit() -> None:
     assert tail_marks_bytes(MAX_IN_FLIGHT) == 2_890  # slots 0 to 999
     assert endpoint_read_units(MAX_IN_FLIGHT) == endpoint_read_units(0) == 1
+
+
+def test_the_sizer_gives_no_more_queue_shards_than_the_stack_takes_and_says_when_a_workload_needs_more(
+    profile: dict,
+) -> None:
+    """domain/queues.py refuses more than MAX_DELIVERY_SHARDS: a setting past it is no setting to give."""
+    for w in standard_workloads():
+        sizing = size(w, profile)
+        assert sizing.deployment.queue_shards <= MAX_DELIVERY_SHARDS, w
+        busiest = sizing.assessment.lanes.busiest_source  # type: ignore[union-attr]
+        if "delivery_shards" not in sizing.over_caps:
+            assert (
+                busiest
+                <= sizing.settings["delivery_max_concurrency"]
+                <= all_quotas()["sqs_event_source_concurrency"].limit
+            )
+    for w in (Workload(100_000, fanout=1), Workload(10_000, fanout=10)):  # the issue's two: within the cap
+        assert not size(w, profile).over_caps
+    assert "delivery_shards" in size(Workload(100_000, fanout=10), profile).over_caps  # a million deliveries a second
+
+
+def test_a_fast_batch_lasts_its_slowest_answer_and_one_message_s_calls_not_the_whole_batch_s(profile: dict) -> None:
+    """The batch's groups are handled at once, each on a thread with its own calls: the happy scenario's delivery
+    invocations make 30 calls for their 10 messages, 3 a message, and a batch waits on one message's."""
+    happy = profile["scenarios"]["happy"]
+    per_message = delivery_calls_per_message(profile)
+    invocation = happy["calls_per_invocation"]["delivery"]
+    messages = happy["deliveries"] / happy["events"] / happy["invocations"]["delivery"]
+    assert messages > 1 and per_message < invocation
+    assert per_message == pytest.approx(invocation / messages)
+    w = Workload(10_000, endpoint_latency_ms=200)
+    fast = lanes(profile, w, code_deployment())
+    assert fast.fast_seconds == pytest.approx(0.2 * BATCH_SLOWEST + (per_message * CALL_MS + COMPUTE_MS) / 1000)

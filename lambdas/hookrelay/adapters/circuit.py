@@ -8,10 +8,12 @@ after the close began (services/parking.py). The mark is written first, the entr
 delivery's parking (park again, claim, end, unpark) puts or drops the entry from the mark, so a crash between the
 two is repaired by the next message for that delivery.
 
-An entry written before the lot was sharded is under the endpoint's own id (`_lot_partitions` reads it too), where
-the writes that follow a delivery's mark do not look: the claim or end of its delivery leaves it behind, stale, and
-the next read of it releases it again, whose refused claim drops it wherever it is (`_drop_everywhere`). So each
-such entry costs one more release, once, and nothing is released twice into an attempt.
+An entry written before the lot was sharded is under the endpoint's own id (`_lot_partitions` reads it too), and
+one written under an earlier count of shards (schema.EARLIER_LOT_SHARDS) may be in another shard than the count's
+now. The writes that follow a delivery's mark do not look there: the claim or end of its delivery leaves such an
+entry behind, stale, and the next read of it releases it again, whose refused claim drops it wherever it is
+(`_drop_everywhere`). So each such entry costs one more release, once, and nothing is released twice into an
+attempt.
 """
 
 from __future__ import annotations
@@ -237,7 +239,18 @@ def _slot(event_order: str, delivery_id: str) -> str:
 def lot_partition(endpoint_id: str, message_group_id: str) -> str:
     """The lot partition of a delivery parked behind the endpoint: its message group's shard (a stable hash, never
     Python's salted `hash`), so a group's entries are in one partition, in event order."""
-    return f"{endpoint_id}#{zlib.crc32(message_group_id.encode()) % schema.LOT_SHARDS}"
+    return _lot_shard(endpoint_id, message_group_id, schema.LOT_SHARDS)
+
+
+def _lot_shard(endpoint_id: str, message_group_id: str, count: int) -> str:
+    return f"{endpoint_id}#{zlib.crc32(message_group_id.encode()) % count}"
+
+
+def _entry_partitions(endpoint_id: str, message_group_id: str) -> list[str]:
+    """Every partition one entry of the group's can be in: its shard now, its shard under each earlier count
+    (schema.EARLIER_LOT_SHARDS), and the endpoint's own id (from before shards)."""
+    counts = (schema.LOT_SHARDS, *schema.EARLIER_LOT_SHARDS)
+    return list(dict.fromkeys([*(_lot_shard(endpoint_id, message_group_id, n) for n in counts), endpoint_id]))
 
 
 def _lot_partitions(endpoint_id: str) -> list[str]:
@@ -302,10 +315,12 @@ class DynamoParkingLot:
         self.lot.delete_item(Key=_entry_key(endpoint_id, delivery))
 
     def _drop_everywhere(self, endpoint_id: str, delivery: Mapping[str, Any]) -> None:
-        """Drop a stale entry read from the lot: in its shard, and under the endpoint's own id, where it is if it
-        was written before the lot was sharded (only this, rare, path deletes there)."""
-        self._drop_entry(endpoint_id, delivery)
-        self.lot.delete_item(Key={"endpoint_id": endpoint_id, "slot": _slot(delivery["event_order"], delivery["id"])})
+        """Drop a stale entry read from the lot: in its shard, in its shard under an earlier count of shards, and
+        under the endpoint's own id, where it is if it was written before the lot was sharded (only this, rare, path
+        deletes outside its shard)."""
+        slot = _slot(delivery["event_order"], delivery["id"])
+        for partition in _entry_partitions(endpoint_id, delivery["message_group_id"]):
+            self.lot.delete_item(Key={"endpoint_id": partition, "slot": slot})
 
     def _drop_if_stale(self, delivery_id: str, endpoint_id: str, read: ParkedDelivery | None = None) -> None:
         """After a refused claim or end: if the delivery is not parked behind the endpoint (a crash after it
@@ -357,11 +372,12 @@ class DynamoParkingLot:
 
     def missing(self, deliveries: Sequence[Delivery]) -> set[str]:
         slots = {_slot(d.event_order or "", d.id): d for d in deliveries}
-        # In its shard, or under the endpoint's own id if it was entered before the lot was sharded.
+        # In its shard, its shard under an earlier count, or under the endpoint's own id if it was entered before the
+        # lot was sharded.
         keys = [
             {"endpoint_id": partition, "slot": slot}
             for slot, d in slots.items()
-            for partition in (lot_partition(d.endpoint_id, d.message_group_id), d.endpoint_id)
+            for partition in _entry_partitions(d.endpoint_id, d.message_group_id)
         ]
         found = {item["slot"] for item in batch_get(self.lot, keys, consistent=False)}
         return {d.id for slot, d in slots.items() if slot not in found}

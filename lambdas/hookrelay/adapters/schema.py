@@ -128,8 +128,15 @@ PARKING_LOT = TableSpec("ParkingLot", "PARKING_LOT_TABLE", partition_key="endpoi
 # is the unit of order, so each group's entries stay in one partition, in order, read by one strongly consistent
 # Query; a read merges the shards by slot. A constant, not a deployment setting: every reader must know every
 # partition an entry can be in, whatever was deployed when it was written. Entries written before the lot was
-# sharded are under the endpoint's own id, which reads merge in too.
-LOT_SHARDS = 16
+# sharded are under the endpoint's own id, which reads merge in too. 32: an endpoint sent 10,000 events a second
+# (the busiest of docs/capacity.md's 100,000/s workloads) has that many parked a second in its outage (ingest parks
+# them as they come, whatever the endpoint's max_in_flight), which 16 shards took at up to 1,424 write units a
+# second on the hottest (bench/capacity.py). Earlier counts are kept in EARLIER_LOT_SHARDS: a larger count
+# names every partition of a smaller one, so reads find their entries; a delivery's later writes look for its entry
+# in the current count's shard and so miss one parked under an earlier count, which the drain then releases once
+# more and its refused claim drops wherever it can be (adapters/circuit.py, `_drop_everywhere`).
+LOT_SHARDS = 32
+EARLIER_LOT_SHARDS = (16,)
 # Pull delivery's mailboxes (domain/mailbox.py): per poll endpoint, its deliveries waiting for the consumer, in the
 # order they were posted (`seq`, zero-padded so that it sorts as a string), each removed when the consumer's cursor
 # passes it, or by TTL at its delivery's retention end.
