@@ -132,3 +132,48 @@ def test_the_resolution_itself_would_see_a_difference(
     authorizer = {v: resolve(x) for v, x in deployed["authorizer"]["Properties"]["Environment"]["Variables"].items()}
     assert authorizer != deployment.environments["api"]
     assert schema.TENANTS.env_var not in authorizer  # the portal's defect: the authorizer has no tenants table
+
+
+# Lambda's quota on a function's environment: its variables' names and values, 4 KB in all
+# (https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html). Every function that sends to a delivery
+# queue holds every delivery queue's URL, so this is what bounds MAX_DELIVERY_SHARDS (domain/queues.py).
+LAMBDA_ENVIRONMENT_BYTES = 4096
+
+
+def aws_named_environment(stack_name: str, shards: int) -> dict[str, str]:
+    """Resources' variables as AWS names them: CloudFormation's `<stack>-<logical id>-<13 random characters>` (the
+    logical id CDK's, with its 8-character hash), cut to the service's length (a queue's 80 characters, `.fifo`
+    included), in AWS's URL and ARN forms."""
+
+    def generated(logical: str, limit: int = 255, suffix: str = "") -> str:
+        return f"{stack_name}-{logical}0123ABCD-ABCDEFGHIJKLM"[: limit - len(suffix)] + suffix
+
+    env = {spec.env_var: generated(f"Storage{spec.logical_name}") for spec in schema.ALL_TABLES}
+    urls = {
+        spec: f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/"
+        + generated(f"Queues{spec.logical_name}", 80, ".fifo" if spec.fifo else "")
+        for spec in schema.all_queues(shards)
+    }
+    env |= {spec.env_var: url for spec, url in urls.items() if not schema.is_delivery_queue(spec)}
+    env[schema.DELIVERY_QUEUE.env_var] = schema.encode_delivery_queues(urls)
+    arn = f"arn:aws:{{}}:{REGION}:{ACCOUNT}:{{}}"
+    env |= {spec.env_var: arn.format("sns", generated(f"Notices{spec.logical_name}")) for spec in schema.ALL_TOPICS}
+    env[schema.RETRY_STATE_MACHINE_ARN] = arn.format("states", "stateMachine:" + generated("RetryWorkflow", 80))
+    env[schema.API_URL] = f"https://abcdefghij.execute-api.{REGION}.amazonaws.com"
+    return env
+
+
+def test_at_the_most_delivery_shards_every_function_s_environment_fits_lambda_s_quota(
+    synthesized: Synthesized,
+) -> None:
+    """A deployment at MAX_DELIVERY_SHARDS, its resources named as AWS names them: the environment the template gives
+    each function stays within Lambda's 4 KB (a deploy past it fails in CloudFormation, never here on moto)."""
+    from hookrelay.domain.queues import MAX_DELIVERY_SHARDS
+
+    env = aws_named_environment(synthesized.stack_name, MAX_DELIVERY_SHARDS)
+    deployment = local_deployment(env, synthesized.function_settings)
+    sizes = {
+        name: sum(len(key.encode()) + len(value.encode()) for key, value in variables.items())
+        for name, variables in deployment.environments.items()
+    }
+    assert max(sizes.values()) <= LAMBDA_ENVIRONMENT_BYTES, sizes

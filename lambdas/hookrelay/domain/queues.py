@@ -20,6 +20,8 @@ DEFAULT_DELIVERY_SHARDS = 2
 # The most shards a deployment may have: two queues and two event sources each; every function that sends holds
 # every URL in one environment variable (Lambda's environment is 4 KiB in all; a queue URL is about 100 bytes); and
 # each lane's backlog alarm takes all its queues' ages in one metric math expression (CloudWatch: 10 metrics).
+# tests/infrastructure/test_as_deployed.py holds every function's environment at this many shards, its resources named
+# as AWS names them, to Lambda's 4 KB.
 MAX_DELIVERY_SHARDS = 8
 # A slow lane's event source hands the function one message at a time: a slow endpoint holds only its own message.
 SLOW_LANE_BATCH_SIZE = 1
