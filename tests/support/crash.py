@@ -20,6 +20,7 @@ run (tests/integration/conftest.py).
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -77,7 +78,9 @@ _NUMBERING = threading.Lock()
 class CrashInjector:
     functions: frozenset[str] = frozenset()
     # the call number (from 0) to die (or be throttled) at, among the functions' calls; or the first call so labelled
-    crash_at: int | str | None = None
+    # (any shard of a queue); or the first so labelled made at that site. A number shifts when a run makes a call more
+    # or fewer before it: a parking-lot entry's partitions are two or three as its shards under 32 and 16 coincide.
+    crash_at: int | str | tuple[str, str] | None = None
     mode: str = "crash"  # or "throttle"
     throttle_tries: int = FOREVER  # how many of the call's HTTP tries are throttled
     calls: list[str] = field(default_factory=list)  # "function: Service.Operation" of each call seen
@@ -98,11 +101,13 @@ class CrashInjector:
         label = f"{function}: {service}.{model.name}{_target(params)}"
         with _NUMBERING:  # a read across shards makes its calls on several threads at once
             number = len(self.calls)
+            site = _site()
             self.calls.append(label)
-            self.sites.append(_site())
+            self.sites.append(site)
             if self.throttled_thread == threading.get_ident():  # a thread's calls come one at a time: that one ended
                 self.throttling, self.tries_left = None, 0
-            if self.crash_at not in (number, label) or self.crashed is not None:
+            kind = unsharded(label)
+            if self.crash_at not in (number, kind, (kind, site)) or self.crashed is not None:
                 return
             self.crashed = label
             if self.mode == "throttle":
@@ -124,8 +129,17 @@ class CrashInjector:
         return AWSResponse(request_url, status, headers, MockRawResponse(body))  # type: ignore[arg-type]
 
     def arm(
-        self, functions: frozenset[str], crash_at: int | str | None, *, mode: str = "crash", tries: int = FOREVER
+        self,
+        functions: frozenset[str],
+        crash_at: int | str | tuple[str, str] | None,
+        *,
+        mode: str = "crash",
+        tries: int = FOREVER,
     ) -> None:
+        if isinstance(crash_at, str):
+            crash_at = unsharded(crash_at)
+        elif isinstance(crash_at, tuple):
+            crash_at = (unsharded(crash_at[0]), crash_at[1])
         self.functions, self.crash_at, self.calls, self.crashed, self.sites = functions, crash_at, [], None, []
         self.mode, self.throttle_tries, self.throttling, self.tries_left = mode, tries, None, 0
         self.throttled_thread = None
@@ -147,6 +161,11 @@ def _site() -> str:
             frames.append(f"{name}.{frame.f_code.co_name}:{frame.f_lineno}")
         frame = frame.f_back  # type: ignore[assignment]
     return " < ".join(frames)
+
+
+def unsharded(label: str) -> str:
+    """A label as a crash point names it: any shard of a queue (a run's endpoint hashes to one shard or another)."""
+    return re.sub(r"Shard\d+", "", label)  # shard 0 of the delivery queue is named without one
 
 
 def _target(params: dict[str, Any]) -> str:
