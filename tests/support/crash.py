@@ -74,13 +74,29 @@ FOREVER = 10_000  # tries to throttle: past any retry budget
 _NUMBERING = threading.Lock()
 
 
+@dataclass(frozen=True)
+class Point:
+    """A call as a crash point names it: its kind (label, any shard), its site, and which of the kind's calls at
+    that site it is (from 1), whatever the run's other calls."""
+
+    kind: str
+    site: str
+    nth: int
+
+    @classmethod
+    def of(cls, label: str, site: str, labels_before: list[str], sites_before: list[str]) -> Point:
+        kind = unsharded(label)
+        earlier = sum(1 for a, b in zip(labels_before, sites_before, strict=True) if b == site and unsharded(a) == kind)
+        return cls(kind, site, earlier + 1)
+
+
 @dataclass
 class CrashInjector:
     functions: frozenset[str] = frozenset()
     # the call number (from 0) to die (or be throttled) at, among the functions' calls; or the first call so labelled
-    # (any shard of a queue); or the first so labelled made at that site. A number shifts when a run makes a call more
-    # or fewer before it: a parking-lot entry's partitions are two or three as its shards under 32 and 16 coincide.
-    crash_at: int | str | tuple[str, str] | None = None
+    # (any shard of a queue); or a Point: the nth so labelled made at one site. A number shifts when a run makes a call
+    # more or fewer before it: a parking-lot entry's partitions are two or three as its shards under 32 and 16 coincide.
+    crash_at: int | str | Point | None = None
     mode: str = "crash"  # or "throttle"
     throttle_tries: int = FOREVER  # how many of the call's HTTP tries are throttled
     calls: list[str] = field(default_factory=list)  # "function: Service.Operation" of each call seen
@@ -106,8 +122,8 @@ class CrashInjector:
             self.sites.append(site)
             if self.throttled_thread == threading.get_ident():  # a thread's calls come one at a time: that one ended
                 self.throttling, self.tries_left = None, 0
-            kind = unsharded(label)
-            if self.crash_at not in (number, kind, (kind, site)) or self.crashed is not None:
+            point = Point.of(label, site, self.calls[:-1], self.sites[:-1])
+            if self.crash_at not in (number, point.kind, point) or self.crashed is not None:
                 return
             self.crashed = label
             if self.mode == "throttle":
@@ -131,15 +147,13 @@ class CrashInjector:
     def arm(
         self,
         functions: frozenset[str],
-        crash_at: int | str | tuple[str, str] | None,
+        crash_at: int | str | Point | None,
         *,
         mode: str = "crash",
         tries: int = FOREVER,
     ) -> None:
         if isinstance(crash_at, str):
             crash_at = unsharded(crash_at)
-        elif isinstance(crash_at, tuple):
-            crash_at = (unsharded(crash_at[0]), crash_at[1])
         self.functions, self.crash_at, self.calls, self.crashed, self.sites = functions, crash_at, [], None, []
         self.mode, self.throttle_tries, self.throttling, self.tries_left = mode, tries, None, 0
         self.throttled_thread = None
