@@ -55,7 +55,7 @@ from local.sqs_source import queue_arn_of, to_record
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import as_function, moto_stack
 from tests.support.consumer import Reply, ScriptedConsumer
-from tests.support.crash import MATRIX, Crash, CrashInjector, Point, Row, injector, unsharded
+from tests.support.crash import MATRIX, Crash, CrashInjector, Row, injector, unsharded
 from tests.support.platform import Platform
 from tests.support.records import make, store
 from tests.support.workflow_sim import WorkflowSim
@@ -829,8 +829,7 @@ def test_every_crash_point_ends_delivered_dead_or_cancelled(world: World, path: 
     path.act(world)
     world.hook.disarm()
     calls = list(world.hook.calls)
-    sites = list(world.hook.sites)
-    points = [Point.of(label, sites[n], calls[:n], sites[:n]) for n, label in enumerate(calls)]
+    points = list(world.hook.points)
     path.recover(world)
     MATRIX.append(Row(path.name, "-", path.check(world)))
     assert calls, f"{path.name} made no AWS call"

@@ -23,6 +23,7 @@ import json
 import re
 import sys
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -83,12 +84,6 @@ class Point:
     site: str
     nth: int
 
-    @classmethod
-    def of(cls, label: str, site: str, labels_before: list[str], sites_before: list[str]) -> Point:
-        kind = unsharded(label)
-        earlier = sum(1 for a, b in zip(labels_before, sites_before, strict=True) if b == site and unsharded(a) == kind)
-        return cls(kind, site, earlier + 1)
-
 
 @dataclass
 class CrashInjector:
@@ -101,6 +96,8 @@ class CrashInjector:
     throttle_tries: int = FOREVER  # how many of the call's HTTP tries are throttled
     calls: list[str] = field(default_factory=list)  # "function: Service.Operation" of each call seen
     sites: list[str] = field(default_factory=list)  # the code that made each call (its innermost hookrelay frame)
+    points: list[Point] = field(default_factory=list)  # each call as a crash point names it
+    _made: Counter[tuple[str, str]] = field(default_factory=Counter)  # calls so far by (kind, site)
     crashed: str | None = None  # where it struck (a crash, or the throttled call)
     throttling: str | None = None  # the service whose call is being throttled now, and for how many more tries
     throttled_thread: int | None = None  # the thread making it (a read across shards makes its calls on several)
@@ -117,13 +114,15 @@ class CrashInjector:
         label = f"{function}: {service}.{model.name}{_target(params)}"
         with _NUMBERING:  # a read across shards makes its calls on several threads at once
             number = len(self.calls)
-            site = _site()
+            site, kind = _site(), unsharded(label)
+            self._made[kind, site] += 1
+            point = Point(kind, site, self._made[kind, site])
             self.calls.append(label)
             self.sites.append(site)
+            self.points.append(point)
             if self.throttled_thread == threading.get_ident():  # a thread's calls come one at a time: that one ended
                 self.throttling, self.tries_left = None, 0
-            point = Point.of(label, site, self.calls[:-1], self.sites[:-1])
-            if self.crash_at not in (number, point.kind, point) or self.crashed is not None:
+            if self.crash_at not in (number, kind, point) or self.crashed is not None:
                 return
             self.crashed = label
             if self.mode == "throttle":
@@ -155,6 +154,7 @@ class CrashInjector:
         if isinstance(crash_at, str):
             crash_at = unsharded(crash_at)
         self.functions, self.crash_at, self.calls, self.crashed, self.sites = functions, crash_at, [], None, []
+        self.points, self._made = [], Counter()
         self.mode, self.throttle_tries, self.throttling, self.tries_left = mode, tries, None, 0
         self.throttled_thread = None
         self.throttled_tries, self.backoffs = 0, []
