@@ -27,7 +27,9 @@ from hookrelay.adapters import schema
 # the API's 29 s and every function's timeout. Past that the call raises, the invocation fails,
 # and what invoked it tries again: the queue redelivers the message (a batch item failure), the schedule runs again,
 # the API answers 503 with Retry-After and the producer retries under its Idempotency-Key. Not "adaptive": its
-# client-side rate limiter would hold a Lambda's single invocation back, with nothing shared to learn from.
+# client-side rate limiter would hold a Lambda's single invocation back, with nothing shared to learn from. What a
+# batch call leaves unprocessed, which botocore does not retry, is sent again the same way
+# (adapters/dynamodb._until_processed).
 MAX_ATTEMPTS = schema.AWS_CALL_TRIES  # tries in all, the first included (botocore's `max_attempts`: retries only)
 _CONFIG = Config(retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS}, connect_timeout=3, read_timeout=10)
 

@@ -31,6 +31,7 @@ from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import (
     applied,
     batch_get,
+    batch_put,
     claim_update,
     claim_values,
     claimable_condition,
@@ -366,9 +367,7 @@ class DynamoParkingLot:
         return ParkOutcome.ALREADY_PARKED
 
     def enter(self, deliveries: Sequence[Delivery]) -> None:
-        with self.lot.batch_writer() as batch:
-            for delivery in deliveries:
-                batch.put_item(Item=_lot_entry(delivery_item(delivery)))
+        batch_put(self.lot, (_lot_entry(delivery_item(delivery)) for delivery in deliveries))
 
     def missing(self, deliveries: Sequence[Delivery]) -> set[str]:
         slots = {_slot(d.event_order or "", d.id): d for d in deliveries}

@@ -9,8 +9,10 @@ import heapq
 import itertools
 import json
 import os
+import random
+import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -470,9 +472,7 @@ class EventTable:
         return applied(self.table.put_item, Item=event_item(event), ConditionExpression="attribute_not_exists(id)")
 
     def put_many(self, events: Sequence[Event]) -> None:
-        with self.table.batch_writer() as batch:
-            for event in events:
-                batch.put_item(Item=event_item(event))
+        batch_put(self.table, (event_item(event) for event in events))
 
     def get(self, event_id: str) -> Event | None:
         if event_id.startswith(_SEQUENCE_SPACE):
@@ -623,6 +623,31 @@ def delivery_item(delivery: Delivery, *, paged: bool = False) -> dict[str, Any]:
 
 
 _BATCH_GET_LIMIT = 100  # DynamoDB's BatchGetItem maximum
+_BATCH_WRITE_LIMIT = 25  # DynamoDB's BatchWriteItem maximum
+_sleep = time.sleep  # the backoff's (tests replace it)
+
+
+def _until_processed(
+    send: Callable[[dict[str, Any]], dict[str, Any]], request: dict[str, Any], left: str, operation: str
+) -> Iterator[dict[str, Any]]:
+    """Each answer to a batch `request`, sending again what the answer left unprocessed (`left`: DynamoDB leaves
+    what a partition over its throughput, or the answer's size, did not take) until nothing is left.
+
+    Sent again as a throttled call is retried (adapters/aws.py): up to AWS_CALL_TRIES rounds in all, each after a
+    backoff with full jitter, and past them raised as a throttled call is, so that what invoked the function tries
+    again. Not boto3's `batch_writer`, which sends what is left again at once, as often as it is left: against a
+    throttled partition, a tight loop until the function times out. moto never leaves anything: the integration
+    tier drops items from its answers (tests/integration/test_unprocessed.py)."""
+    for retry in range(schema.AWS_CALL_TRIES):
+        if retry:
+            _sleep(random.uniform(0, schema.aws_call_backoff_cap(retry - 1)))
+        answer = send(request)
+        yield answer
+        request = answer.get(left) or {}
+        if not request:
+            return
+    error = {"Code": "ProvisionedThroughputExceededException", "Message": f"still unprocessed: {request}"}
+    raise ClientError({"Error": error}, operation)
 
 
 def batch_get(table: Any, keys: Sequence[dict[str, Any]], *, consistent: bool) -> list[dict[str, Any]]:
@@ -632,14 +657,22 @@ def batch_get(table: Any, keys: Sequence[dict[str, Any]], *, consistent: bool) -
     client = table.meta.client  # the resource's client: takes and returns Python values, like the table
     found: list[dict[str, Any]] = []
     for start in range(0, len(keys), _BATCH_GET_LIMIT):
-        request: dict[str, Any] = {
-            table.name: {"Keys": list(keys[start : start + _BATCH_GET_LIMIT]), "ConsistentRead": consistent}
-        }
-        while request:
-            result = client.batch_get_item(RequestItems=request)
-            found.extend(result["Responses"].get(table.name, []))
-            request = result.get("UnprocessedKeys") or {}
+        request = {table.name: {"Keys": list(keys[start : start + _BATCH_GET_LIMIT]), "ConsistentRead": consistent}}
+        send = lambda r: client.batch_get_item(RequestItems=r)  # noqa: E731
+        for answer in _until_processed(send, request, "UnprocessedKeys", "BatchGetItem"):
+            found.extend(answer["Responses"].get(table.name, []))
     return found
+
+
+def batch_put(table: Any, items: Iterable[dict[str, Any]]) -> None:
+    """Put every item (unconditionally: a put again is the same item), 25 to a BatchWriteItem call."""
+    client = table.meta.client
+    items = list(items)
+    for start in range(0, len(items), _BATCH_WRITE_LIMIT):
+        request = {table.name: [{"PutRequest": {"Item": item}} for item in items[start : start + _BATCH_WRITE_LIMIT]]}
+        send = lambda r: client.batch_write_item(RequestItems=r)  # noqa: E731
+        for _ in _until_processed(send, request, "UnprocessedItems", "BatchWriteItem"):
+            pass
 
 
 def endpoints_of(table: Any, entries: Iterator[dict[str, Any]], page: int = _BATCH_GET_LIMIT) -> Iterator[Endpoint]:
@@ -664,14 +697,9 @@ class DeliveryTable:
         """The deliveries, and the log pages that list those created together (adapters/log_pages.py): the pages
         first, all of them, so that a crash never leaves a delivery the log cannot find."""
         pages = log_pages.paginate(deliveries)
-        if pages:
-            with self.table.batch_writer() as batch:
-                for page in pages:
-                    batch.put_item(Item=log_pages.item(page, sharded(page.tenant_id, page.id)))
+        batch_put(self.table, (log_pages.item(page, sharded(page.tenant_id, page.id)) for page in pages))
         paged = {row.delivery_id for page in pages for row in page.rows}
-        with self.table.batch_writer() as batch:
-            for delivery in deliveries:
-                batch.put_item(Item=delivery_item(delivery, paged=delivery.id in paged))
+        batch_put(self.table, (delivery_item(delivery, paged=delivery.id in paged) for delivery in deliveries))
 
     def get(self, delivery_id: str) -> Delivery | None:
         return _delivery_of(self.table.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item"))

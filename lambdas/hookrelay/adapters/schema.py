@@ -277,8 +277,15 @@ class QueueSpec:
 #   as dead (poison), redrivable, never silently lost. The trade: a crash holds its groups for 1.5 minutes, not 6.
 # The attempt timeout can be lowered by deployment (ATTEMPT_TIMEOUT_SECONDS); these are sized for the contract's.
 AWS_CALL_TRIES = 5  # every AWS call's tries in all, the first included (adapters/aws.py configures botocore so)
-# botocore's standard retries back off up to 1, 2, 4, 8 … s (doubling, capped at 20) before each retry.
-AWS_CALL_BACKOFF_SECONDS = sum(min(2**retry, 20) for retry in range(AWS_CALL_TRIES - 1))
+
+
+def aws_call_backoff_cap(retry: int) -> float:
+    """The longest backoff before the `retry`th retry (from 0) of an AWS call: botocore's standard retries back off
+    up to 1, 2, 4, 8 … s (doubling, capped at 20), with full jitter; a batch's unprocessed items wait the same."""
+    return min(2.0**retry, 20.0)
+
+
+AWS_CALL_BACKOFF_SECONDS = sum(aws_call_backoff_cap(retry) for retry in range(AWS_CALL_TRIES - 1))
 DELIVERY_AWS_CALLS = 12  # on an invocation's longest path
 DELIVERY_THROTTLED_CALLS = 2
 # A rate-limited endpoint's send may first wait for its slot (domain/pacing.py): WAIT_SECONDS at most, but a slow
