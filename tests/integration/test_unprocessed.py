@@ -1,8 +1,9 @@
-"""What DynamoDB leaves unprocessed in a batch (a partition over its throughput): moto never leaves anything, so
-here every BatchWriteItem and BatchGetItem answer on the chosen tables leaves its last entries unprocessed, unwritten
-and unread, for as many answers as a test says. The adapters send them again after a backoff
-(`adapters.dynamodb._until_processed`), and past AWS_CALL_TRIES raise as a throttled call does: the producer is told
-to retry, and its retry (once the failed writer's window has passed) delivers each event once."""
+"""What a batch call leaves undone: DynamoDB's unprocessed items and keys (a partition over its throughput), SQS's
+entries failed on its side. moto never leaves anything, so here every BatchWriteItem and BatchGetItem answer on the
+chosen tables, and every SendMessageBatch answer on the chosen queues, leaves its last entries undone (unwritten,
+unread, unsent) for as many answers as a test says. The adapters send them again after a backoff
+(`adapters.aws.resend_left`), and past AWS_CALL_TRIES raise as a throttled call does: the producer is told to retry,
+and its retry (once the failed writer's window has passed) delivers each event once."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import boto3
 import pytest
 from botocore.client import BaseClient
 
-from hookrelay.adapters import dynamodb, schema
+from hookrelay.adapters import aws, schema
 from hookrelay.domain.clock import utcnow
 from tests.integration.test_batch_ingest import LATER, time_passes
 from tests.support.consumer import ScriptedConsumer
@@ -37,6 +38,8 @@ class Leaving:
     left: Counter[str] = field(default_factory=Counter)  # entries left, by operation
 
     def call(self, previous: Any, client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "SendMessageBatch" and self.answers > 0 and params["QueueUrl"] in self.tables:
+            return self.fail_sends(previous, client, params)
         if operation not in ("BatchWriteItem", "BatchGetItem") or self.answers <= 0:
             return previous(client, operation, params)
         requested = params["RequestItems"]
@@ -60,6 +63,16 @@ class Leaving:
         answer = previous(client, operation, {**params, "RequestItems": kept})
         return {**answer, "UnprocessedKeys" if operation == "BatchGetItem" else "UnprocessedItems": left}
 
+    def fail_sends(self, previous: Any, client: BaseClient, params: dict[str, Any]) -> Any:
+        """SQS's side failing the last entries (not sent), as an internal error."""
+        entries = params["Entries"]
+        cut = max(1, len(entries) - self.count)
+        self.answers -= 1
+        self.left["SendMessageBatch"] += len(entries) - cut
+        answer = previous(client, "SendMessageBatch", {**params, "Entries": entries[:cut]})
+        failed = [{"Id": e["Id"], "SenderFault": False, "Code": "InternalError"} for e in entries[cut:]]
+        return {**answer, "Failed": failed}
+
 
 @pytest.fixture
 def leaving(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> Iterator[Leaving]:
@@ -76,7 +89,7 @@ def leaving(platform: Platform, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lea
 @pytest.fixture
 def backoffs(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     slept: list[float] = []
-    monkeypatch.setattr(dynamodb, "_sleep", slept.append)
+    monkeypatch.setattr(aws, "_sleep", slept.append)
     return slept
 
 
@@ -153,3 +166,18 @@ def test_keys_a_batch_read_leaves_unprocessed_are_read_again_and_the_log_lists_e
     assert listed.status == 200, listed.body
     assert leaving.left["BatchGetItem"] > 0 and backoffs
     assert len(listed.json()["data"]) == 30
+
+
+def test_messages_sqs_fails_on_its_side_are_sent_again_after_a_backoff_and_each_event_is_delivered_once(
+    platform: Platform, consumer: ScriptedConsumer, leaving: Leaving, backoffs: list[float], tenant: Any
+) -> None:
+    tenant_id, _, producer = tenant
+    leaving.tables = set(schema.DeliveryQueueUrls.parse(platform.env[schema.DELIVERY_QUEUE.env_var]).all())
+    leaving.answers = 3
+
+    answer = publish(platform, producer, tenant_id, 30)
+
+    assert answer.status == 200, answer.body
+    assert leaving.left["SendMessageBatch"] > 0 and leaving.answers == 0 and backoffs
+    platform.pump()
+    assert delivered(consumer) == Counter(range(30))

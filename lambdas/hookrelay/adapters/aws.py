@@ -8,8 +8,11 @@ every client at moto's server without the handlers knowing.
 from __future__ import annotations
 
 import os
+import random
+import time
+from collections.abc import Callable, Iterator
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import boto3
 from botocore import UNSIGNED
@@ -28,8 +31,7 @@ from hookrelay.adapters import schema
 # and what invoked it tries again: the queue redelivers the message (a batch item failure), the schedule runs again,
 # the API answers 503 with Retry-After and the producer retries under its Idempotency-Key. Not "adaptive": its
 # client-side rate limiter would hold a Lambda's single invocation back, with nothing shared to learn from. What a
-# batch call leaves unprocessed, which botocore does not retry, is sent again the same way
-# (adapters/dynamodb._until_processed).
+# batch call leaves undone, which botocore does not retry, is sent again the same way (`resend_left`).
 MAX_ATTEMPTS = schema.AWS_CALL_TRIES  # tries in all, the first included (botocore's `max_attempts`: retries only)
 _CONFIG = Config(retries={"mode": "standard", "total_max_attempts": MAX_ATTEMPTS}, connect_timeout=3, read_timeout=10)
 
@@ -51,6 +53,33 @@ def throttled(error: BaseException | None) -> bool:
                 return True
         error, seen = error.__cause__ or error.__context__, seen + 1
     return False
+
+
+_sleep = time.sleep  # the backoff's (tests replace it)
+R = TypeVar("R")
+A = TypeVar("A")
+
+
+def resend_left(send: Callable[[R], A], request: R, left: Callable[[R, A], R | None], operation: str) -> Iterator[A]:
+    """Each answer to a batch `request`, sending again what the answer left undone (`left`: the request for it, or
+    None) until nothing is left: DynamoDB's unprocessed items and keys, SQS's entries failed on its side.
+
+    Sent again as a throttled call is retried: up to MAX_ATTEMPTS rounds in all, each after a backoff with full
+    jitter within botocore's cap for that retry, and past them raised as throttling, so that the API answers 503 with
+    Retry-After and a queue or schedule tries again. Not boto3's `batch_writer`, which sends what is left again at
+    once, as often as it is left: against a throttled partition, a tight loop until the function times out. moto
+    never leaves anything: tests/integration/test_unprocessed.py leaves entries out of its answers."""
+    for retry in range(MAX_ATTEMPTS):
+        if retry:
+            _sleep(random.uniform(0, schema.aws_call_backoff_cap(retry - 1)))
+        answer = send(request)
+        yield answer
+        undone = left(request, answer)
+        if undone is None:
+            return
+        request = undone
+    error = {"Code": "RequestLimitExceeded", "Message": f"{operation}: still left undone after {MAX_ATTEMPTS} tries"}
+    raise ClientError({"Error": error}, operation)
 
 
 # Set by the local stack only (local/stack.py): its functions' calls go to its own moto servers, so the client skips

@@ -9,8 +9,6 @@ import heapq
 import itertools
 import json
 import os
-import random
-import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +19,7 @@ from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBu
 from botocore.exceptions import ClientError
 
 from hookrelay.adapters import log_pages, schema
+from hookrelay.adapters.aws import resend_left
 from hookrelay.adapters.records import field_names, from_data, to_data
 from hookrelay.adapters.schema import IndexSpec
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds
@@ -624,30 +623,6 @@ def delivery_item(delivery: Delivery, *, paged: bool = False) -> dict[str, Any]:
 
 _BATCH_GET_LIMIT = 100  # DynamoDB's BatchGetItem maximum
 _BATCH_WRITE_LIMIT = 25  # DynamoDB's BatchWriteItem maximum
-_sleep = time.sleep  # the backoff's (tests replace it)
-
-
-def _until_processed(
-    send: Callable[[dict[str, Any]], dict[str, Any]], request: dict[str, Any], left: str, operation: str
-) -> Iterator[dict[str, Any]]:
-    """Each answer to a batch `request`, sending again what the answer left unprocessed (`left`: DynamoDB leaves
-    what a partition over its throughput, or the answer's size, did not take) until nothing is left.
-
-    Sent again as a throttled call is retried (adapters/aws.py): up to AWS_CALL_TRIES rounds in all, each after a
-    backoff with full jitter, and past them raised as a throttled call is, so that what invoked the function tries
-    again. Not boto3's `batch_writer`, which sends what is left again at once, as often as it is left: against a
-    throttled partition, a tight loop until the function times out. moto never leaves anything: the integration
-    tier drops items from its answers (tests/integration/test_unprocessed.py)."""
-    for retry in range(schema.AWS_CALL_TRIES):
-        if retry:
-            _sleep(random.uniform(0, schema.aws_call_backoff_cap(retry - 1)))
-        answer = send(request)
-        yield answer
-        request = answer.get(left) or {}
-        if not request:
-            return
-    error = {"Code": "ProvisionedThroughputExceededException", "Message": f"still unprocessed: {request}"}
-    raise ClientError({"Error": error}, operation)
 
 
 def batch_get(table: Any, keys: Sequence[dict[str, Any]], *, consistent: bool) -> list[dict[str, Any]]:
@@ -659,7 +634,7 @@ def batch_get(table: Any, keys: Sequence[dict[str, Any]], *, consistent: bool) -
     for start in range(0, len(keys), _BATCH_GET_LIMIT):
         request = {table.name: {"Keys": list(keys[start : start + _BATCH_GET_LIMIT]), "ConsistentRead": consistent}}
         send = lambda r: client.batch_get_item(RequestItems=r)  # noqa: E731
-        for answer in _until_processed(send, request, "UnprocessedKeys", "BatchGetItem"):
+        for answer in resend_left(send, request, _left("UnprocessedKeys"), "BatchGetItem"):
             found.extend(answer["Responses"].get(table.name, []))
     return found
 
@@ -671,8 +646,14 @@ def batch_put(table: Any, items: Iterable[dict[str, Any]]) -> None:
     for start in range(0, len(items), _BATCH_WRITE_LIMIT):
         request = {table.name: [{"PutRequest": {"Item": item}} for item in items[start : start + _BATCH_WRITE_LIMIT]]}
         send = lambda r: client.batch_write_item(RequestItems=r)  # noqa: E731
-        for _ in _until_processed(send, request, "UnprocessedItems", "BatchWriteItem"):
+        for _ in resend_left(send, request, _left("UnprocessedItems"), "BatchWriteItem"):
             pass
+
+
+def _left(name: str) -> Callable[[Any, dict[str, Any]], Any]:
+    """What a batch answer left unprocessed (`name`: DynamoDB leaves what a partition over its throughput, or the
+    answer's size, did not take), as the request that sends it again; None when nothing."""
+    return lambda _, answer: answer.get(name) or None
 
 
 def endpoints_of(table: Any, entries: Iterator[dict[str, Any]], page: int = _BATCH_GET_LIMIT) -> Iterator[Endpoint]:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hookrelay.adapters.aws import resend_left
 from hookrelay.adapters.records import UnreadableRecord, from_data, to_data
 from hookrelay.adapters.schema import SQS_MAX_BATCH as SQS_BATCH
 from hookrelay.adapters.schema import DeliveryQueueUrls
@@ -109,21 +110,30 @@ class SqsDeliveryQueue:
     def _send(self, url: str, messages: Sequence[DeliveryMessage], carried: Mapping[str, str | None]) -> None:
         for start in range(0, len(messages), SQS_BATCH):
             chunk = messages[start : start + SQS_BATCH]
-            result = self.sqs.send_message_batch(
-                QueueUrl=url,
-                Entries=[
-                    {
-                        "Id": str(index),
-                        "MessageBody": message_body(message, carried),
-                        "MessageGroupId": message.group_id,
-                        "MessageDeduplicationId": message.deduplication_id,
-                    }
-                    for index, message in enumerate(chunk)
-                ],
-            )
-            if result.get("Failed"):
-                failed = [chunk[int(entry["Id"])].delivery_id for entry in result["Failed"]]
-                raise RuntimeError(f"could not enqueue deliveries {failed}: {result['Failed']}")
+            entries = [
+                {
+                    "Id": str(index),
+                    "MessageBody": message_body(message, carried),
+                    "MessageGroupId": message.group_id,
+                    "MessageDeduplicationId": message.deduplication_id,
+                }
+                for index, message in enumerate(chunk)
+            ]
+            send = lambda e: self.sqs.send_message_batch(QueueUrl=url, Entries=e)  # noqa: E731
+            for _ in resend_left(send, entries, _failed_on_sqs_side, "SendMessageBatch"):
+                pass
+
+
+def _failed_on_sqs_side(sent: list[dict[str, Any]], answer: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The entries of `sent` that SQS failed on its side, to send again (their deduplication ids make a message
+    that was taken after all arrive once); None when none. An entry refused as the sender's fault is a bug here:
+    raised, not sent again."""
+    failed = answer.get("Failed") or []
+    refused = [entry for entry in failed if entry.get("SenderFault")]
+    if refused:
+        raise RuntimeError(f"SQS refused {len(refused)} messages: {refused}")
+    ids = {entry["Id"] for entry in failed}
+    return [entry for entry in sent if entry["Id"] in ids] or None
 
 
 class SqsReleaser:
