@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,18 +109,41 @@ def tenant(platform: Platform, consumer: ScriptedConsumer) -> tuple[str, str, st
     return tenant_id, token, platform.new_key("producer")
 
 
-def test_what_a_batch_write_leaves_unprocessed_is_written_after_a_backoff_and_every_event_is_delivered(
-    platform: Platform, consumer: ScriptedConsumer, leaving: Leaving, backoffs: list[float], tenant: Any
+def dynamodb_writes(platform: Platform) -> set[str]:
+    return {platform.env[schema.EVENTS.env_var], platform.env[schema.DELIVERIES.env_var]}
+
+
+def delivery_queues(platform: Platform) -> set[str]:
+    return set(schema.DeliveryQueueUrls.parse(platform.env[schema.DELIVERY_QUEUE.env_var]).all())
+
+
+@pytest.mark.parametrize(
+    ("operation", "where", "answers", "at_least"),
+    [
+        ("BatchWriteItem", dynamodb_writes, 4, 6),  # both tables' batches leave some
+        ("SendMessageBatch", delivery_queues, 3, 1),  # SQS failing entries on its side
+    ],
+    ids=["dynamodb-unprocessed-items", "sqs-failed-entries"],
+)
+def test_what_a_batch_call_leaves_undone_is_done_after_a_backoff_and_every_event_is_delivered_once(
+    platform: Platform,
+    consumer: ScriptedConsumer,
+    leaving: Leaving,
+    backoffs: list[float],
+    tenant: Any,
+    operation: str,
+    where: Callable[[Platform], set[str]],
+    answers: int,
+    at_least: int,
 ) -> None:
     tenant_id, _, producer = tenant
-    leaving.tables = {platform.env[schema.EVENTS.env_var], platform.env[schema.DELIVERIES.env_var]}
-    leaving.answers = 4
+    leaving.tables, leaving.answers = where(platform), answers
 
     answer = publish(platform, producer, tenant_id, 30)
 
     assert answer.status == 200, answer.body
     assert answer.json()["accepted"] == 30
-    assert leaving.left["BatchWriteItem"] >= 6 and leaving.answers == 0  # both tables' batches left some
+    assert leaving.left[operation] >= at_least and leaving.answers == 0
     assert backoffs and all(0 <= b <= schema.aws_call_backoff_cap(schema.AWS_CALL_TRIES - 2) for b in backoffs)
     deliveries = stored_deliveries(boto3.resource("dynamodb").Table(platform.env[schema.DELIVERIES.env_var]))
     assert len(deliveries) == 30
@@ -166,18 +189,3 @@ def test_keys_a_batch_read_leaves_unprocessed_are_read_again_and_the_log_lists_e
     assert listed.status == 200, listed.body
     assert leaving.left["BatchGetItem"] > 0 and backoffs
     assert len(listed.json()["data"]) == 30
-
-
-def test_messages_sqs_fails_on_its_side_are_sent_again_after_a_backoff_and_each_event_is_delivered_once(
-    platform: Platform, consumer: ScriptedConsumer, leaving: Leaving, backoffs: list[float], tenant: Any
-) -> None:
-    tenant_id, _, producer = tenant
-    leaving.tables = set(schema.DeliveryQueueUrls.parse(platform.env[schema.DELIVERY_QUEUE.env_var]).all())
-    leaving.answers = 3
-
-    answer = publish(platform, producer, tenant_id, 30)
-
-    assert answer.status == 200, answer.body
-    assert leaving.left["SendMessageBatch"] > 0 and leaving.answers == 0 and backoffs
-    platform.pump()
-    assert delivered(consumer) == Counter(range(30))

@@ -95,8 +95,7 @@ class CrashInjector:
     mode: str = "crash"  # or "throttle"
     throttle_tries: int = FOREVER  # how many of the call's HTTP tries are throttled
     calls: list[str] = field(default_factory=list)  # "function: Service.Operation" of each call seen
-    sites: list[str] = field(default_factory=list)  # the code that made each call (its innermost hookrelay frame)
-    points: list[Point] = field(default_factory=list)  # each call as a crash point names it
+    points: list[Point] = field(default_factory=list)  # each call as a crash point names it (its kind and site)
     _made: Counter[tuple[str, str]] = field(default_factory=Counter)  # calls so far by (kind, site)
     crashed: str | None = None  # where it struck (a crash, or the throttled call)
     throttling: str | None = None  # the service whose call is being throttled now, and for how many more tries
@@ -118,7 +117,6 @@ class CrashInjector:
             self._made[kind, site] += 1
             point = Point(kind, site, self._made[kind, site])
             self.calls.append(label)
-            self.sites.append(site)
             self.points.append(point)
             if self.throttled_thread == threading.get_ident():  # a thread's calls come one at a time: that one ended
                 self.throttling, self.tries_left = None, 0
@@ -153,7 +151,7 @@ class CrashInjector:
     ) -> None:
         if isinstance(crash_at, str):
             crash_at = unsharded(crash_at)
-        self.functions, self.crash_at, self.calls, self.crashed, self.sites = functions, crash_at, [], None, []
+        self.functions, self.crash_at, self.calls, self.crashed = functions, crash_at, [], None
         self.points, self._made = [], Counter()
         self.mode, self.throttle_tries, self.throttling, self.tries_left = mode, tries, None, 0
         self.throttled_thread = None
