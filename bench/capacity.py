@@ -39,6 +39,7 @@ from hookrelay.adapters.schema import (
     DEFAULT_LOG_SHARDS,
     DELIVERIES,
     EVENT_EXTRAS_INDEX,
+    EVENT_LOG,
     LOT_SHARDS,
     MAX_LOG_SHARDS,
     PARKING_LOT,
@@ -59,7 +60,7 @@ TABLE_PREFIX = "hookrelay-"
 # The delivery log's write-sharded indexes (adapters/schema.py): one owner's entries over log_shards partitions.
 LOG_SHARDED = frozenset(
     f"{DELIVERIES.logical_name}/{index.name}" for index in DELIVERIES.indexes if index is not EVENT_EXTRAS_INDEX
-)
+) | {f"{EVENT_LOG.logical_name}/-"}  # the event log (adapters/event_log.py): keyed by the log's shards too
 # The per-key rate limit's counters (domain/rate_limit.py): a key's second over counter_shards(its limit) items.
 RATE_COUNTERS = f"{RATE_LIMITS.logical_name}/-"
 

@@ -170,6 +170,8 @@ INGEST = Function(
             # The event, and the per-ordering-key sequence counter; read back on a retry (services/ingest.py) whose
             # idempotency record is gone, and on the crash-recovery paths.
             schema.EVENTS: TableAccess.READ_BATCH_WRITE,
+            # The events published without an idempotency key, with their fan-out: the deliveries' place in the log.
+            schema.EVENT_LOG: TableAccess.READ_BATCH_WRITE,
             # Batch-written; a parked one taken back out is an update; read back as the events are.
             schema.DELIVERIES: TableAccess.READ_BATCH_WRITE,
             # Entries of deliveries parked on arrival, batch-written (and dropped again).
@@ -224,6 +226,7 @@ API = Function(
             schema.ENDPOINTS: TableAccess.READ_REWRITE,
             schema.DELIVERIES: TableAccess.READ_REWRITE,  # the delivery log, and replays' new deliveries
             schema.EVENTS: TableAccess.READ_REWRITE,  # test events are written; replays extend expiry
+            schema.EVENT_LOG: TableAccess.READ_UPDATE,  # the delivery log's other half; replays extend expiry
             schema.REDRIVES: TableAccess.READ_REWRITE,
             schema.IDEMPOTENCY: TableAccess.READ_WRITE,  # Powertools idempotency deletes a failed request's record
             schema.PARKING_LOT: TableAccess.READ,  # how many deliveries wait behind an open circuit
@@ -254,6 +257,7 @@ DELIVERY = Function(
             schema.ENDPOINTS: TableAccess.READ_UPDATE,  # the failing spell and the circuit (conditional updates)
             # extend_expiry when a delivery ends; a platform event's conditional put and its sequence counter.
             schema.EVENTS: TableAccess.READ_REWRITE,
+            schema.EVENT_LOG: TableAccess.READ_UPDATE,  # an ingested event read, and kept as long as its deliveries
             # Claims, attempts, status changes and the parked mark are conditional updates; a platform event's
             # deliveries are conditional puts (services/operational_events.py).
             schema.DELIVERIES: TableAccess.READ_REWRITE,
@@ -284,6 +288,7 @@ REDRIVE = Function(
             schema.TENANTS: TableAccess.READ,  # hookrelay.redrive.completed goes through ingest
             schema.ENDPOINTS: TableAccess.READ,
             schema.EVENTS: TableAccess.READ_REWRITE,  # extend_expiry; hookrelay.redrive.completed's event
+            schema.EVENT_LOG: TableAccess.READ_UPDATE,  # the log a redrive pages through; extend_expiry
             schema.DELIVERIES: TableAccess.READ_REWRITE,  # replays' new deliveries
             schema.REDRIVES: TableAccess.READ_REWRITE,  # progress; the record itself if the API died before it
         },
@@ -308,6 +313,7 @@ SWEEPER = Function(
             schema.PARKING_LOT: TableAccess.READ_WRITE,  # the lots of open circuits, and their ended entries
             # An ended delivery's event is kept for the redrive window; a platform event's put and sequence counter.
             schema.EVENTS: TableAccess.READ_REWRITE,
+            schema.EVENT_LOG: TableAccess.READ_UPDATE,  # a notice's last failure (the log); extend_expiry
         },
         sends_to=(schema.DELIVERY_QUEUE,),  # a platform event's first messages
         publishes=(schema.ENDPOINT_NOTICES_TOPIC,),
@@ -328,6 +334,7 @@ RECONCILER = Function(
             schema.TENANTS: TableAccess.READ_SCAN,  # the walk over tenants
             schema.DELIVERIES: TableAccess.READ_UPDATE,  # recent deliveries (by_tenant); the dead mark and reason
             schema.EVENTS: TableAccess.READ_UPDATE,  # a surfaced delivery's event is kept for the redrive window
+            schema.EVENT_LOG: TableAccess.READ_UPDATE,  # recent deliveries (the log's other half); as EVENTS
             schema.REDRIVES: TableAccess.READ_UPDATE,  # a redrive whose job failed repeatedly ends failed
             # Deliveries parked on arrival and stranded: their entries read, their endpoints' circuits read, and each
             # taken back out (its entry deleted) to be sent.

@@ -116,7 +116,7 @@ def delivery_table() -> DeliveryTable:
     """The deliveries, for the delivery path and the log alike: one adapter, one table resource per process."""
     from hookrelay.adapters.dynamodb import DeliveryTable
 
-    return DeliveryTable(_table(schema.DELIVERIES))
+    return DeliveryTable(_table(schema.DELIVERIES), _table(schema.EVENT_LOG))
 
 
 @per_function
@@ -263,7 +263,7 @@ def _ingest(
     return IngestService(
         tenants=TenantTable(_table(schema.TENANTS)),
         endpoints=endpoints or EndpointTable(_table(schema.ENDPOINTS)),
-        events=EventTable(_table(schema.EVENTS)),
+        events=EventTable(_table(schema.EVENTS), _table(schema.EVENT_LOG)),
         deliveries=deliveries,
         queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
         schedule=retry_schedule(),
@@ -282,7 +282,9 @@ def operational_events() -> OperationalEvents:
     from hookrelay.adapters.dynamodb import OneByOneDeliveryTable
     from hookrelay.services.operational_events import OperationalEvents
 
-    return OperationalEvents(_ingest(OneByOneDeliveryTable(_table(schema.DELIVERIES)), event_types=None))
+    return OperationalEvents(
+        _ingest(OneByOneDeliveryTable(_table(schema.DELIVERIES), _table(schema.EVENT_LOG)), event_types=None)
+    )
 
 
 class _EmitterOnFirstUse:
@@ -348,7 +350,7 @@ def circuit_service() -> CircuitService:
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         circuits=DynamoCircuits(_table(schema.ENDPOINTS)),
         parking=_parking(),
-        events=EventTable(_table(schema.EVENTS)),
+        events=EventTable(_table(schema.EVENTS), _table(schema.EVENT_LOG)),
         queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
         workflow=_retry_workflow(),
         dead_letters=_dead_letters(),
@@ -393,7 +395,7 @@ def delivery_service() -> DeliveryService:
     return DeliveryService(
         deliveries=delivery_table(),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
-        events=EventTable(_table(schema.EVENTS)),
+        events=EventTable(_table(schema.EVENTS), _table(schema.EVENT_LOG)),
         sender=sender,
         requests=EndpointRequests(
             sender,
@@ -433,7 +435,7 @@ def mailbox_service() -> MailboxService:
 
     return MailboxService(
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
-        events=EventTable(_table(schema.EVENTS)),
+        events=EventTable(_table(schema.EVENTS), _table(schema.EVENT_LOG)),
         deliveries=delivery_table(),
         mailbox=DynamoMailbox(_table(schema.MAILBOXES)),
     )
@@ -446,7 +448,7 @@ def _replay_service() -> ReplayService:
 
     return ReplayService(
         deliveries=delivery_table(),
-        events=EventTable(_table(schema.EVENTS)),
+        events=EventTable(_table(schema.EVENTS), _table(schema.EVENT_LOG)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         queue=SqsDeliveryQueue(aws.client("sqs"), delivery_queue_urls()),
         schedule=retry_schedule(),
@@ -462,7 +464,7 @@ def delivery_log_service() -> DeliveryLogService:
 
     return DeliveryLogService(
         deliveries=delivery_table(),
-        events=EventTable(_table(schema.EVENTS)),
+        events=EventTable(_table(schema.EVENTS), _table(schema.EVENT_LOG)),
         endpoints=EndpointTable(_table(schema.ENDPOINTS)),
         parking=_parking(),
         message_hold=timedelta(seconds=schema.DELIVERY_QUEUE.visibility_timeout_seconds),
@@ -514,7 +516,7 @@ def reconciler() -> Reconciler:
     return Reconciler(
         tenants=TenantTable(_table(schema.TENANTS)),
         deliveries=delivery_table(),
-        events=EventTable(_table(schema.EVENTS)),
+        events=EventTable(_table(schema.EVENTS), _table(schema.EVENT_LOG)),
         queue=SqsDeliveryQueue(sqs, delivery_queue_urls()),
         dead_letter_queue=SqsMessageSource(sqs, os.environ[schema.DEAD_LETTER_QUEUE.env_var], wait_seconds=0),
         poison_queue=SqsMessageSource(sqs, os.environ[schema.POISON_QUEUE.env_var], wait_seconds=0),

@@ -101,6 +101,7 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes_a_rec
     endpoints = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Endpoints")
     deliveries = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Deliveries")
     events = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Events")
+    event_log = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/EventLog")
     by_table: dict[str | None, set[str]] = {}
     for statement in statements:
         for resource in as_list(statement["Resource"]):
@@ -108,7 +109,9 @@ def test_the_sweeper_publishes_only_to_the_notices_topic_and_never_deletes_a_rec
                 by_table.setdefault(table_of(resource), set()).update(actions_on([statement], "dynamodb:"))
     lot = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/ParkingLot")
     tenants = logical_id_of(synthesized, "AWS::DynamoDB::Table", "Storage/Tenants")
-    assert set(by_table) == {endpoints, deliveries, events, lot, tenants}  # tenants: read by ingest, for the webhooks
+    # tenants: read by ingest, for the webhooks; the event log: the delivery log's other half, and events' expiry
+    assert set(by_table) == {endpoints, deliveries, events, event_log, lot, tenants}
+    assert by_table[event_log] & {"dynamodb:PutItem", "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"} == set()
     assert by_table[tenants] & {"dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"} == set()
     # The lot's entries go when their parked deliveries end (the records themselves are never deleted).
     assert "dynamodb:DeleteItem" in by_table[lot]

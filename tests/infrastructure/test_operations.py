@@ -39,6 +39,7 @@ PINNED_TABLE_IDS = {
     "Mailboxes": "StorageMailboxes442A6634",  # new with pull delivery: created empty on deploy
     "Checkpoints": "StorageCheckpoints2CDBDF43",  # new with the reconciler's checkpoint: created empty on deploy
     "SlowTails": "StorageSlowTails19781EC7",  # new with the tails off the endpoints' items: created empty on deploy
+    "EventLog": "StorageEventLogB987CAE5",  # new with the event log (issue 28): created empty on deploy
 }
 
 

@@ -224,9 +224,8 @@ def test_a_batch_of_ten_reads_once_and_writes_and_sends_in_batches(setup, hook: 
     assert calls == [
         "DynamoDB.GetItem [Tenants]",
         "DynamoDB.Query [Endpoints]",
-        "DynamoDB.BatchWriteItem [Events]",
-        "DynamoDB.BatchWriteItem [Deliveries]",  # the log page that lists the ten (adapters/log_pages.py) first,
-        "DynamoDB.BatchWriteItem [Deliveries]",  # then the ten
+        "DynamoDB.BatchWriteItem [EventLog]",  # the ten events, each its deliveries' log entry (adapters/event_log.py)
+        "DynamoDB.BatchWriteItem [Deliveries]",  # then the ten deliveries, with no entries of their own
         f"SQS.SendMessageBatch [{endpoint_queue(platform, tenant_id)}]",
     ]
 

@@ -92,7 +92,7 @@ class Outage:
         )
 
     def delivery(self, delivery_id: str) -> Delivery:
-        delivery = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id)
+        delivery = DeliveryTable(table("DELIVERIES_TABLE"), table("EVENT_LOG_TABLE")).get(delivery_id)
         assert delivery is not None
         return delivery
 

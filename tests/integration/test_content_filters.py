@@ -76,7 +76,10 @@ def test_an_excluded_event_records_nothing_for_the_filtered_endpoint_while_anoth
     passed = platform.call("POST", "/v1/events", producer, big)
 
     assert excluded.status == 202 and passed.status == 202
-    deliveries = DeliveryTable(boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]))
+    deliveries = DeliveryTable(
+        boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]),
+        boto3.resource("dynamodb").Table(os.environ["EVENT_LOG_TABLE"]),
+    )
     excluded_to = [deliveries.get(d).endpoint_id for d in excluded.json()["delivery_ids"]]
     passed_to = sorted(deliveries.get(d).endpoint_id for d in passed.json()["delivery_ids"])
     assert excluded_to == [everything["id"]]  # the answer lists no delivery for the filtered endpoint

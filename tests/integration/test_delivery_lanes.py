@@ -116,7 +116,10 @@ def tails_of(endpoint_id: str) -> dict[str, str]:
 
 
 def deliveries() -> DeliveryTable:
-    return DeliveryTable(boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]))
+    return DeliveryTable(
+        boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]),
+        boto3.resource("dynamodb").Table(os.environ["EVENT_LOG_TABLE"]),
+    )
 
 
 def publish(platform: Platform, producer: str, tenant_id: str, n: int = 0) -> dict[str, Any]:

@@ -22,7 +22,10 @@ from tests.support.platform import Platform
 
 
 def deliveries() -> DeliveryTable:
-    return DeliveryTable(boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]))
+    return DeliveryTable(
+        boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]),
+        boto3.resource("dynamodb").Table(os.environ["EVENT_LOG_TABLE"]),
+    )
 
 
 def publish_one(platform: Platform, consumer: ScriptedConsumer) -> str:

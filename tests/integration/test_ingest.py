@@ -15,6 +15,7 @@ from hookrelay.functions import INGEST
 from hookrelay.services.ports import BATCH_ITEMS_REFUSED, DELIVERIES_CREATED, EVENTS_ACCEPTED, INTAKE_METRICS
 from tests.support.consumer import ScriptedConsumer
 from tests.support.platform import Platform
+from tests.support.records import stored_event
 
 
 @pytest.fixture
@@ -25,11 +26,17 @@ def setup(platform: Platform, consumer: ScriptedConsumer) -> tuple[Platform, str
 
 
 def events_table() -> EventTable:
-    return EventTable(boto3.resource("dynamodb").Table(os.environ["EVENTS_TABLE"]))
+    return EventTable(
+        boto3.resource("dynamodb").Table(os.environ["EVENTS_TABLE"]),
+        boto3.resource("dynamodb").Table(os.environ["EVENT_LOG_TABLE"]),
+    )
 
 
 def deliveries_table() -> DeliveryTable:
-    return DeliveryTable(boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]))
+    return DeliveryTable(
+        boto3.resource("dynamodb").Table(os.environ["DELIVERIES_TABLE"]),
+        boto3.resource("dynamodb").Table(os.environ["EVENT_LOG_TABLE"]),
+    )
 
 
 def assert_problem(response, status: int) -> dict:
@@ -61,7 +68,7 @@ def test_an_event_matching_no_endpoint_is_stored_with_no_deliveries(setup) -> No
     )
     assert accepted.status == 202
     assert accepted.json()["delivery_ids"] == []
-    stored = events_table().get(accepted.json()["event_id"])
+    stored = events_table().get(tenant_id, accepted.json()["event_id"])
     assert stored is not None and stored.type == "user.created"
     assert platform.pump() == 0
 
@@ -166,7 +173,7 @@ def test_a_surrogate_pair_escape_is_accepted(setup) -> None:
     body = b'{"tenant_id": "%s", "type": "a", "data": {"name": "\\ud83d\\ude00"}}' % tenant_id.encode()
     accepted = platform.call("POST", "/v1/events", producer, body)
     assert accepted.status == 202, accepted.body
-    assert events_table().get(accepted.json()["event_id"]).data == {"name": "\U0001f600"}
+    assert events_table().get(tenant_id, accepted.json()["event_id"]).data == {"name": "\U0001f600"}
 
 
 @pytest.mark.parametrize(
@@ -233,9 +240,7 @@ def test_a_250_kib_payload_is_stored_once_and_delivered_byte_identical(setup, co
     accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "blob", "data": data})
     assert accepted.status == 202, accepted.body
 
-    item = (
-        boto3.resource("dynamodb").Table(os.environ["EVENTS_TABLE"]).get_item(Key={"id": accepted.json()["event_id"]})
-    )
+    item = {"Item": stored_event(tenant_id, accepted.json()["event_id"])[2]}
     assert "data" not in item["Item"]  # the payload is stored once, inside the signed body (deflated: it pays)
     assert "body" not in item["Item"] and len(bytes(item["Item"]["body_z"])) < 250 * 1024
     assert platform.pump() == 1
@@ -268,7 +273,7 @@ def test_data_dynamodb_could_not_hold_as_a_map_round_trips_exactly(setup, data: 
     assert fetched.status == 200, fetched.body
     assert fetched.json()["data"] == data
     assert json.loads(fetched.json()["body"])["data"] == data
-    assert events_table().get(accepted.json()["event_id"]).data == data
+    assert events_table().get(tenant_id, accepted.json()["event_id"]).data == data
 
 
 def test_a_keyed_requests_in_progress_record_expires_with_its_invocation(setup) -> None:

@@ -14,15 +14,15 @@ import boto3
 import pytest
 
 from hookrelay.adapters import log_pages, schema
-from hookrelay.adapters.dynamodb import DeliveryTable, sharded, shards
+from hookrelay.adapters.dynamodb import DeliveryTable, sharded
 from hookrelay.domain.clock import utcnow
-from hookrelay.domain.paging import BoundedCount, Position
+from hookrelay.domain.paging import BoundedCount
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ports import DeliveryFilter
 from scripts.create_admin_key import create_admin_key
 from tests.support.aws import moto_stack
 from tests.support.platform import Platform
-from tests.support.records import Seeded, make, store
+from tests.support.records import Seeded, every_page, log_index_entries, make, store
 
 LOG = schema.DELIVERY_LOG_INDEX
 
@@ -38,7 +38,7 @@ def table() -> Any:
 
 
 def deliveries() -> DeliveryTable:
-    return DeliveryTable(table())
+    return DeliveryTable(table(), boto3.resource("dynamodb").Table(os.environ[schema.EVENT_LOG.env_var]))
 
 
 def new_tenant(platform: Platform, endpoints: int = 2) -> tuple[str, list[str]]:
@@ -52,31 +52,8 @@ def together(tenant_id: str, endpoint_ids: list[str], at: datetime, count: int) 
     return [make(tenant_id, endpoint_ids[n % len(endpoint_ids)], at, DeliveryStatus.DELIVERED) for n in range(count)]
 
 
-def log_entries(tenant_id: str) -> list[dict[str, Any]]:
-    """Every entry of the tenant's log index, over every shard."""
-    found = []
-    for partition in shards(tenant_id):
-        found += table().query(
-            IndexName=LOG.name,
-            KeyConditionExpression=f"{LOG.partition_key} = :p",
-            ExpressionAttributeValues={":p": partition},
-        )["Items"]
-    return found
-
-
 def newest_first(made: list[Seeded]) -> list[str]:
     return [m.delivery.id for m in sorted(made, key=lambda m: (m.delivery.created_at, m.delivery.id), reverse=True)]
-
-
-def every_page(where: DeliveryFilter, limit: int) -> list[list[str]]:
-    pages: list[list[str]] = []
-    start: Position | None = None
-    while True:
-        page = deliveries().find(where, limit, start, utcnow())
-        pages.append([d.id for d in page.deliveries])
-        start = page.resume_after
-        if start is None:
-            return pages
 
 
 def test_deliveries_written_together_have_one_log_entry_and_none_of_their_own(platform: Platform) -> None:
@@ -84,7 +61,7 @@ def test_deliveries_written_together_have_one_log_entry_and_none_of_their_own(pl
     made = together(tenant_id, endpoint_ids, utcnow() - timedelta(minutes=5), 10)
     store(made)
 
-    [entry] = log_entries(tenant_id)
+    [entry] = log_index_entries(tenant_id)
     assert log_pages.is_page(entry["id"])
     for seeded in made:
         item = table().get_item(Key={"id": seeded.delivery.id})["Item"]
@@ -92,8 +69,8 @@ def test_deliveries_written_together_have_one_log_entry_and_none_of_their_own(pl
     # Too few to share one: two deliveries written together have their own entries.
     other_tenant, other_endpoints = new_tenant(platform)
     store(together(other_tenant, other_endpoints, utcnow() - timedelta(minutes=5), log_pages.MIN_ROWS - 1))
-    assert not any(log_pages.is_page(e["id"]) for e in log_entries(other_tenant))
-    assert len(log_entries(other_tenant)) == log_pages.MIN_ROWS - 1
+    assert not any(log_pages.is_page(e["id"]) for e in log_index_entries(other_tenant))
+    assert len(log_index_entries(other_tenant)) == log_pages.MIN_ROWS - 1
 
 
 def test_the_log_reads_paged_deliveries_in_order_once_each_by_cursor_and_by_endpoint(platform: Platform) -> None:
@@ -152,7 +129,7 @@ def test_deliveries_written_again_later_are_read_once_at_their_new_time(platform
     single = replace(again[0], delivery=replace(again[0].delivery, created_at=first_time + timedelta(seconds=3)))
     store([single], with_events=False)  # alone: its own entry
 
-    assert len([e for e in log_entries(tenant_id) if log_pages.is_page(e["id"])]) == 2
+    assert len([e for e in log_index_entries(tenant_id) if log_pages.is_page(e["id"])]) == 2
     read = [i for p in every_page(DeliveryFilter(tenant_id=tenant_id), limit=2) for i in p]
     assert read == newest_first([single, *again[1:]])
 
@@ -162,7 +139,7 @@ def test_a_page_is_not_a_delivery(platform: Platform) -> None:
     tenant_id, token = platform.new_tenant()
     endpoint_id = platform.new_endpoint(token, "http://127.0.0.1:9/a")["id"]
     store(together(tenant_id, [endpoint_id], utcnow() - timedelta(minutes=5), 3))
-    [entry] = log_entries(tenant_id)
+    [entry] = log_index_entries(tenant_id)
     assert deliveries().get(entry["id"]) is None
     assert deliveries().peek(entry["id"]) is None
     answer = platform.call("GET", f"/v1/deliveries/{entry['id']}", token)

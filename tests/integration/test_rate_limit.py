@@ -147,7 +147,7 @@ def test_a_drain_of_parked_deliveries_holds_the_rate_limit_in_order(
     run_until(platform, sim, lambda: endpoint_of(tenant_id, endpoint_id).circuit is CircuitState.CLOSED)
     drained_in = (sim.now - recovered_at).total_seconds()
 
-    deliveries = DeliveryTable(table("DELIVERIES_TABLE"))
+    deliveries = DeliveryTable(table("DELIVERIES_TABLE"), table("EVENT_LOG_TABLE"))
     ids = [r["delivery_ids"][0] for r in results]
     ended: list[Delivery] = [d for d in (deliveries.get(i) for i in ids) if d is not None]
     assert len(ended) == PARKED and {d.status for d in ended} == {DeliveryStatus.DELIVERED}
@@ -196,7 +196,7 @@ def test_a_fast_lane_message_with_no_slot_in_its_budget_waits_in_the_slow_lane_i
     while poll_once(platform.sqs, urls.url(shard, DeliveryLane.SLOW), batch_size=1):
         pass
 
-    deliveries = DeliveryTable(table("DELIVERIES_TABLE"))
+    deliveries = DeliveryTable(table("DELIVERIES_TABLE"), table("EVENT_LOG_TABLE"))
     ended = [deliveries.get(r["delivery_ids"][0]) for r in results]
     assert all(d is not None and d.status is DeliveryStatus.DELIVERED and d.attempt_count == 1 for d in ended)
     starts = [d.attempts[0].started_at.timestamp() for d in ended if d is not None]

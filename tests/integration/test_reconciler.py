@@ -135,7 +135,7 @@ def test_a_late_delivery_is_not_overwritten_by_surfacing(platform: Platform, con
     store([late])
     attempt_lost(platform, late.delivery)
     reconciler = wiring.reconciler()
-    reconciler.deliveries = LateAttemptLands(reconciler.deliveries.table)
+    reconciler.deliveries = LateAttemptLands(reconciler.deliveries.table, reconciler.deliveries.event_log)
 
     first = reconciler.run()
     assert first.surfaced == [] and len(first.kept) == 1 and late.delivery.id in first.kept[0]

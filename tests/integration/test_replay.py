@@ -16,7 +16,7 @@ from local.sqs_source import invoke_batch, queue_arn_of
 from tests.support.aws import as_function
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.platform import Platform
-from tests.support.records import seed
+from tests.support.records import seed, stored_event
 
 
 def publish(platform: Platform, tenant_id: str) -> dict:
@@ -87,8 +87,9 @@ def test_replay_of_an_expired_event_is_gone(platform: Platform, consumer: Script
     accepted = publish(platform, tenant_id)
     platform.pump()
     # TTL has passed but DynamoDB has not deleted the item yet: the event is gone all the same.
-    wiring.delivery_log_service().events.table.update_item(
-        Key={"id": accepted["event_id"]},
+    log, key, _ = stored_event(tenant_id, accepted["event_id"])
+    log.update_item(
+        Key=key,
         UpdateExpression="SET expires_at = :past",
         ExpressionAttributeValues={":past": 1},
     )

@@ -72,7 +72,7 @@ def run_to_the_end(platform: Platform, consumer: ScriptedConsumer) -> tuple[str,
     event_id, delivery_id = publish(platform, consumer)
     with QueuePump.delivery(platform.env):
         execution = finished_execution(platform, delivery_id)
-    return event_id, DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id), execution
+    return event_id, DeliveryTable(table("DELIVERIES_TABLE"), table("EVENT_LOG_TABLE")).get(delivery_id), execution
 
 
 def dead_letters(platform: Platform) -> list[dict[str, Any]]:
@@ -108,7 +108,10 @@ def test_always_500_is_dead_after_the_schedule_with_its_reason_and_no_queue_mess
     assert dead_letters(platform) == []  # the record is the one truth of "dead": no copy on a queue
     redrive_window_end = epoch_seconds(delivery.completed_at) + RETENTION_DAYS * 86400
     assert delivery.expires_at == redrive_window_end
-    assert EventTable(table("EVENTS_TABLE")).get(event_id).expires_at >= redrive_window_end
+    assert (
+        EventTable(table("EVENTS_TABLE"), table("EVENT_LOG_TABLE")).get(delivery.tenant_id, event_id).expires_at
+        >= redrive_window_end
+    )
 
 
 def test_404_is_dead_after_exactly_three_attempts(platform: Platform, consumer: ScriptedConsumer) -> None:
@@ -153,7 +156,7 @@ def test_a_first_time_success_starts_no_execution(platform: Platform, consumer: 
     _, delivery_id = publish(platform, consumer)
     assert platform.pump(max_batches=1) == 1  # one round: the workflow's message is 1 s behind
 
-    assert DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id).status == "delivered"
+    assert DeliveryTable(table("DELIVERIES_TABLE"), table("EVENT_LOG_TABLE")).get(delivery_id).status == "delivered"
     assert executions(platform) == []
 
 
@@ -191,7 +194,7 @@ def test_a_lost_message_is_resent_when_the_task_times_out(platform: Platform, co
 
     assert lost["attempt"] == 2 and "task_token" in lost
     assert execution["status"] == "SUCCEEDED"
-    delivery = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id)
+    delivery = DeliveryTable(table("DELIVERIES_TABLE"), table("EVENT_LOG_TABLE")).get(delivery_id)
     assert delivery.status == "delivered" and [a.number for a in delivery.attempts] == [1, 2]
 
 
@@ -240,7 +243,7 @@ def test_a_stale_message_after_the_workflow_gave_up_resumes_it_with_a_fresh_exec
 
     # The first of those messages turns up after all (it sat behind a backlog): attempt 2 is made, fails again.
     use_task_timeout(platform, 60)
-    stored = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id)
+    stored = DeliveryTable(table("DELIVERIES_TABLE"), table("EVENT_LOG_TABLE")).get(delivery_id)
     group_id = stored.message_group_id
     platform.sqs.send_message(
         QueueUrl=delivery_queue_urls(platform.env).url(stored.queue_shard),
@@ -252,7 +255,7 @@ def test_a_stale_message_after_the_workflow_gave_up_resumes_it_with_a_fresh_exec
         resumed = finished_execution(platform, f"{delivery_id}-3")
 
     assert resumed["status"] == "SUCCEEDED"
-    delivery = DeliveryTable(table("DELIVERIES_TABLE")).get(delivery_id)
+    delivery = DeliveryTable(table("DELIVERIES_TABLE"), table("EVENT_LOG_TABLE")).get(delivery_id)
     assert delivery.status == "delivered"
     assert [(a.number, a.status_code) for a in delivery.attempts] == [(1, 500), (2, 500), (3, 200)]
     assert len(consumer.received) == 3

@@ -110,7 +110,7 @@ def tenant(platform: Platform, consumer: ScriptedConsumer) -> tuple[str, str, st
 
 
 def dynamodb_writes(platform: Platform) -> set[str]:
-    return {platform.env[schema.EVENTS.env_var], platform.env[schema.DELIVERIES.env_var]}
+    return {platform.env[spec.env_var] for spec in (schema.EVENTS, schema.EVENT_LOG, schema.DELIVERIES)}
 
 
 def delivery_queues(platform: Platform) -> set[str]:

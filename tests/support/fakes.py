@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -75,8 +75,8 @@ class FakeDeliveries:
         # Deliveries an eventually consistent read still shows as they were (None: not yet written), by id.
         self.behind: dict[str, Delivery | None] = {}
 
-    def put_many(self, deliveries: Sequence[Delivery]) -> None:
-        for delivery in deliveries:
+    def put_many(self, deliveries: Sequence[Delivery], logged: Collection[str] = frozenset()) -> None:
+        for delivery in deliveries:  # (the fake's log is its items, logged or not)
             self.items[delivery.id] = delivery
 
     def get(self, delivery_id: str) -> Delivery | None:
@@ -339,6 +339,7 @@ class FakeEvents:
         self.extensions: list[tuple[str, int]] = []
         self.sequences: dict[tuple[str, str], int] = {}  # apart from the events, as the adapter keeps them
         self.reads: list[str] = []  # the ids `get` was asked for, in order
+        self.fan_outs: dict[str, list[str]] = {}  # the endpoints each appended event fanned out to
 
     def put(self, event: Event) -> bool:
         if event.id in self.items:
@@ -346,22 +347,25 @@ class FakeEvents:
         self.items[event.id] = event
         return True
 
-    def get(self, event_id: str) -> Event | None:
+    def get(self, tenant_id: str, event_id: str) -> Event | None:
         self.reads.append(event_id)
-        return self.items.get(event_id)
+        event = self.items.get(event_id)
+        return event if event is not None and event.tenant_id == tenant_id else None
 
-    def put_many(self, events: Sequence[Event]) -> None:
-        self.items.update((event.id, event) for event in events)
+    def append(self, events: Sequence[tuple[Event, Sequence[str]]]) -> None:
+        for event, fan_out in events:
+            self.items[event.id] = event
+            self.fan_outs[event.id] = list(fan_out)
 
     def next_sequence(self, tenant_id: str, ordering_key: str, count: int = 1) -> int:
         key = (tenant_id, ordering_key)
         self.sequences[key] = self.sequences.get(key, 0) + count
         return self.sequences[key]
 
-    def extend_expiry(self, event_id: str, expires_at: int) -> None:
+    def extend_expiry(self, tenant_id: str, event_id: str, expires_at: int) -> None:
         self.extensions.append((event_id, expires_at))
         event = self.items.get(event_id)
-        if event is not None:
+        if event is not None and event.tenant_id == tenant_id:
             self.items[event_id] = replace(event, expires_at=max(event.expires_at, expires_at))
 
 

@@ -12,13 +12,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from hookrelay import wiring
-from hookrelay.adapters import log_pages
-from hookrelay.adapters.dynamodb import to_item
+from hookrelay.adapters import event_log, log_pages, schema
+from hookrelay.adapters.dynamodb import shards, to_item
 from hookrelay.domain import ids
 from hookrelay.domain.clock import epoch_seconds, utcnow
 from hookrelay.domain.envelope import envelope_body, message_group_id
 from hookrelay.domain.models import Delivery, Event
+from hookrelay.domain.paging import Position
 from hookrelay.domain.status import DeliveryStatus
+from hookrelay.services.ports import DeliveryFilter
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,43 @@ def seed(
     made = make(tenant_id, endpoint_id, created_at, status, expired=expired, event=event)
     store([made], with_events=event is None)
     return made
+
+
+def stored_event(tenant_id: str, event_id: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Where an event ingest logged is stored: the event log table, the item's key, and the item (in one of the
+    tenant's log shards: the function that wrote it had its own count)."""
+    log = wiring.delivery_log_service().events.log
+    for partition in shards(tenant_id):
+        key = {event_log.PARTITION: partition, event_log.SORT: event_log.sort_key(event_id)}
+        if (item := log.get_item(Key=key).get("Item")) is not None:
+            return log, key, item
+    raise AssertionError(f"event {event_id} is not in the event log")
+
+
+def every_page(where: DeliveryFilter, limit: int) -> list[list[str]]:
+    """The ids of each page of the delivery log read `limit` at a time, following its cursors to the end."""
+    deliveries = wiring.delivery_log_service().deliveries
+    pages: list[list[str]] = []
+    start: Position | None = None
+    while True:
+        page = deliveries.find(where, limit, start, utcnow())
+        pages.append([d.id for d in page.deliveries])
+        start = page.resume_after
+        if start is None:
+            return pages
+
+
+def log_index_entries(tenant_id: str) -> list[dict[str, Any]]:
+    """Every entry of the tenant's log index (`by_tenant`), over every shard."""
+    table, index = wiring.delivery_log_service().deliveries.table, schema.DELIVERY_LOG_INDEX
+    found = []
+    for partition in shards(tenant_id):
+        found += table.query(
+            IndexName=index.name,
+            KeyConditionExpression=f"{index.partition_key} = :p",
+            ExpressionAttributeValues={":p": partition},
+        )["Items"]
+    return found
 
 
 def store(seeded: list[Seeded], *, with_events: bool = True) -> None:

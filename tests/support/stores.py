@@ -79,12 +79,12 @@ def dynamodb_stores() -> Iterator[Stores]:
         endpoints = EndpointTable(table(schema.ENDPOINTS))
         yield Stores(
             kind="dynamodb",
-            deliveries=DeliveryTable(table(schema.DELIVERIES)),
+            deliveries=DeliveryTable(table(schema.DELIVERIES), table(schema.EVENT_LOG)),
             endpoints=endpoints,
             failing=endpoints,
             circuits=DynamoCircuits(table(schema.ENDPOINTS)),
             parking=DynamoParkingLot(table(schema.DELIVERIES), table(schema.PARKING_LOT)),
-            events=EventTable(table(schema.EVENTS)),
+            events=EventTable(table(schema.EVENTS), table(schema.EVENT_LOG)),
             api_keys=ApiKeyTable(table(schema.API_KEYS)),
             event_types=EventTypeTable(table(schema.EVENT_TYPES)),
         )

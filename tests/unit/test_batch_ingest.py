@@ -32,9 +32,9 @@ class CountingEvents(FakeEvents):
         super().__init__()
         self.calls: list[str] = []
 
-    def put_many(self, events: Sequence[Any]) -> None:
-        self.calls.append(f"put_many {len(events)}")
-        super().put_many(events)
+    def append(self, events: Sequence[Any]) -> None:
+        self.calls.append(f"append {len(events)}")
+        super().append(events)
 
     def next_sequence(self, tenant_id: str, ordering_key: str, count: int = 1) -> int:
         self.calls.append(f"next_sequence {ordering_key} {count}")
@@ -99,7 +99,7 @@ def test_events_without_a_key_are_written_in_one_batch(service: IngestService) -
     service.publish_batch(tenant_id=TENANT, items=[BatchItem("x", {}) for _ in range(10)])
     events = service.events
     assert isinstance(events, CountingEvents)
-    assert events.calls == ["put_many 10"]
+    assert events.calls == ["append 10"]
 
 
 def test_an_unknown_tenant_refuses_the_whole_batch(service: IngestService) -> None:

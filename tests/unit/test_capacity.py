@@ -114,7 +114,7 @@ def test_a_larger_tenant_share_heats_its_partitions_and_nothing_else(profile: di
     large = assess(Workload(1_000, largest_tenant_share=0.5), profile)
     hot = {where: units for where, _, units in small.hot_partitions}
     hotter = {where: units for where, _, units in large.hot_partitions}
-    assert hotter["Deliveries/by_tenant"] == pytest.approx(5 * hot["Deliveries/by_tenant"])
+    assert hotter["EventLog/-"] == pytest.approx(5 * hot["EventLog/-"])  # the tenant's log
     by_key = {d.key: d.demand for d in small.demands}
     # the tenant's own key and endpoint; the log's partitions; the queue shard its busiest endpoint is on
     heated = ("api_key_rate", "endpoint_groups", "dynamodb_partition_wcu", "dynamodb_key_wcu", "dynamodb_partition_rcu")

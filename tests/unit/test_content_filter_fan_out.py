@@ -5,7 +5,7 @@ retry after a crash converging on the same deliveries."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -33,11 +33,11 @@ class CrashingOnce(FakeDeliveries):
         super().__init__()
         self.crashed = False
 
-    def put_many(self, deliveries: Sequence[Delivery]) -> None:
+    def put_many(self, deliveries: Sequence[Delivery], logged: Collection[str] = frozenset()) -> None:
         if not self.crashed:
             self.crashed = True
             raise Crash
-        super().put_many(deliveries)
+        super().put_many(deliveries, logged)
 
 
 def service_with(*endpoints: Any, deliveries: FakeDeliveries | None = None) -> IngestService:

@@ -139,7 +139,7 @@ def ingest(*, sampled: bool) -> IngestService:
 
 
 def stored_trace(service: IngestService, event_id: str) -> TraceContext:
-    event = service.events.get(event_id)
+    event = service.events.get(TENANT, event_id)
     assert event is not None and event.trace is not None
     return event.trace
 
@@ -189,7 +189,7 @@ def test_the_consumer_guide_and_openapi_state_the_rules_the_code_keeps() -> None
 def test_an_unsampled_platform_trace_is_derived_from_the_event_and_stored_nowhere() -> None:
     service = ingest(sampled=False)
     accepted = service.publish(tenant_id=TENANT, event_type="a.b", data={})
-    event = service.events.get(accepted.event_id)
+    event = service.events.get(TENANT, accepted.event_id)
     assert event is not None and event.traceparent is None and event.tracestate is None
     assert event.trace == trace_context.derived(accepted.event_id) and not event.trace.sampled
     [delivery_id] = accepted.delivery_ids

@@ -10,7 +10,7 @@ import itertools
 import json
 import os
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 from boto3.dynamodb.conditions import Attr, ConditionBase, ConditionExpressionBuilder, Key
 from botocore.exceptions import ClientError
 
-from hookrelay.adapters import log_pages, schema
+from hookrelay.adapters import event_log, log_pages, schema
 from hookrelay.adapters.aws import resend_left
 from hookrelay.adapters.records import field_names, from_data, to_data
 from hookrelay.adapters.schema import IndexSpec
-from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds
+from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds, utcnow
 from hookrelay.domain.lifecycle import is_fan_out
 from hookrelay.domain.limits import limit_from_config
 from hookrelay.domain.models import (
@@ -464,19 +464,28 @@ def event_of(item: dict[str, Any] | None) -> Event | None:
 
 
 class EventTable:
-    def __init__(self, table: Any) -> None:
+    """Events: those ingest logs (adapters/event_log.py) in the event log (`log`), the others in `table`, which
+    also holds the per-(tenant, ordering key) sequence counters."""
+
+    def __init__(self, table: Any, log: Any) -> None:
         self.table = table
+        self.log = log
 
     def put(self, event: Event) -> bool:
         return applied(self.table.put_item, Item=event_item(event), ConditionExpression="attribute_not_exists(id)")
 
-    def put_many(self, events: Sequence[Event]) -> None:
-        batch_put(self.table, (event_item(event) for event in events))
+    def append(self, events: Sequence[tuple[Event, Sequence[str]]]) -> None:
+        """New events (ids timed at their own millisecond, never stored before), each with the ids of the endpoints
+        it fanned out to, in their tenants' logs; unconditionally, as a put again is the same item."""
+        for event, _ in events:
+            if not event_log.is_loggable(event):
+                raise ValueError(f"event {event.id} is not timed at its own millisecond: it cannot be logged")
+        items = (event_log.item(event_item(e), sharded(e.tenant_id, e.id), fan_out) for e, fan_out in events)
+        batch_put(self.log, items)
 
-    def get(self, event_id: str) -> Event | None:
-        if event_id.startswith(_SEQUENCE_SPACE):
-            return None
-        return event_of(self.table.get_item(Key={"id": event_id}).get("Item"))
+    def get(self, tenant_id: str, event_id: str) -> Event | None:
+        found = self._find(tenant_id, event_id)
+        return None if found is None else event_of(found[2])
 
     def next_sequence(self, tenant_id: str, ordering_key: str, count: int = 1) -> int:
         """An atomic counter per (tenant, ordering key): strictly increasing, never reused; one write draws `count`."""
@@ -489,15 +498,44 @@ class EventTable:
         )
         return int(result["Attributes"]["value"])
 
-    def extend_expiry(self, event_id: str, expires_at: int) -> None:
-        """Keep the event at least as long as its latest-ending delivery (never shorten it)."""
+    def extend_expiry(self, tenant_id: str, event_id: str, expires_at: int) -> None:
+        """Keep the event at least as long as its latest-ending delivery (never shorten it). Found first (a read),
+        then updated where it is: this is the path of deliveries that ended late, never the happy one."""
+        found = self._find(tenant_id, event_id)
+        if found is None:
+            return
+        table, key, _ = found
         conditional_write(
-            self.table.update_item,
-            Key={"id": event_id},
+            table.update_item,
+            Key=key,
             UpdateExpression="SET expires_at = :e",
-            ConditionExpression="attribute_exists(id) AND expires_at < :e",
+            ConditionExpression="attribute_exists(#k) AND expires_at < :e",
+            ExpressionAttributeNames={"#k": next(iter(key))},
             ExpressionAttributeValues={":e": expires_at},
         )
+
+    def _find(self, tenant_id: str, event_id: str) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
+        """Where the tenant's event is (its table, key and item): in the log at the key its id gives (the current
+        shard count's shard), else in the Events table, else in the log under an earlier, smaller shard count
+        (looked for in each current shard: a read only events stored before the count was raised pay)."""
+        if event_id.startswith(_SEQUENCE_SPACE):
+            return None
+        logged = event_log.may_be_logged(event_id, utcnow())
+        if logged:
+            key = {event_log.PARTITION: sharded(tenant_id, event_id), event_log.SORT: event_log.sort_key(event_id)}
+            if (item := self.log.get_item(Key=key).get("Item")) is not None:
+                return self.log, key, item
+        item = self.table.get_item(Key={"id": event_id}).get("Item")
+        if item is not None and item.get("tenant_id") == tenant_id:
+            return self.table, {"id": event_id}, item
+        if logged:
+            for partition in shards(tenant_id):
+                if partition == key[event_log.PARTITION]:
+                    continue
+                at = Key(event_log.PARTITION).eq(partition) & Key(event_log.SORT).eq(key[event_log.SORT])
+                for item in self.log.query(KeyConditionExpression=at)["Items"]:
+                    return self.log, {event_log.PARTITION: partition, event_log.SORT: key[event_log.SORT]}, item
+        return None
 
 
 # The statuses a reader looks for among many delivered deliveries: only these are in the by_tenant_status
@@ -671,15 +709,20 @@ def deliveries_by_id(table: Any, ids: Sequence[str], *, consistent: bool) -> dic
 
 
 class DeliveryTable:
-    def __init__(self, table: Any) -> None:
-        self.table = table
+    """Deliveries (`table`), and their log: the table's `by_tenant` index and the event log (`event_log`,
+    adapters/event_log.py), which lists each logged event's fan-out."""
 
-    def put_many(self, deliveries: Sequence[Delivery]) -> None:
+    def __init__(self, table: Any, event_log: Any) -> None:
+        self.table = table
+        self.event_log = event_log
+
+    def put_many(self, deliveries: Sequence[Delivery], logged: Collection[str] = frozenset()) -> None:
         """The deliveries, and the log pages that list those created together (adapters/log_pages.py): the pages
-        first, all of them, so that a crash never leaves a delivery the log cannot find."""
-        pages = log_pages.paginate(deliveries)
+        first, all of them, so that a crash never leaves a delivery the log cannot find. Those in `logged` (ids)
+        are listed already, by their event in the event log (stored first, by `EventTable.append`)."""
+        pages = log_pages.paginate([delivery for delivery in deliveries if delivery.id not in logged])
         batch_put(self.table, (log_pages.item(page, sharded(page.tenant_id, page.id)) for page in pages))
-        paged = {row.delivery_id for page in pages for row in page.rows}
+        paged = {row.delivery_id for page in pages for row in page.rows} | set(logged)
         batch_put(self.table, (delivery_item(delivery, paged=delivery.id in paged) for delivery in deliveries))
 
     def get(self, delivery_id: str) -> Delivery | None:
@@ -917,6 +960,9 @@ class DeliveryTable:
         shards (each read `page` entries at a time, and only as far as the merge needs)."""
         queries = [{**q, "Limit": page} for q in self._queries(where, now, after, count)]
         shard_entries = [_by_id_within_time(self._unpaged(entries)) for entries in scatter(self.table, queries)]
+        if queries and self._index(where)[0] is _TENANT:
+            logged = [{**q, "Limit": page} for q in self._log_queries(where, now, after, count)]
+            shard_entries += [_by_id_within_time(_rows(events)) for events in scatter(self.event_log, logged)]
         merged = heapq.merge(*shard_entries, key=_entry_order, reverse=True)
         for order, same in itertools.groupby(merged, key=_entry_order):
             if after is None or order < after:
@@ -924,6 +970,29 @@ class DeliveryTable:
                 # its own entry if it has one (a page's row of it then stands for nothing: log_pages.stands_for).
                 first, *others = same
                 yield next((e for e in others if log_pages.PAGE not in e), first) if log_pages.PAGE in first else first
+
+    def _log_queries(
+        self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None, count: int
+    ) -> list[dict[str, Any]]:
+        """The event log's half of the tenant's log (`_queries` reads the index's): each shard's events, newest first,
+        within `where`'s times and up to `after`'s (whose millisecond `_merged` cuts by id)."""
+        lower = _lower_inclusive(where.since) if where.since else None
+        upper = _upper_inclusive(where.until) if where.until else None
+        if after is not None and (upper is None or after[0] < upper):
+            upper = after[0]
+        queries = []
+        for partition in shards(where.tenant_id, count):
+            key = Key(event_log.PARTITION).eq(partition)
+            if lower and upper:
+                key &= Key(event_log.SORT).between(event_log.lower_bound(lower), event_log.upper_bound(upper))
+            elif lower:
+                key &= Key(event_log.SORT).gte(event_log.lower_bound(lower))
+            elif upper:
+                key &= Key(event_log.SORT).lte(event_log.upper_bound(upper))
+            queries.append(
+                {"KeyConditionExpression": key, "FilterExpression": _not_expired(now), "ScanIndexForward": False}
+            )
+        return queries
 
     def _unpaged(self, entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """A shard's entries with each log page's in place of its rows (adapters/log_pages.py), read as they come."""
@@ -1062,8 +1131,8 @@ class OneByOneDeliveryTable(DeliveryTable):
     platform events (sweeper, delivery, redrive), whose rights on this table are put and update, and BatchWriteItem
     would also grant deletes. A platform event fans out to a tenant's few operations endpoints."""
 
-    def put_many(self, deliveries: Sequence[Delivery]) -> None:
-        for delivery in deliveries:
+    def put_many(self, deliveries: Sequence[Delivery], logged: Collection[str] = frozenset()) -> None:
+        for delivery in deliveries:  # (each with its own log entry: a platform event is never logged)
             self.put_new(delivery)
 
 
@@ -1159,6 +1228,12 @@ def _matches(delivery: Delivery, where: DeliveryFilter, now: datetime) -> bool:
         and (where.ended_before is None or _ended_before(delivery, where.ended_before))
         and (where.recovered is None or (delivery.recovered_by is not None) == where.recovered)
     )
+
+
+def _rows(events: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """A shard of the event log read as the log's entries: each event's fan-out, row by row."""
+    for stored in events:
+        yield from event_log.entries(stored)
 
 
 def _entry_order(entry: dict[str, Any]) -> tuple[str, str]:

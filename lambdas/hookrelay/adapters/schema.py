@@ -60,6 +60,14 @@ ENDPOINTS = TableSpec(
 )
 # Events also hold the per-(tenant, ordering key) sequence counters, under `seq#` keys with no TTL.
 EVENTS = TableSpec("Events", "EVENTS_TABLE", partition_key="id", ttl_attribute="expires_at")
+# The event log (adapters/event_log.py): each event ingest stores without an idempotency key, with the endpoints it
+# fanned out to, in its tenant's log shard (`<tenant>#<shard>`, the delivery log's shards), ordered by when its
+# deliveries were created. The delivery log reads it as the `by_tenant` index's other half, so an event's fan-out
+# writes no index entry: one write unit per event for the event and its place in the log (issue 28). An event with
+# an idempotency key (not time-ordered), a replay's and everything stored before this table are in EVENTS.
+EVENT_LOG = TableSpec(
+    "EventLog", "EVENT_LOG_TABLE", partition_key="tenant_shard", sort_key="log_order", ttl_attribute="expires_at"
+)
 # The delivery log's indexes project the attributes a read filters on before it fetches the page's items:
 # the owner and the ids never change. `tenant_status` is sparse: set only while a delivery is in one of the
 # statuses a reader looks for among many delivered ones (`adapters.dynamodb.STATUS_INDEXED`), so the happy
@@ -171,6 +179,7 @@ ALL_TABLES: tuple[TableSpec, ...] = (
     API_KEYS,
     ENDPOINTS,
     EVENTS,
+    EVENT_LOG,
     DELIVERIES,
     PARKING_LOT,
     MAILBOXES,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import time
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
@@ -17,6 +17,34 @@ def _encode(now_ms: int, randomness: int) -> str:
 
 def ulid(now_ms: int | None = None) -> str:
     return _encode(now_ms if now_ms is not None else time.time_ns() // 1_000_000, secrets.randbits(80))
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
+_LAST_MS = (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MILLISECOND
+
+
+def epoch_ms(moment: datetime) -> int:
+    """The moment's millisecond since the epoch, exactly (floored, as `clock.to_rfc3339` writes it; no float)."""
+    return (moment - _EPOCH) // _MILLISECOND
+
+
+def id_at(prefix: str, moment: datetime) -> str:
+    """A new random id of its kind timed at `moment`'s millisecond, which `moment_of` reads back from it."""
+    return f"{prefix}_{ulid(epoch_ms(moment))}"
+
+
+def moment_of(identifier: str) -> datetime | None:
+    """The millisecond an id is timed at (`id_at`, `ulid`, `derived_id`); None if it is no id of that form. A keyed
+    id (`keyed_id`) reads as some moment too, but one that says nothing of when it was made."""
+    _, _, body = identifier.partition("_")
+    if len(body) != 26 or not set(body) <= set(_CROCKFORD) or body[0] > "7":  # 26 digits of 5 bits hold 128
+        return None
+    value = 0
+    for char in body[:10]:
+        value = value * 32 + _CROCKFORD.index(char)
+    # A keyed id's 48 bits of digest read as a moment up to the year 10889: past what a datetime holds, none.
+    return _EPOCH + value * _MILLISECOND if value <= _LAST_MS else None
 
 
 _DELIVERY = "dlv"

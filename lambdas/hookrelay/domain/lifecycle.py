@@ -55,7 +55,7 @@ def new_event(
 
     `event_id` when the request names it (derived from its `Idempotency-Key`): a retry converges on it. `trace`: the
     W3C trace context it is sent in (domain/trace_context.py)."""
-    event_id = event_id or ids.event_id()
+    event_id = event_id or ids.id_at("evt", now)  # timed at the event's own millisecond: the event log's key
     body = envelope_body(
         event_id=event_id,
         event_type=event_type,
@@ -106,7 +106,12 @@ def fan_out_id(event: Event, endpoint: Endpoint) -> str:
     """The id of the event's (first) delivery to the endpoint: derived, so that re-running the fan-out of an
     event (a producer's retry under its `Idempotency-Key`) finds the deliveries the first run wrote, and so that
     the delivery log finds an event's fan-out from the event and the tenant's endpoints, with no index."""
-    return ids.derived_delivery_id(event.timestamp, _FAN_OUT, event.id, endpoint.id)
+    return fan_out_delivery_id(event.timestamp, event.id, endpoint.id)
+
+
+def fan_out_delivery_id(event_timestamp: datetime, event_id: str, endpoint_id: str) -> str:
+    """`fan_out_id` from the ids alone (the event log lists an event's fan-out by its endpoints' ids)."""
+    return ids.derived_delivery_id(event_timestamp, _FAN_OUT, event_id, endpoint_id)
 
 
 def is_fan_out(delivery: Delivery) -> bool:

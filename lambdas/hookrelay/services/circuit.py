@@ -315,7 +315,7 @@ class CircuitService:
                 self.parking.lot.end(p, endpoint.id, DeliveryStatus.CANCELLED, now, retention_expiry(now)) for p in page
             ]
             for delivery in filter(None, ended):
-                self.events.extend_expiry(delivery.event_id, retention_expiry(now))
+                self.events.extend_expiry(delivery.tenant_id, delivery.event_id, retention_expiry(now))
                 cancelled += 1
             if not any(ended):
                 break  # each moved on under the sweep (claimed, or ended by another): the next sweep finishes
@@ -339,7 +339,7 @@ class CircuitService:
         )
         if ended is None:
             return 0
-        self.events.extend_expiry(ended.event_id, retention_expiry(now))
+        self.events.extend_expiry(ended.tenant_id, ended.event_id, retention_expiry(now))
         self.dead_letters.publish(ended, DeadReason.HORIZON)
         self.telemetry.count(PARKED_EXPIRED)
         return 1

@@ -435,7 +435,7 @@ class DeliveryService:
         the stored one, and `_keep_event` then asks to extend it, conditionally, which cannot shorten it."""
         if message.event is not None and message.event.id == delivery.event_id:
             return message.event
-        event = self.events.get(delivery.event_id)
+        event = self.events.get(delivery.tenant_id, delivery.event_id)
         if event is None:  # cannot happen while the event outlives its deliveries; never send nothing
             raise LookupError(f"event {delivery.event_id} of delivery {delivery.id} is missing")
         return event
@@ -817,7 +817,7 @@ class DeliveryService:
         """The event must outlive every delivery of it by the redrive window; extend it only when it would not."""
         expires_at = retention_expiry(ended_at)
         if expires_at > event.expires_at:
-            self.events.extend_expiry(event.id, expires_at)
+            self.events.extend_expiry(event.tenant_id, event.id, expires_at)
 
     def _recover_original(self, replay: Delivery, at: datetime) -> None:
         """A replay delivered recovers the delivery it replays: the original (if dead or cancelled) is marked
@@ -879,7 +879,7 @@ class DeliveryService:
         self.deliveries.set_status(
             delivery.id, delivery.tenant_id, DeliveryStatus.CANCELLED, now, retention_expiry(now)
         )
-        self.events.extend_expiry(delivery.event_id, retention_expiry(now))
+        self.events.extend_expiry(delivery.tenant_id, delivery.event_id, retention_expiry(now))
         if message.reply_to:
             self._answer(message.reply_to, DeliveryStatus.CANCELLED, None)
         return AttemptReport(delivery.id, DeliveryStatus.CANCELLED, message.attempt, sent=False)

@@ -171,7 +171,7 @@ class DeliveryLogService:
         return delivery_stats.summarize(read, since, until, partial=start is not None)
 
     def event(self, tenant_id: str, event_id: str) -> Event:
-        event = self.events.get(event_id)
+        event = self.events.get(tenant_id, event_id)
         if event is None or not is_visible_to(tenant_id, event, utcnow()):
             raise NotFound(f"no event {event_id!r}")
         return event

@@ -206,19 +206,25 @@ class IngestService:
             event_id=ids.keyed_id("evt", request_key) if request_key else None,
             trace=self._trace(trace),
         )
-        fresh = self.events.put(event)
-        if not fresh:  # a retry of a request that died after storing its event: carry on with the stored one
-            stored = self.events.get(event.id)
-            if stored is None or stored.tenant_id != tenant_id:
-                raise LookupError(f"event {event.id} was stored and is not readable")
-            event = stored
-        endpoints = _deliverable(self.endpoints.list_for_tenant(tenant_id) if recipients is None else recipients)
-        deliveries = _fan_out(event, _index(endpoints), now)
-        if deliveries:
+        if request_key is None:  # logged: the event, then its deliveries (adapters/event_log.py says why)
+            endpoints = self._recipients(tenant_id, recipients)
+            deliveries = _fan_out(event, _index(endpoints), now)
+            self.events.append([(event, [d.endpoint_id for d in deliveries])])
+            unsent = self._record(self._parked_on_arrival(deliveries, endpoints, now), logged=True)
+        else:
+            fresh = self.events.put(event)
+            if not fresh:  # a retry of a request that died after storing its event: carry on with the stored one
+                stored = self.events.get(tenant_id, event.id)
+                if stored is None:
+                    raise LookupError(f"event {event.id} was stored and is not readable")
+                event = stored
+            endpoints = self._recipients(tenant_id, recipients)
+            deliveries = _fan_out(event, _index(endpoints), now)
             if fresh:
                 unsent = self._record(self._parked_on_arrival(deliveries, endpoints, now))
             else:
                 unsent = self._record_again(deliveries)
+        if unsent:
             self._send(tenant_id, [(d, event) for d in unsent])
         return Accepted(
             event_id=event.id,
@@ -237,6 +243,9 @@ class IngestService:
         kept = [item for position, item in enumerate(items) if position not in refused]
         answers = iter(self._publish_items(tenant_id, kept) if kept else [])
         return [refused[position] if position in refused else next(answers) for position in range(len(items))]
+
+    def _recipients(self, tenant_id: str, recipients: list[Endpoint] | None) -> list[Endpoint]:
+        return _deliverable(self.endpoints.list_for_tenant(tenant_id) if recipients is None else recipients)
 
     def _trace(self, given: TraceContext | None) -> TraceContext | None:
         """The event's trace to store: the producer's, or a new sampled one; None: the platform's unsampled one,
@@ -259,17 +268,30 @@ class IngestService:
         endpoints = _deliverable(self.endpoints.list_for_tenant(tenant_id))
         index = _index(endpoints)  # one matching per distinct event type of the batch, not one per item
         events = self._new_events(tenant_id, items, now)
-        self.events.put_many([event for event, item in zip(events, items, strict=True) if item.key is None])
+        # The items without a key are logged, all at once, before any delivery is written (adapters/event_log.py):
+        # each event's fan-out created at the event's own time, its place in the log.
+        logged = {
+            event.id: self._parked_on_arrival(_fan_out(event, index, event.timestamp), endpoints, now)
+            for event, item in zip(events, items, strict=True)
+            if item.key is None
+        }
+        self.events.append(
+            [(event, [d.endpoint_id for d in logged[event.id]]) for event in events if event.id in logged]
+        )
         outcomes: list[_Planned | DomainError] = []
         for event, item in zip(events, items, strict=True):
             if item.key is None or self.events.put(event):
-                deliveries = self._parked_on_arrival(_fan_out(event, index, now), endpoints, now)
+                if event.id in logged:
+                    deliveries = logged[event.id]
+                else:
+                    deliveries = self._parked_on_arrival(_fan_out(event, index, now), endpoints, now)
                 unsent = [d for d in deliveries if d.status is DeliveryStatus.QUEUED]
                 outcomes.append(_Planned(event, deliveries, unsent, duplicate=False))
             else:
                 outcomes.append(self._published_before(tenant_id, item, event.id, index, now))
         planned = [outcome for outcome in outcomes if isinstance(outcome, _Planned)]
-        self.deliveries.put_many([d for p in planned if not p.duplicate for d in p.deliveries])
+        listed = {d.id for deliveries in logged.values() for d in deliveries}
+        self.deliveries.put_many([d for p in planned if not p.duplicate for d in p.deliveries], logged=listed)
         self._send(tenant_id, [(d, p.event) for p in planned for d in p.unsent])
         return [_answer(outcome, self._warnings) for outcome in outcomes]
 
@@ -368,7 +390,7 @@ class IngestService:
         batch-writes the deliveries unconditionally, so this one writes none until then, only sends what is
         written, and answers 409 if some are not written yet. After that, the writer is over: what it left
         undone is finished here, each missing delivery created only if still missing."""
-        stored = self.events.get(event_id)
+        stored = self.events.get(tenant_id, event_id)
         if stored is None:
             raise LookupError(f"event {event_id} was stored and is not readable")
         if not _same_event(stored, tenant_id, item):
@@ -382,9 +404,10 @@ class IngestService:
         unsent = [d for d in written if d is not None and awaits_first_message(d)]
         return _Planned(stored, deliveries, unsent, duplicate=True)
 
-    def _record(self, deliveries: list[Delivery]) -> list[Delivery]:
-        """A new event's deliveries (none can exist yet: their ids derive from the event's), written in batches."""
-        self.deliveries.put_many(deliveries)
+    def _record(self, deliveries: list[Delivery], *, logged: bool = False) -> list[Delivery]:
+        """A new event's deliveries (none can exist yet: their ids derive from the event's), written in batches;
+        `logged`: listed by their event in the event log already."""
+        self.deliveries.put_many(deliveries, logged={d.id for d in deliveries} if logged else frozenset())
         return [d for d in deliveries if d.status is DeliveryStatus.QUEUED]
 
     def _record_again(self, deliveries: list[Delivery]) -> list[Delivery]:

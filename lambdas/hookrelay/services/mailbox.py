@@ -70,7 +70,7 @@ class MailboxService:
         secrets = endpoint.active_secrets(now)
         messages = []
         for entry in self.mailbox.after(endpoint.id, after, limit):
-            event = self.events.get(entry.event_id)
+            event = self.events.get(tenant_id, entry.event_id)
             if event is None:  # cannot happen while events outlive their deliveries; skip rather than fail the read
                 continue
             headers = signed_headers(secrets, event.id, now, event.body)
@@ -99,7 +99,7 @@ class MailboxService:
             )
             record = AttemptRecord(attempt, DeliveryStatus.DELIVERED, None, now, retention_expiry(now))
             if self.deliveries.record_attempt(entry.delivery_id, endpoint.tenant_id, 1, record, Unclaimed()):
-                self.events.extend_expiry(entry.event_id, retention_expiry(now))
+                self.events.extend_expiry(endpoint.tenant_id, entry.event_id, retention_expiry(now))
             if entry.replay_of is not None:  # a replay had: its original is recovered (once: the mark is conditional)
                 self.deliveries.mark_recovered(entry.replay_of, endpoint.tenant_id, entry.delivery_id, now)
             self.mailbox.remove(endpoint.id, entry.seq)

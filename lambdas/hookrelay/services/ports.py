@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -246,16 +246,20 @@ class EventRepository(Protocol):
     def put(self, event: Event) -> bool:
         """Store the event unless one with its id exists (a retry of the request that stored it); True if stored."""
 
-    def put_many(self, events: Sequence[Event]) -> None:
-        """Store events whose ids are new (drawn at random, never derived from a request), in batches: nothing to
-        check, so nothing conditional."""
+    def append(self, events: Sequence[tuple[Event, Sequence[str]]]) -> None:
+        """Store new events (ids drawn at random at their own millisecond, never derived from a request) in their
+        tenants' event log, each with the ids of the endpoints it fanned out to: what lists those deliveries in the
+        delivery log, so store them before the deliveries (`DeliveryRepository.put_many`'s `logged`). In batches:
+        nothing to check, so nothing conditional."""
 
-    def get(self, event_id: str) -> Event | None: ...
+    def get(self, tenant_id: str, event_id: str) -> Event | None:
+        """The tenant's event (None for another tenant's)."""
+
     def next_sequence(self, tenant_id: str, ordering_key: str, count: int = 1) -> int:
         """Draw `count` numbers of the (tenant, ordering key) sequence at once; the last of them (the first is
         `last - count + 1`)."""
 
-    def extend_expiry(self, event_id: str, expires_at: int) -> None: ...
+    def extend_expiry(self, tenant_id: str, event_id: str, expires_at: int) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -301,7 +305,9 @@ class ParkedDelivery:
 
 
 class DeliveryRepository(Protocol):
-    def put_many(self, deliveries: Sequence[Delivery]) -> None: ...
+    def put_many(self, deliveries: Sequence[Delivery], logged: Collection[str] = frozenset()) -> None:
+        """Store new deliveries; those in `logged` (ids) are listed by their event in the event log already."""
+
     def get(self, delivery_id: str) -> Delivery | None: ...
     def peek(self, delivery_id: str) -> Delivery | None:
         """`get`, eventually consistent (half the read's price): it may miss a write made within the last second."""

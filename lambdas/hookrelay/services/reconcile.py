@@ -273,7 +273,7 @@ class Reconciler:
             delivery.id, delivery.tenant_id, DeliveryStatus.DEAD, now, retention_expiry(now), expected=delivery.status
         )
         if ended:
-            self.events.extend_expiry(delivery.event_id, retention_expiry(now))
+            self.events.extend_expiry(delivery.tenant_id, delivery.event_id, retention_expiry(now))
         return ended
 
     def _record(self, delivery: Delivery, reason: DeadReason, now: datetime) -> bool:

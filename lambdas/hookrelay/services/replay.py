@@ -100,7 +100,7 @@ class ReplayService:
         self, original: Delivery, endpoint: Endpoint, now: datetime, *, replay_id: str | None = None
     ) -> tuple[Delivery, bool]:
         """The replay recorded but not enqueued (for callers that enqueue in batches), and whether it needs it."""
-        event = self._live_event(original.event_id, now)
+        event = self._live_event(original.tenant_id, original.event_id, now)
         return self._record(event, endpoint, now, replay_of=original.id, delivery_id=replay_id)
 
     def delivered_replay(self, original: Delivery, now: datetime, *, other_than: str | None = None) -> Delivery | None:
@@ -121,8 +121,8 @@ class ReplayService:
     def enqueue_first_attempts(self, deliveries: Sequence[Delivery]) -> None:
         self.queue.enqueue([first_attempt_message(d) for d in deliveries])
 
-    def _live_event(self, event_id: str, now: datetime) -> Event:
-        event = self.events.get(event_id)
+    def _live_event(self, tenant_id: str, event_id: str, now: datetime) -> Event:
+        event = self.events.get(tenant_id, event_id)
         if event is None or is_expired(event.expires_at, now):
             raise Gone(f"event {event_id!r} has left the {RETENTION_DAYS}-day retention window")
         return event
@@ -137,7 +137,7 @@ class ReplayService:
         delivery_id: str | None = None,
     ) -> tuple[Delivery, bool]:
         # The event must outlive the new delivery however long its retries take.
-        self.events.extend_expiry(event.id, event_expiry(now, self.schedule.horizon))
+        self.events.extend_expiry(event.tenant_id, event.id, event_expiry(now, self.schedule.horizon))
         delivery = queued_delivery(event, endpoint, now, delivery_id=delivery_id, replay_of=replay_of)
         if self.deliveries.put_new(delivery):
             return delivery, True
