@@ -15,7 +15,7 @@ import pytest
 from hookrelay import wiring
 from hookrelay.adapters import event_log, schema
 from hookrelay.adapters.dynamodb import DeliveryTable, EventTable, sharded, shards
-from hookrelay.domain.clock import utcnow
+from hookrelay.domain.clock import to_rfc3339, utcnow
 from hookrelay.domain.lifecycle import new_event
 from hookrelay.domain.paging import BoundedCount
 from hookrelay.services.ingest import Accepted
@@ -87,7 +87,9 @@ def test_an_event_published_without_a_key_is_its_fan_outs_entry_in_the_log(platf
     accepted = publish(platform, producer, tenant_id)
 
     [stored] = logged_events(tenant_id)
-    assert stored["id"] == accepted["event_id"] and sorted(stored[event_log.FAN_OUT].split()) == sorted(endpoint_ids)
+    assert event_log.event_item_of(stored)["id"] == accepted["event_id"]
+    assert sorted(stored[event_log.FAN_OUT].split()) == sorted(endpoint_ids)
+    assert not {"id", "tenant_id", "timestamp"} & set(stored)  # its key says them
     assert table(schema.EVENTS).get_item(Key={"id": accepted["event_id"]}).get("Item") is None  # stored once
     assert log_index_entries(tenant_id) == []  # no delivery of it has an index entry: the event is their entry
     for delivery_id in accepted["delivery_ids"]:
@@ -137,7 +139,7 @@ def test_a_batch_logs_its_events_without_a_key_each_at_its_own_time(platform: Pl
     assert answer.status == 200, answer.body
     results = answer.json()["results"]
 
-    logged = {item["id"]: item for item in logged_events(tenant_id)}
+    logged = {event_log.event_item_of(item)["id"]: item for item in logged_events(tenant_id)}
     assert set(logged) == {r["event_id"] for r in results[:5]}
     for result in results[:5]:
         event = events().get(tenant_id, result["event_id"])
@@ -178,7 +180,7 @@ def test_an_event_logged_under_fewer_shards_is_read_listed_and_kept_after_the_co
     event = events().get(tenant_id, moved.event_id)
     assert event is not None and event.id == moved.event_id
     events().extend_expiry(tenant_id, event.id, event.expires_at + 100)
-    [stored] = [e for e in logged_events(tenant_id) if e["id"] == event.id]
+    [stored] = [e for e in logged_events(tenant_id) if event_log.event_item_of(e)["id"] == event.id]
     assert stored[event_log.PARTITION] == f"{tenant_id}#0" and stored["expires_at"] == event.expires_at + 100
     listed = [i for p in every_page(DeliveryFilter(tenant_id=tenant_id), limit=5) for i in p]
     assert listed == newest_first([i for m in made for i in m.delivery_ids])
@@ -188,5 +190,7 @@ def test_an_event_is_logged_at_its_own_millisecond(platform: Platform, tenant: T
     """Its id is drawn at its timestamp's millisecond, so its key follows from its id (`event_log.sort_key`)."""
     accepted = publish(platform, tenant.producer, tenant.id)
     [stored] = logged_events(tenant.id)
-    assert stored[event_log.SORT] == f"{stored['timestamp']}#{accepted['event_id']}"
+    event = events().get(tenant.id, accepted["event_id"])
+    assert event is not None
+    assert stored[event_log.SORT] == f"{to_rfc3339(event.timestamp)}#{event.id}"
     assert stored[event_log.SORT] == event_log.sort_key(accepted["event_id"])

@@ -45,13 +45,13 @@ def seed(
 
 
 def stored_event(tenant_id: str, event_id: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """Where an event ingest logged is stored: the event log table, the item's key, and the item (in one of the
-    tenant's log shards: the function that wrote it had its own count)."""
+    """Where an event ingest logged is stored: the event log table, the item's key, and the item as the Events table
+    would hold it (in one of the tenant's log shards: the function that wrote it had its own count)."""
     log = wiring.delivery_log_service().events.log
     for partition in shards(tenant_id):
         key = {event_log.PARTITION: partition, event_log.SORT: event_log.sort_key(event_id)}
         if (item := log.get_item(Key=key).get("Item")) is not None:
-            return log, key, item
+            return log, key, event_log.event_item_of(item)
     raise AssertionError(f"event {event_id} is not in the event log")
 
 

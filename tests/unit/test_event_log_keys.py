@@ -72,3 +72,11 @@ def test_an_events_rows_are_its_fan_outs_deliveries_newest_id_first(fan_out: int
     assert [row["id"] for row in rows] == expected
     assert all(row["created_at"] == to_rfc3339(NOW) and row[log_pages.PAGE] == event.id for row in rows)
     assert {row["endpoint_id"] for row in rows} == {e.id for e in endpoints}
+
+
+def test_a_logged_event_keeps_nothing_twice_and_reads_back_as_stored_elsewhere() -> None:
+    """Its tenant, timestamp and id are its key's; read back, the item is the Events table's, exactly."""
+    event = new_event(tenant_id="ten_1", event_type="a.b", data={"n": 1}, now=NOW, horizon_seconds=60)
+    stored = event_log.item(event_item(event), "ten_1#3", ["ep_1"])
+    assert not {"tenant_id", "timestamp", "id"} & set(stored)
+    assert event_log.event_item_of(stored) == event_item(event)

@@ -515,7 +515,7 @@ class EventTable:
         )
 
     def _find(self, tenant_id: str, event_id: str) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
-        """Where the tenant's event is (its table, key and item): in the log at the key its id gives (the current
+        """Where the tenant's event is (its table, key, and item as the Events table holds one): in the log at the key its id gives (the current
         shard count's shard), else in the Events table, else in the log under an earlier, smaller shard count
         (looked for in each current shard: a read only events stored before the count was raised pay)."""
         if event_id.startswith(_SEQUENCE_SPACE):
@@ -524,7 +524,7 @@ class EventTable:
         if logged:
             key = {event_log.PARTITION: sharded(tenant_id, event_id), event_log.SORT: event_log.sort_key(event_id)}
             if (item := self.log.get_item(Key=key).get("Item")) is not None:
-                return self.log, key, item
+                return self.log, key, event_log.event_item_of(item)
         item = self.table.get_item(Key={"id": event_id}).get("Item")
         if item is not None and item.get("tenant_id") == tenant_id:
             return self.table, {"id": event_id}, item
@@ -534,7 +534,8 @@ class EventTable:
                     continue
                 at = Key(event_log.PARTITION).eq(partition) & Key(event_log.SORT).eq(key[event_log.SORT])
                 for item in self.log.query(KeyConditionExpression=at)["Items"]:
-                    return self.log, {event_log.PARTITION: partition, event_log.SORT: key[event_log.SORT]}, item
+                    key = {event_log.PARTITION: partition, event_log.SORT: key[event_log.SORT]}
+                    return self.log, key, event_log.event_item_of(item)
         return None
 
 
