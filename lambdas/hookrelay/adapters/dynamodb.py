@@ -515,9 +515,10 @@ class EventTable:
         )
 
     def _find(self, tenant_id: str, event_id: str) -> tuple[Any, dict[str, Any], dict[str, Any]] | None:
-        """Where the tenant's event is (its table, key, and item as the Events table holds one): in the log at the key its id gives (the current
-        shard count's shard), else in the Events table, else in the log under an earlier, smaller shard count
-        (looked for in each current shard: a read only events stored before the count was raised pay)."""
+        """Where the tenant's event is (its table, key, and item as the Events table holds one): in the log at the
+        key its id gives (the current shard count's shard), else in the Events table, else in the log under an
+        earlier, smaller shard count (looked for in each current shard: a read only events stored before the count
+        was raised pay)."""
         if event_id.startswith(_SEQUENCE_SPACE):
             return None
         logged = event_log.may_be_logged(event_id, utcnow())
