@@ -20,6 +20,7 @@ from hookrelay.domain.clock import utcnow
 from hookrelay.domain.queues import DeliveryLane
 from hookrelay.domain.status import DeliveryStatus
 from hookrelay.handlers.publish_schemas import MAX_BATCH_EVENTS
+from hookrelay.services.reconcile import RECONCILE_GRACE
 from local.lambda_runtime import invoke
 from local.schedule import scheduled_event
 from tests.support.aws import as_function
@@ -342,6 +343,8 @@ def test_a_retry_while_the_crashed_writer_may_be_alive_is_409_for_its_events_onl
     soon = publish(platform, producer, tenant_id, [*items, {"type": "t", "data": {}}])
     assert [r["status"] for r in soon["results"]] == [409, 409, 202]
     assert soon["results"][0]["type"].endswith("/idempotency-in-flight")
+    # When its retry can succeed: once the crashed writer's window is over (services/ingest.py), not in a moment.
+    assert 0 < soon["results"][0]["retry_after"] <= RECONCILE_GRACE.total_seconds()
     time_passes(utcnow() + LATER)
     later = publish(platform, producer, tenant_id, items)
     assert [(r["status"], r["duplicate"]) for r in later["results"]] == [(202, True), (202, True)]

@@ -160,6 +160,12 @@ def test_a_retry_while_the_writer_may_be_alive_answers_409_and_writes_nothing(se
     service.clock = lambda: T0 + WINDOW - timedelta(milliseconds=1)
     [outcome] = service.publish_batch(tenant_id=TENANT, items=[item])
     assert isinstance(outcome, IdempotencyKeyInFlight) and outcome.status == 409
+    assert outcome.retry_after == 1  # the writer's window ends a millisecond later: retry then, not before
+    service.clock = lambda: T0 + timedelta(seconds=1)
+    [outcome] = service.publish_batch(tenant_id=TENANT, items=[item])
+    assert (
+        isinstance(outcome, IdempotencyKeyInFlight) and outcome.retry_after == (WINDOW - timedelta(seconds=1)).seconds
+    )
     deliveries = service.deliveries
     assert isinstance(deliveries, FakeDeliveries)
     assert deliveries.items == {} and queue_of(service).sent == []

@@ -59,10 +59,15 @@ class IdempotencyKeyReused(InvalidRequest):
 
 
 class IdempotencyKeyInFlight(Conflict):
-    """An idempotency key whose first request may still be running."""
+    """An idempotency key whose first request may still be running; `retry_after`: the seconds until it cannot be,
+    when known (a retry sooner gets this again)."""
 
     title = "Request in progress"
     kind = "idempotency-in-flight"
+
+    def __init__(self, detail: str, retry_after: int | None = None) -> None:
+        super().__init__(detail)
+        self.retry_after = retry_after
 
 
 class LimitExceeded(Conflict):

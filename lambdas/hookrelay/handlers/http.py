@@ -17,7 +17,7 @@ from hookrelay.adapters.aws import THROTTLED_RETRY_AFTER_SECONDS, throttled
 from hookrelay.domain import portal
 from hookrelay.domain.api_keys import Principal
 from hookrelay.domain.clock import epoch_seconds, utcnow
-from hookrelay.domain.errors import DomainError, Forbidden, InvalidDocument
+from hookrelay.domain.errors import DomainError, Forbidden, IdempotencyKeyInFlight, InvalidDocument
 
 MAX_BODY_BYTES = 256 * 1024
 PROBLEM_JSON = "application/problem+json"
@@ -62,8 +62,13 @@ def problem_kind(error: DomainError) -> str:
 
 
 def problem_extra(error: DomainError) -> dict[str, Any]:
-    """What a domain error's problem document carries beyond its title and detail: where a document fails."""
-    return {"errors": error.errors} if isinstance(error, InvalidDocument) else {}
+    """What a domain error's problem document carries beyond its title and detail: where a document fails; when a
+    retry can succeed (`retry_after`, seconds: an item of a batch has no header of its own to say it)."""
+    if isinstance(error, InvalidDocument):
+        return {"errors": error.errors}
+    if isinstance(error, IdempotencyKeyInFlight) and error.retry_after is not None:
+        return {"retry_after": error.retry_after}
+    return {}
 
 
 def validation_errors(error: ValidationError) -> list[dict[str, str]]:

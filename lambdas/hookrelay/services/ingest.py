@@ -49,6 +49,7 @@ and sends nothing for a delivery written parked.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -400,7 +401,11 @@ class IngestService:
             return _Planned(stored, deliveries, self._record_again(deliveries), duplicate=True)
         written = [self.deliveries.get(d.id) for d in deliveries]
         if any(d is None for d in written):
-            return IdempotencyKeyInFlight("a request with this idempotency key is still publishing it; retry shortly")
+            over = math.ceil((stored.timestamp + self.writer_window - now).total_seconds())
+            return IdempotencyKeyInFlight(
+                "a request with this idempotency key may still be publishing it; retry after its writer's window",
+                retry_after=max(1, over),
+            )
         unsent = [d for d in written if d is not None and awaits_first_message(d)]
         return _Planned(stored, deliveries, unsent, duplicate=True)
 
