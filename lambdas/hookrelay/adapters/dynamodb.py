@@ -535,8 +535,8 @@ class EventTable:
                     continue
                 at = Key(event_log.PARTITION).eq(partition) & Key(event_log.SORT).eq(key[event_log.SORT])
                 for item in self.log.query(KeyConditionExpression=at)["Items"]:
-                    key = {event_log.PARTITION: partition, event_log.SORT: key[event_log.SORT]}
-                    return self.log, key, event_log.event_item_of(item)
+                    earlier = {event_log.PARTITION: partition, event_log.SORT: key[event_log.SORT]}
+                    return self.log, earlier, event_log.event_item_of(item)
         return None
 
 
@@ -922,12 +922,9 @@ class DeliveryTable:
         index projects (`_matches` checks the rest), from `after` (the (created_at, id) last returned) on. None if
         the range is empty."""
         index, owner = self._index(where)
-        lower = _lower_inclusive(where.since) if where.since else None
-        upper = _upper_inclusive(where.until) if where.until else None
-        if after is not None and (upper is None or after[0] < upper):
-            upper = after[0]  # and the entries at that very time are cut by id (`_merged`)
-        if lower and upper and lower > upper:
+        if (span := _span(where, after)) is None:
             return []
+        lower, upper = span
         projected = {index.partition_key, index.sort_key, *index.include}
         condition = Attr("tenant_id").eq(where.tenant_id)
         if where.endpoint_id and index is _STATUS:  # few entries per owner: filtered as DynamoDB reads them
@@ -936,24 +933,15 @@ class DeliveryTable:
             condition &= _not_expired(now)
         if where.ended_before and "completed_at" in projected:
             condition &= Attr("completed_at").lt(to_rfc3339(where.ended_before))
-        queries = []
-        for partition in shards(owner, count):
-            key = Key(index.partition_key).eq(partition)
-            if lower and upper:
-                key &= Key(index.sort_key).between(lower, upper)
-            elif lower:
-                key &= Key(index.sort_key).gte(lower)
-            elif upper:
-                key &= Key(index.sort_key).lte(upper)
-            queries.append(
-                {
-                    "IndexName": index.name,
-                    "KeyConditionExpression": key,
-                    "FilterExpression": condition,
-                    "ScanIndexForward": False,  # newest first
-                }
-            )
-        return queries
+        return [
+            {
+                "IndexName": index.name,
+                "KeyConditionExpression": _within(Key(index.partition_key).eq(partition), index.sort_key, lower, upper),
+                "FilterExpression": condition,
+                "ScanIndexForward": False,  # newest first
+            }
+            for partition in shards(owner, count)
+        ]
 
     def _merged(
         self, where: DeliveryFilter, now: datetime, after: tuple[str, str] | None, page: int, count: int
@@ -978,23 +966,18 @@ class DeliveryTable:
     ) -> list[dict[str, Any]]:
         """The event log's half of the tenant's log (`_queries` reads the index's): each shard's events, newest first,
         within `where`'s times and up to `after`'s (whose millisecond `_merged` cuts by id)."""
-        lower = _lower_inclusive(where.since) if where.since else None
-        upper = _upper_inclusive(where.until) if where.until else None
-        if after is not None and (upper is None or after[0] < upper):
-            upper = after[0]
-        queries = []
-        for partition in shards(where.tenant_id, count):
-            key = Key(event_log.PARTITION).eq(partition)
-            if lower and upper:
-                key &= Key(event_log.SORT).between(event_log.lower_bound(lower), event_log.upper_bound(upper))
-            elif lower:
-                key &= Key(event_log.SORT).gte(event_log.lower_bound(lower))
-            elif upper:
-                key &= Key(event_log.SORT).lte(event_log.upper_bound(upper))
-            queries.append(
-                {"KeyConditionExpression": key, "FilterExpression": _not_expired(now), "ScanIndexForward": False}
-            )
-        return queries
+        if (span := _span(where, after)) is None:
+            return []
+        lower = event_log.lower_bound(span[0]) if span[0] else None
+        upper = event_log.upper_bound(span[1]) if span[1] else None
+        return [
+            {
+                "KeyConditionExpression": _within(Key(event_log.PARTITION).eq(partition), event_log.SORT, lower, upper),
+                "FilterExpression": _not_expired(now),
+                "ScanIndexForward": False,
+            }
+            for partition in shards(where.tenant_id, count)
+        ]
 
     def _unpaged(self, entries: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
         """A shard's entries with each log page's in place of its rows (adapters/log_pages.py), read as they come."""
@@ -1230,6 +1213,27 @@ def _matches(delivery: Delivery, where: DeliveryFilter, now: datetime) -> bool:
         and (where.ended_before is None or _ended_before(delivery, where.ended_before))
         and (where.recovered is None or (delivery.recovered_by is not None) == where.recovered)
     )
+
+
+def _span(where: DeliveryFilter, after: tuple[str, str] | None) -> tuple[str | None, str | None] | None:
+    """The created_at range a log read covers (each end inclusive, or open), from `where`'s times and up to `after`'s
+    (whose millisecond `_merged` cuts by id); None when it is empty."""
+    lower = _lower_inclusive(where.since) if where.since else None
+    upper = _upper_inclusive(where.until) if where.until else None
+    if after is not None and (upper is None or after[0] < upper):
+        upper = after[0]
+    return None if lower and upper and lower > upper else (lower, upper)
+
+
+def _within(key: ConditionBase, sort_key: str, lower: str | None, upper: str | None) -> ConditionBase:
+    """A partition's key condition narrowed to the sort key's range (each end inclusive, or open)."""
+    if lower and upper:
+        return key & Key(sort_key).between(lower, upper)
+    if lower:
+        return key & Key(sort_key).gte(lower)
+    if upper:
+        return key & Key(sort_key).lte(upper)
+    return key
 
 
 def _rows(events: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
