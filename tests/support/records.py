@@ -100,7 +100,7 @@ def make(
     event: Event | None = None,
 ) -> Seeded:
     if event is None:
-        event_id = ids.event_id()
+        event_id = ids.new_id("evt")
         data = {"n": created_at.isoformat()}
         event = Event(
             id=event_id,

@@ -14,7 +14,7 @@ AT = datetime(2026, 12, 3, 12, 0, 0, 123000, tzinfo=UTC)
 
 
 def delivery(tenant_id: str = "ten_a", at: datetime = AT, endpoint_id: str = "ep_1") -> Delivery:
-    event_id = ids.event_id()
+    event_id = ids.new_id("evt")
     return Delivery(
         id=ids.delivery_id(),
         tenant_id=tenant_id,

@@ -37,14 +37,21 @@ def id_at(prefix: str, moment: datetime) -> str:
 def moment_of(identifier: str) -> datetime | None:
     """The millisecond an id is timed at (`id_at`, `ulid`, `derived_id`); None if it is no id of that form. A keyed
     id (`keyed_id`) reads as some moment too, but one that says nothing of when it was made."""
-    _, _, body = identifier.partition("_")
+    value = _value(identifier.partition("_")[2])
+    if value is None:
+        return None
+    # A keyed id's 48 bits of digest read as a moment up to the year 10889: past what a datetime holds, none.
+    return _EPOCH + (value >> _RANDOM_BITS) * _MILLISECOND if value >> _RANDOM_BITS <= _LAST_MS else None
+
+
+def _value(body: str) -> int | None:
+    """The 128 bits an id's body (after its prefix) encodes, `_encode`'s inverse; None for a body of no such id."""
     if len(body) != 26 or not set(body) <= set(_CROCKFORD) or body[0] > "7":  # 26 digits of 5 bits hold 128
         return None
     value = 0
-    for char in body[:10]:
+    for char in body:
         value = value * 32 + _CROCKFORD.index(char)
-    # A keyed id's 48 bits of digest read as a moment up to the year 10889: past what a datetime holds, none.
-    return _EPOCH + value * _MILLISECOND if value <= _LAST_MS else None
+    return value
 
 
 _DELIVERY = "dlv"
@@ -62,17 +69,13 @@ def derived_delivery_id(moment: datetime, *parts: str) -> str:
 def is_derived_delivery_id(identifier: str, *parts: str) -> bool:
     """Whether `identifier` is `derived_delivery_id(<some moment>, *parts)`: its random bits are the parts' digest."""
     prefix, _, body = identifier.partition("_")
-    if prefix != _DELIVERY or len(body) != 26 or not set(body) <= set(_CROCKFORD):
-        return False
-    value = 0
-    for char in body:
-        value = value * 32 + _CROCKFORD.index(char)
-    return value & ((1 << _RANDOM_BITS) - 1) == _digest(parts, _RANDOM_BITS // 8)
+    value = _value(body) if prefix == _DELIVERY else None
+    return value is not None and value & ((1 << _RANDOM_BITS) - 1) == _digest(parts, _RANDOM_BITS // 8)
 
 
 def derived_id(prefix: str, moment: datetime, *parts: str) -> str:
     """An id of any kind timed at `moment`, the same every time it is derived from `parts` (see above)."""
-    return f"{prefix}_" + _encode(int(moment.timestamp() * 1000), _digest(parts, _RANDOM_BITS // 8))
+    return f"{prefix}_" + _encode(epoch_ms(moment), _digest(parts, _RANDOM_BITS // 8))
 
 
 def keyed_id(prefix: str, *parts: str) -> str:
@@ -88,10 +91,6 @@ def _digest(parts: tuple[str, ...], size: int) -> int:
 
 def new_id(prefix: str) -> str:
     return f"{prefix}_{ulid()}"
-
-
-def event_id() -> str:
-    return new_id("evt")
 
 
 def delivery_id() -> str:
