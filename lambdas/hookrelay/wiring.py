@@ -310,7 +310,7 @@ def _parking() -> Parking:
 
     endpoints = _table(schema.ENDPOINTS)
     return Parking(
-        DynamoParkingLot(_table(schema.DELIVERIES), _table(schema.PARKING_LOT)),
+        DynamoParkingLot(_table(schema.DELIVERIES), _table(schema.PARKING_LOT), _table(schema.EVENT_LOG)),
         DynamoCircuits(endpoints),
         EndpointTable(endpoints),
     )

@@ -8,8 +8,9 @@ from datetime import timedelta
 
 from hookrelay.domain import ids
 from hookrelay.domain.clock import epoch_seconds, truncate_to_milliseconds, utcnow
+from hookrelay.domain.lifecycle import new_delivery
 from hookrelay.domain.models import Event
-from tests.support.builders import TENANT, an_event
+from tests.support.builders import TENANT, an_endpoint, an_event
 from tests.support.stores import Stores
 
 
@@ -69,7 +70,8 @@ def a_logged_event(offset_ms: int = 0, tenant_id: str = TENANT) -> Event:
 
 def test_appended_events_are_read_back_by_their_tenant_only(stores: Stores) -> None:
     batch = [a_logged_event(n) for n in range(30)]  # past one BatchWriteItem's 25 items
-    stores.events.append([(event, ["ep_1", "ep_2"]) for event in batch])
+    endpoints = [an_endpoint("ep_1"), an_endpoint("ep_2")]
+    stores.events.append([(event, [new_delivery(event, e, event.timestamp) for e in endpoints]) for event in batch])
     assert [stores.events.get(TENANT, event.id) for event in batch] == batch
     assert stores.events.get("tn_other", batch[0].id) is None
 

@@ -225,8 +225,9 @@ def test_a_batch_of_ten_reads_once_and_writes_and_sends_in_batches(setup, hook: 
     assert calls == [
         "DynamoDB.GetItem [Tenants]",
         "DynamoDB.Query [Endpoints]",
-        "DynamoDB.BatchWriteItem [EventLog]",  # the ten events, each its deliveries' log entry (adapters/event_log.py)
-        "DynamoDB.BatchWriteItem [Deliveries]",  # then the ten deliveries, with no entries of their own
+        # The ten events, each its deliveries' log entry (adapters/event_log.py), and what their deliveries, queued
+        # as ingest made them, are read from until their first write (their settle) stores them: nothing more.
+        "DynamoDB.BatchWriteItem [EventLog]",
         f"SQS.SendMessageBatch [{endpoint_queue(platform, tenant_id)}]",
     ]
 

@@ -86,7 +86,7 @@ class Outage:
     def parked(self) -> int:
         """How many deliveries wait in the endpoint's lot (a strongly consistent read)."""
         return (
-            DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE"))
+            DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE"), table("EVENT_LOG_TABLE"))
             .count(self.endpoint_id, up_to=10_000)
             .counted
         )
@@ -211,7 +211,7 @@ def test_a_waking_retry_is_parked_and_its_workflow_ends(
     outage = Outage(platform, consumer, max_in_flight=1)  # in event order: the first failure is not the opener
     open_circuit(outage)
     first = outage.delivery_ids[0]
-    lot = DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE"))
+    lot = DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE"), table("EVENT_LOG_TABLE"))
     assert lot.unpark(first, outage.endpoint_id)  # and the park itself lost: only the waking retry parks it
 
     with QueuePump.delivery(platform.env):

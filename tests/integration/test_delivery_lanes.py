@@ -144,7 +144,9 @@ def test_a_batch_s_healthy_endpoints_settle_while_a_hanging_one_holds_its_reques
     hung = platform.new_endpoint(token, hanging.url)
     producer = platform.new_key("producer")
     event = publish(platform, producer, tenant_id)
-    ids = {d.endpoint_id: d.id for d in map(deliveries().get, event["delivery_ids"]) if d is not None}
+    ids = {
+        d.endpoint_id: d.id for d in (deliveries().get(d, tenant_id) for d in event["delivery_ids"]) if d is not None
+    }
     assert sorted(ids) == sorted([*healthy, hung["id"]])  # one delivery to each
     urls = delivery_queue_urls(platform.env)
     fast = [urls.url(shard) for shard in range(urls.shards)]
@@ -156,7 +158,7 @@ def test_a_batch_s_healthy_endpoints_settle_while_a_hanging_one_holds_its_reques
     assert hanging.holding.wait(30), "the hanging endpoint's request never came"
 
     def healthy_delivered() -> bool:
-        found = [deliveries().get(ids[endpoint_id]) for endpoint_id in healthy]
+        found = [deliveries().get(ids[endpoint_id], tenant_id) for endpoint_id in healthy]
         return all(d is not None and d.status is DeliveryStatus.DELIVERED for d in found)
 
     # Recorded while the hanging request is still held: none of the nine waited for it.
@@ -171,7 +173,7 @@ def test_a_batch_s_healthy_endpoints_settle_while_a_hanging_one_holds_its_reques
     for poll in polls:
         poll.join(timeout=60)
 
-    held = deliveries().get(ids[hung["id"]])
+    held = deliveries().get(ids[hung["id"]], tenant_id)
     assert held is not None and held.status is DeliveryStatus.RETRYING and held.attempts[0].error == "timeout"
     assert endpoint_of(tenant_id, hung["id"]).lane is DeliveryLane.SLOW
     health = platform.call("GET", f"/v1/endpoints/{hung['id']}/health", token).json()
@@ -252,8 +254,8 @@ def test_a_failed_message_comes_back_with_the_rest_of_its_group_in_order_while_t
 
     failed_deliveries = {json.loads(m["Body"])["delivery_id"] for m in received if m["MessageId"] in failed}
     assert failed_deliveries == {a2, a3}  # a3 unprocessed behind a2: its group's order
-    assert [d.status for d in map(deliveries().get, (a1, b1, b2))] == [DeliveryStatus.DELIVERED] * 3
-    assert deliveries().get(a3).status is DeliveryStatus.QUEUED  # type: ignore[union-attr]
+    assert [d.status for d in (deliveries().get(d, tenant_id) for d in (a1, b1, b2))] == [DeliveryStatus.DELIVERED] * 3
+    assert deliveries().get(a3, tenant_id).status is DeliveryStatus.QUEUED  # type: ignore[union-attr]
 
     for message in received:  # their visibility timeout passes: SQS hands them out again, in order
         if message["MessageId"] in failed:
@@ -261,7 +263,7 @@ def test_a_failed_message_comes_back_with_the_rest_of_its_group_in_order_while_t
                 QueueUrl=message["_url"], ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
             )
     platform.pump()
-    ids_in_order = [deliveries().get(d).event_id for d in (a1, a2, a3)]  # type: ignore[union-attr]
+    ids_in_order = [deliveries().get(d, tenant_id).event_id for d in (a1, a2, a3)]  # type: ignore[union-attr]
     sent = [r.headers["webhook-id"] for r in consumer.received]
     assert [e for e in sent if e in ids_in_order] == ids_in_order
 
@@ -339,7 +341,7 @@ def test_a_forward_to_an_endpoint_whose_every_group_has_a_tail_writes_its_tail_a
         assert poll_once(platform.sqs, urls.url(shard, DeliveryLane.SLOW)) == 1  # attempted, its tail deleted
     settled = [c for c in meter.calls if c.service == "dynamodb" and tables.get(c.table) == "tails"]
     assert sum(c.write_units for c in settled) == SLOW_TAIL_WRITES_PER_MESSAGE - 1
-    assert deliveries().get(delivery_id).status is DeliveryStatus.DELIVERED  # type: ignore[union-attr]
+    assert deliveries().get(delivery_id, tenant_id).status is DeliveryStatus.DELIVERED  # type: ignore[union-attr]
     assert tails_of(endpoint_id) == {}
 
 
@@ -381,7 +383,7 @@ def test_a_batch_of_one_endpoint_s_groups_reads_it_once_for_their_first_messages
     endpoint_id = platform.new_endpoint(token, consumer.url, max_in_flight=MAX_IN_FLIGHT_USED)["id"]
     producer = platform.new_key("producer")
     delivery_ids = [publish(platform, producer, tenant_id, n)["delivery_ids"][0] for n in range(SQS_MAX_BATCH)]
-    groups = {deliveries().get(d).message_group_id for d in delivery_ids}  # type: ignore[union-attr]
+    groups = {deliveries().get(d, tenant_id).message_group_id for d in delivery_ids}  # type: ignore[union-attr]
     urls = delivery_queue_urls(platform.env)
     shard = endpoint_of(tenant_id, endpoint_id).queue_shard
     endpoints_table = os.environ["ENDPOINTS_TABLE"]
@@ -394,7 +396,7 @@ def test_a_batch_of_one_endpoint_s_groups_reads_it_once_for_their_first_messages
     # One read for the groups' first messages; each group's later ones read afresh, after their group's first.
     assert len(reads) == 1 + SQS_MAX_BATCH - len(groups) < SQS_MAX_BATCH
     assert len(consumer.received) == SQS_MAX_BATCH
-    assert all(deliveries().get(d).status is DeliveryStatus.DELIVERED for d in delivery_ids)  # type: ignore[union-attr]
+    assert all(deliveries().get(d, tenant_id).status is DeliveryStatus.DELIVERED for d in delivery_ids)  # type: ignore[union-attr]
 
 
 def test_a_group_s_later_message_in_the_batch_reads_what_its_first_wrote(
@@ -418,8 +420,8 @@ def test_a_group_s_later_message_in_the_batch_reads_what_its_first_wrote(
     assert poll_once(platform.sqs, urls.url(shard)) == 2
 
     assert endpoint_of(tenant_id, endpoint_id).lane is DeliveryLane.SLOW and len(consumer.received) == 1
-    assert deliveries().get(first).status is DeliveryStatus.DELIVERED  # type: ignore[union-attr]
-    assert deliveries().get(second).status is DeliveryStatus.QUEUED  # type: ignore[union-attr]
+    assert deliveries().get(first, tenant_id).status is DeliveryStatus.DELIVERED  # type: ignore[union-attr]
+    assert deliveries().get(second, tenant_id).status is DeliveryStatus.QUEUED  # type: ignore[union-attr]
     assert tails_of(endpoint_id) == {f"{endpoint_id}#0": f"{second}#1"}
     assert poll_once(platform.sqs, urls.url(shard, DeliveryLane.SLOW)) == 1
-    assert deliveries().get(second).status is DeliveryStatus.DELIVERED  # type: ignore[union-attr]
+    assert deliveries().get(second, tenant_id).status is DeliveryStatus.DELIVERED  # type: ignore[union-attr]

@@ -28,13 +28,13 @@ def deliveries() -> DeliveryTable:
     )
 
 
-def publish_one(platform: Platform, consumer: ScriptedConsumer) -> str:
+def publish_one(platform: Platform, consumer: ScriptedConsumer) -> tuple[str, str]:
     tenant_id, token = platform.new_tenant()
     platform.new_endpoint(token, consumer.url)
     producer = platform.new_key("producer")
     accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "a.b", "data": {"k": 1}})
     [delivery_id] = accepted.json()["delivery_ids"]
-    return delivery_id
+    return tenant_id, delivery_id
 
 
 def receive_all(platform: Platform) -> list[dict]:
@@ -43,7 +43,7 @@ def receive_all(platform: Platform) -> list[dict]:
 
 
 def test_the_same_message_twice_posts_once(platform: Platform, consumer: ScriptedConsumer) -> None:
-    delivery_id = publish_one(platform, consumer)
+    tenant_id, delivery_id = publish_one(platform, consumer)
     [message] = receive_all(platform)
     record = to_record(message, "arn:aws:sqs:us-east-1:123456789012:q")
 
@@ -51,7 +51,7 @@ def test_the_same_message_twice_posts_once(platform: Platform, consumer: Scripte
     assert invoke("delivery", {"Records": [record]}) == {"batchItemFailures": []}
 
     assert len(consumer.received) == 1
-    delivery = deliveries().get(delivery_id)
+    delivery = deliveries().get(delivery_id, tenant_id)
     assert delivery.status == "delivered"
     assert [a.number for a in delivery.attempts] == [1]
 
@@ -80,17 +80,17 @@ def test_duplicates_arriving_while_a_long_first_attempt_is_in_flight_post_once(
     past LATE_CLAIM_AFTER is claimed while it waits, and that claim keeps any duplicate from sending it again."""
     # In flight past the late claim, answered within the tests' attempt timeout.
     consumer.default = Reply(200, delay=(LATE_CLAIM_AFTER.total_seconds() + ATTEMPT_TIMEOUT_IN_TESTS) / 2)
-    delivery_id = publish_one(platform, consumer)
+    tenant_id, delivery_id = publish_one(platform, consumer)
     [message] = receive_all(platform)
     record = to_record(message, "arn:aws:sqs:us-east-1:123456789012:q")
 
     first = threading.Thread(target=invoke, args=("delivery", {"Records": [record]}))
     first.start()
     for _ in range(200):  # until the late claim shows (a wait, not a timing assertion)
-        if deliveries().get(delivery_id).status == "attempting":
+        if deliveries().get(delivery_id, tenant_id).status == "attempting":
             break
         time.sleep(0.05)
-    assert deliveries().get(delivery_id).status == "attempting"
+    assert deliveries().get(delivery_id, tenant_id).status == "attempting"
     duplicates = [threading.Thread(target=invoke, args=("delivery", {"Records": [record]})) for _ in range(2)]
     for worker in duplicates:
         worker.start()
@@ -98,7 +98,7 @@ def test_duplicates_arriving_while_a_long_first_attempt_is_in_flight_post_once(
         worker.join(timeout=30)
 
     assert len(consumer.received) == 1
-    delivery = deliveries().get(delivery_id)
+    delivery = deliveries().get(delivery_id, tenant_id)
     assert delivery.status == "delivered" and [a.number for a in delivery.attempts] == [1]
 
 
@@ -106,9 +106,9 @@ def test_the_attempt_is_recorded_with_status_latency_and_excerpt(
     platform: Platform, consumer: ScriptedConsumer
 ) -> None:
     consumer.default = Reply(200, body=b"thanks " + b"x" * 5000)
-    delivery_id = publish_one(platform, consumer)
+    tenant_id, delivery_id = publish_one(platform, consumer)
     platform.pump()
-    delivery = deliveries().get(delivery_id)
+    delivery = deliveries().get(delivery_id, tenant_id)
     [attempt] = delivery.attempts
     assert attempt.number == 1 and attempt.status_code == 200 and attempt.error is None
     assert attempt.latency_ms >= 0
@@ -119,9 +119,9 @@ def test_the_attempt_is_recorded_with_status_latency_and_excerpt(
 
 def test_a_failed_first_attempt_is_recorded_and_left_retrying(platform: Platform, consumer: ScriptedConsumer) -> None:
     consumer.default = Reply(503, body=b"down for maintenance")
-    delivery_id = publish_one(platform, consumer)
+    tenant_id, delivery_id = publish_one(platform, consumer)
     platform.pump(max_batches=1)
-    delivery = deliveries().get(delivery_id)
+    delivery = deliveries().get(delivery_id, tenant_id)
     assert delivery.status == "retrying"
     assert delivery.next_attempt_at is not None and delivery.next_attempt_at > delivery.attempts[0].started_at
     assert delivery.attempts[0].status_code == 503

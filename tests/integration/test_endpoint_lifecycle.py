@@ -134,8 +134,8 @@ def test_a_new_max_in_flight_sets_the_message_groups_of_new_deliveries_only(plat
     after = [tenant.publish(ordering_key=f"k-{i}")["delivery_ids"][0] for i in range(12)]
 
     log = wiring.delivery_log_service().deliveries
-    assert log.get(before).message_group_id == f"{endpoint['id']}#0"  # queued before: keeps its group
-    slots = {int(log.get(d).message_group_id.rsplit("#", 1)[1]) for d in after}
+    assert log.get(before, tenant.id).message_group_id == f"{endpoint['id']}#0"  # queued before: keeps its group
+    slots = {int(log.get(d, tenant.id).message_group_id.rsplit("#", 1)[1]) for d in after}
     assert len(slots) > 1 and slots <= set(range(MAX_IN_FLIGHT))
 
 

@@ -1,7 +1,9 @@
 """The event log (adapters/event_log.py) on moto, through the real ingest and API handlers: an event published without
-an idempotency key is its fan-out's entry in the tenant's log, so its deliveries get none of their own; the log reads
-them beside indexed deliveries in order, once each, by cursor and by endpoint; a crash between the event and its
-deliveries leaves rows the log skips; a shard count raised since the event was stored moves nothing out of reach."""
+an idempotency key is its fan-out's entry in the tenant's log, so its deliveries get none of their own, and those
+queued as ingest made them get no record until their first write; the log reads them beside indexed deliveries in
+order, once each, by cursor and by endpoint; a crash after the event leaves queued deliveries the log shows (rows
+of an event logged before unstored deliveries, with no record, stand for nothing); a shard count raised since the
+event was stored moves nothing out of reach."""
 
 from __future__ import annotations
 
@@ -14,10 +16,21 @@ import pytest
 
 from hookrelay import wiring
 from hookrelay.adapters import event_log, schema
-from hookrelay.adapters.dynamodb import DeliveryTable, EventTable, sharded, shards
+from hookrelay.adapters.dynamodb import (
+    DeliveryTable,
+    EndpointTable,
+    EventTable,
+    delivery_item,
+    event_item,
+    sharded,
+    shards,
+)
+from hookrelay.adapters.records import from_data
 from hookrelay.domain.clock import to_rfc3339, utcnow
-from hookrelay.domain.lifecycle import new_event
+from hookrelay.domain.lifecycle import new_delivery, new_event
+from hookrelay.domain.models import Delivery, Endpoint
 from hookrelay.domain.paging import BoundedCount
+from hookrelay.domain.status import DeliveryStatus
 from hookrelay.services.ingest import Accepted
 from hookrelay.services.ports import DeliveryFilter
 from scripts.create_admin_key import create_admin_key
@@ -60,6 +73,15 @@ def events() -> EventTable:
     return EventTable(table(schema.EVENTS), table(schema.EVENT_LOG))
 
 
+def endpoints(tenant_id: str, endpoint_ids: list[str]) -> list[Endpoint]:
+    found = [EndpointTable(table(schema.ENDPOINTS)).get(tenant_id, i) for i in endpoint_ids]
+    return [e for e in found if e is not None]
+
+
+def listed_order(delivery: Delivery) -> tuple[str, str]:
+    return to_rfc3339(delivery.created_at), delivery.id
+
+
 def publish(platform: Platform, token: str, tenant_id: str, key: str | None = None) -> dict[str, Any]:
     body = {"tenant_id": tenant_id, "type": "order.paid", "data": {"key": key}}
     answer = platform.call("POST", "/v1/events", token, body, {"idempotency-key": key} if key else None)
@@ -76,10 +98,16 @@ def logged_events(tenant_id: str) -> list[dict[str, Any]]:
     return found
 
 
-def newest_first(delivery_ids: list[str]) -> list[str]:
-    """The log's order of these deliveries (created_at, id), newest first, from the stored items."""
-    items = [table(schema.DELIVERIES).get_item(Key={"id": i})["Item"] for i in delivery_ids]
-    return [i["id"] for i in sorted(items, key=lambda i: (i["created_at"], i["id"]), reverse=True)]
+def read(tenant_id: str, delivery_ids: list[str]) -> list[Delivery]:
+    """The deliveries, stored or not (`get` with their tenant)."""
+    found = [deliveries().get(i, tenant_id) for i in delivery_ids]
+    assert all(d is not None for d in found)
+    return [d for d in found if d is not None]
+
+
+def newest_first(tenant_id: str, delivery_ids: list[str]) -> list[str]:
+    """The log's order of these deliveries (created_at, id), newest first, from what they are."""
+    return [d.id for d in sorted(read(tenant_id, delivery_ids), key=lambda d: (d.created_at, d.id), reverse=True)]
 
 
 def test_an_event_published_without_a_key_is_its_fan_outs_entry_in_the_log(platform: Platform, tenant: Tenant) -> None:
@@ -88,17 +116,18 @@ def test_an_event_published_without_a_key_is_its_fan_outs_entry_in_the_log(platf
 
     [stored] = logged_events(tenant_id)
     assert event_log.event_item_of(stored)["id"] == accepted["event_id"]
-    assert sorted(stored[event_log.FAN_OUT].split()) == sorted(endpoint_ids)
+    assert sorted(token.partition("#")[0] for token in stored[event_log.FAN_OUT].split()) == sorted(endpoint_ids)
     assert not {"id", "tenant_id", "timestamp"} & set(stored)  # its key says them
     assert table(schema.EVENTS).get_item(Key={"id": accepted["event_id"]}).get("Item") is None  # stored once
     assert log_index_entries(tenant_id) == []  # no delivery of it has an index entry: the event is their entry
-    for delivery_id in accepted["delivery_ids"]:
-        item = table(schema.DELIVERIES).get_item(Key={"id": delivery_id})["Item"]
-        assert LOG.partition_key not in item and item["created_at"] == stored[event_log.SORT].partition("#")[0]
+    for delivery in read(tenant_id, accepted["delivery_ids"]):
+        assert table(schema.DELIVERIES).get_item(Key={"id": delivery.id}).get("Item") is None  # no record yet
+        assert delivery.status == "queued" and to_rfc3339(delivery.created_at) == stored[event_log.SORT][:24]
 
     listed = platform.call("GET", "/v1/deliveries", token)
     assert listed.status == 200, listed.body
     assert sorted(d["id"] for d in listed.json()["data"]) == sorted(accepted["delivery_ids"])
+    assert {d["status"] for d in listed.json()["data"]} == {"queued"}
     one = platform.call("GET", f"/v1/deliveries?endpoint_id={endpoint_ids[1]}", token)
     assert [d["endpoint_id"] for d in one.json()["data"]] == [endpoint_ids[1]]
     shown = platform.call("GET", f"/v1/events/{accepted['event_id']}", token)
@@ -119,14 +148,12 @@ def test_the_log_reads_logged_and_indexed_deliveries_in_order_once_each_by_curso
     assert len(logged_events(tenant_id)) == 5 and len(log_index_entries(tenant_id)) == 6
 
     pages = every_page(DeliveryFilter(tenant_id=tenant_id), limit=3)
-    assert [i for page in pages for i in page] == newest_first(made)
+    assert [i for page in pages for i in page] == newest_first(tenant_id, made)
     assert all(len(page) == 3 for page in pages[:-1])
     for endpoint_id in endpoint_ids:
-        read = every_page(DeliveryFilter(tenant_id=tenant_id, endpoint_id=endpoint_id), limit=2)
-        mine = [
-            i for i in made if table(schema.DELIVERIES).get_item(Key={"id": i})["Item"]["endpoint_id"] == endpoint_id
-        ]
-        assert [i for page in read for i in page] == newest_first(mine)
+        by_endpoint = every_page(DeliveryFilter(tenant_id=tenant_id, endpoint_id=endpoint_id), limit=2)
+        mine = [d.id for d in read(tenant_id, made) if d.endpoint_id == endpoint_id]
+        assert [i for page in by_endpoint for i in page] == newest_first(tenant_id, mine)
     everything = DeliveryFilter(tenant_id=tenant_id)
     assert deliveries().count(everything, utcnow(), up_to=len(made)) == BoundedCount(len(made), exact=True)
 
@@ -144,21 +171,40 @@ def test_a_batch_logs_its_events_without_a_key_each_at_its_own_time(platform: Pl
     for result in results[:5]:
         event = events().get(tenant_id, result["event_id"])
         assert event is not None
-        for delivery_id in result["delivery_ids"]:
-            delivery = deliveries().get(delivery_id)
-            assert delivery is not None and delivery.created_at == event.timestamp  # its place in the log
+        for delivery in read(tenant_id, result["delivery_ids"]):
+            assert delivery.created_at == event.timestamp  # its place in the log
     made = [i for r in results for i in r["delivery_ids"]]
-    assert [i for p in every_page(DeliveryFilter(tenant_id=tenant_id), limit=4) for i in p] == newest_first(made)
+    listed = [i for p in every_page(DeliveryFilter(tenant_id=tenant_id), limit=4) for i in p]
+    assert listed == newest_first(tenant_id, made)
 
 
-def test_a_crash_between_the_event_and_its_deliveries_leaves_rows_the_log_skips(
-    platform: Platform, tenant: Tenant
-) -> None:
-    """The event is written first: dying before its deliveries leaves rows that stand for nothing (the request
-    failed, and nothing of it was accepted); the log shows none of them and stays readable."""
+def test_a_crash_after_the_event_leaves_queued_deliveries_the_log_shows(platform: Platform, tenant: Tenant) -> None:
+    """The event is written first, and accepts it: dying before any other write leaves its deliveries queued, read
+    from its rows (the reconciler finds them there and sends them: tests/integration/test_crash_points.py)."""
     tenant_id, _, _, endpoint_ids = tenant
     event = new_event(tenant_id=tenant_id, event_type="order.paid", data={}, now=utcnow(), horizon_seconds=3600)
-    events().append([(event, endpoint_ids)])  # ... and the process dies
+    made = [new_delivery(event, endpoint, event.timestamp) for endpoint in endpoints(tenant_id, endpoint_ids)]
+    events().append([(event, made)])  # ... and the process dies
+
+    listed = [i for p in every_page(DeliveryFilter(tenant_id=tenant_id), limit=3) for i in p]
+    assert sorted(listed) == sorted(d.id for d in made)
+    assert read(tenant_id, listed) == [
+        from_data(Delivery, delivery_item(d)) for d in sorted(made, key=listed_order, reverse=True)
+    ]
+    counted = deliveries().count(DeliveryFilter(tenant_id=tenant_id, status=DeliveryStatus.QUEUED), utcnow(), up_to=10)
+    assert counted == BoundedCount(2, exact=True)
+
+
+def test_a_row_logged_before_unstored_deliveries_with_no_record_stands_for_nothing(
+    platform: Platform, tenant: Tenant
+) -> None:
+    """An event logged before deliveries were left unstored names its endpoints alone: its deliveries were written
+    after it, so dying between left rows that stand for nothing (the request failed, and nothing of it was
+    accepted); the log shows none of them and stays readable."""
+    tenant_id, _, _, endpoint_ids = tenant
+    event = new_event(tenant_id=tenant_id, event_type="order.paid", data={}, now=utcnow(), horizon_seconds=3600)
+    item = event_log.item(event_item(event), sharded(tenant_id, event.id), [])
+    table(schema.EVENT_LOG).put_item(Item={**item, event_log.FAN_OUT: " ".join(endpoint_ids)})  # ... and it died
 
     assert every_page(DeliveryFilter(tenant_id=tenant_id), limit=3) == [[]]
     assert deliveries().count(DeliveryFilter(tenant_id=tenant_id), utcnow(), up_to=10) == BoundedCount(0, exact=True)
@@ -184,7 +230,9 @@ def test_an_event_logged_under_fewer_shards_is_read_listed_and_kept_after_the_co
     [stored] = [e for e in logged_events(tenant_id) if event_log.event_item_of(e)["id"] == event.id]
     assert stored[event_log.PARTITION] == f"{tenant_id}#0" and stored["expires_at"] == event.expires_at + 100
     listed = [i for p in every_page(DeliveryFilter(tenant_id=tenant_id), limit=5) for i in p]
-    assert listed == newest_first([i for m in made for i in m.delivery_ids])
+    assert listed == newest_first(tenant_id, [i for m in made for i in m.delivery_ids])
+    unstored = deliveries().get(moved.delivery_ids[0], tenant_id)  # no record: read from its event, moved or not
+    assert unstored is not None and unstored.status == "queued" and unstored.event_id == moved.event_id
 
 
 def test_an_event_is_logged_at_its_own_millisecond(platform: Platform, tenant: Tenant) -> None:

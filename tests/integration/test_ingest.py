@@ -55,7 +55,7 @@ def test_fans_out_to_matching_enabled_endpoints_only(setup, consumer: ScriptedCo
 
     accepted = platform.call("POST", "/v1/events", producer, {"tenant_id": tenant_id, "type": "order.paid", "data": {}})
     assert accepted.status == 202
-    deliveries = [deliveries_table().get(d) for d in accepted.json()["delivery_ids"]]
+    deliveries = [deliveries_table().get(d, tenant_id) for d in accepted.json()["delivery_ids"]]
     assert sorted(d.endpoint_id for d in deliveries) == sorted([orders["id"], everything["id"]])
     assert {d.status for d in deliveries} == {"queued"}
     assert all(d.event_id == accepted.json()["event_id"] for d in deliveries)

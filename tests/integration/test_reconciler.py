@@ -122,8 +122,8 @@ def test_poison_and_lost_attempts_are_surfaced_as_dead_deliveries_once_and_the_q
 class LateAttemptLands(DeliveryTable):
     """The delivery table, where a late attempt gets through just after the reconciler has read the delivery."""
 
-    def get(self, delivery_id: str) -> Delivery | None:
-        read = super().get(delivery_id)
+    def get(self, delivery_id: str, tenant_id: str | None = None) -> Delivery | None:
+        read = super().get(delivery_id, tenant_id)
         if read is not None and read.status is DeliveryStatus.ATTEMPTING:
             self.set_status(delivery_id, read.tenant_id, DeliveryStatus.DELIVERED, utcnow(), None)
         return read

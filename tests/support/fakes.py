@@ -70,6 +70,11 @@ def claim(delivery: Delivery, attempt_number: int, now: datetime) -> dict[str, A
     }
 
 
+def _whose(delivery: Delivery | None, tenant_id: str | None) -> Delivery | None:
+    """The delivery, if it is the tenant's (when one is named), as the adapter reads one with a tenant."""
+    return delivery if delivery is None or tenant_id is None or delivery.tenant_id == tenant_id else None
+
+
 class FakeDeliveries:
     def __init__(self) -> None:
         self.items: dict[str, Delivery] = {}
@@ -80,14 +85,14 @@ class FakeDeliveries:
         for delivery in deliveries:  # (the fake's log is its items, logged or not)
             self.items[delivery.id] = delivery
 
-    def get(self, delivery_id: str) -> Delivery | None:
-        return self.items.get(delivery_id)
+    def get(self, delivery_id: str, tenant_id: str | None = None) -> Delivery | None:
+        return _whose(self.items.get(delivery_id), tenant_id)
 
-    def peek(self, delivery_id: str) -> Delivery | None:
+    def peek(self, delivery_id: str, tenant_id: str | None = None) -> Delivery | None:
         """An eventually consistent read: what `behind` says it still shows, if anything, else the item."""
         if delivery_id in self.behind:
-            return self.behind[delivery_id]
-        return self.items.get(delivery_id)
+            return _whose(self.behind[delivery_id], tenant_id)
+        return _whose(self.items.get(delivery_id), tenant_id)
 
     def claim(
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
@@ -117,6 +122,8 @@ class FakeDeliveries:
         unclaimed: Unclaimed | None = None,
     ) -> bool:
         current = self.items.get(delivery_id)
+        if current is None and unclaimed is not None and unclaimed.unstored is not None:
+            current = unclaimed.unstored  # (the adapter's record creates a delivery that has none, as read)
         if current is None:
             return False
         held = current.status is DeliveryStatus.ATTEMPTING and current.attempt_count == attempt_number
@@ -352,7 +359,7 @@ class FakeEvents:
         event = self.items.get(event_id)
         return event if event is not None and event.tenant_id == tenant_id else None
 
-    def append(self, events: Sequence[tuple[Event, Sequence[str]]]) -> None:
+    def append(self, events: Sequence[tuple[Event, Sequence[Delivery]]]) -> None:
         for event, _ in events:  # (the fake's log is its deliveries, whoever lists them)
             if not is_loggable(event):  # as the adapter refuses it: its key would not follow from its id
                 raise ValueError(f"event {event.id} is not timed at its own millisecond: it cannot be logged")

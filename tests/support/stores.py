@@ -83,7 +83,7 @@ def dynamodb_stores() -> Iterator[Stores]:
             endpoints=endpoints,
             failing=endpoints,
             circuits=DynamoCircuits(table(schema.ENDPOINTS)),
-            parking=DynamoParkingLot(table(schema.DELIVERIES), table(schema.PARKING_LOT)),
+            parking=DynamoParkingLot(table(schema.DELIVERIES), table(schema.PARKING_LOT), table(schema.EVENT_LOG)),
             events=EventTable(table(schema.EVENTS), table(schema.EVENT_LOG)),
             api_keys=ApiKeyTable(table(schema.API_KEYS)),
             event_types=EventTypeTable(table(schema.EVENT_TYPES)),

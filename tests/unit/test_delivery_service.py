@@ -18,11 +18,12 @@ from hookrelay.adapters.stepfunctions import EXECUTION_NAME_MAX, execution_name
 from hookrelay.adapters.telemetry import METRICS_NAMESPACE, PowertoolsTelemetry
 from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
 from hookrelay.domain.envelope import retry_group_id
-from hookrelay.domain.models import EndpointState
+from hookrelay.domain.lifecycle import may_stay_unstored, new_delivery, new_event
+from hookrelay.domain.models import Delivery, EndpointState
 from hookrelay.domain.status import DeadReason, DeliveryStatus
 from hookrelay.services.auto_disable import DEFAULT_DISABLE_AFTER_DAYS
 from hookrelay.services.delivery import EARLY_WAKE_TOLERANCE, FAILING_SPELL_ERRORS, LATE_CLAIM_ERRORS
-from hookrelay.services.ports import SendResult
+from hookrelay.services.ports import DeliveryMessage, SendResult, Unclaimed
 from tests.support.delivery_world import ERROR_500, NOT_FOUND, OK, SCHEDULE, TIMEOUT, World, make_world, retry
 
 
@@ -603,3 +604,46 @@ def test_a_first_attempt_parked_meanwhile_is_not_settled_over_its_park(world: Wo
     report = world.service.attempt(world.message(1))
 
     assert not report.sent and report.parked and world.current().attempts == []
+
+
+# --- A delivery left unstored (adapters/event_log.py): no record until its settle creates it ---
+
+
+def unstored_world() -> tuple[World, DeliveryMessage, Delivery]:
+    """A logged event's fan-out, as ingest left it: no record, and a first message carrying its event."""
+    world = make_world()
+    event = new_event(
+        tenant_id="tn_1", event_type="order.updated", data={"id": 1}, now=world.clock.now, horizon_seconds=60
+    )
+    endpoint = world.endpoints.get("tn_1", "ep_1")
+    assert endpoint is not None
+    made = new_delivery(event, endpoint, event.timestamp)
+    assert may_stay_unstored(made)
+    world.events.append([(event, [made])])
+    message = DeliveryMessage(made.id, "tn_1", 1, made.message_group_id, "dedup-1", endpoint_id="ep_1", event=event)
+    return world, message, made
+
+
+def test_a_first_message_whose_delivery_has_no_record_is_attempted_and_its_settle_creates_it() -> None:
+    world, message, made = unstored_world()
+    recorded: list[Unclaimed | None] = []
+    record_attempt = world.deliveries.record_attempt
+    world.deliveries.record_attempt = lambda *a, **k: recorded.append(a[4]) or record_attempt(*a, **k)  # type: ignore[method-assign]
+    world.script(OK)
+
+    report = world.service.attempt(message)
+
+    assert report.sent and report.status is DeliveryStatus.DELIVERED
+    assert [u.unstored for u in recorded if u is not None] == [made]  # the one write, creating it as ingest made it
+    stored = world.deliveries.items[made.id]
+    assert stored.status is DeliveryStatus.DELIVERED and stored.message_group_id == made.message_group_id
+
+
+def test_a_message_whose_event_does_not_make_its_delivery_is_not_attempted() -> None:
+    """Another event than the delivery's (or another tenant's): nothing is read from it, nothing sent."""
+    world, message, _ = unstored_world()
+    other = replace(message, delivery_id="dlv_01JAAAAAAAAAAAAAAAAAAAAAAA")
+    world.script(OK)
+    report = world.service.attempt(other)
+    assert not report.sent and report.status is None and world.sender.sent == []
+    assert world.service.attempt(replace(message, tenant_id="tn_2")).sent is False

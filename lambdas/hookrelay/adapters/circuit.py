@@ -39,6 +39,7 @@ from hookrelay.adapters.dynamodb import (
     deliveries_by_id,
     delivery_item,
     endpoints_of,
+    first_write,
     query_items,
     scatter,
     set_status_key,
@@ -304,9 +305,10 @@ def _lot_entry(delivery: dict[str, Any]) -> dict[str, Any]:
 class DynamoParkingLot:
     """ParkingLot: the parked mark on the deliveries table, the entries in the parking-lot table."""
 
-    def __init__(self, deliveries: Any, lot: Any) -> None:
+    def __init__(self, deliveries: Any, lot: Any, event_log: Any) -> None:
         self.deliveries = deliveries
         self.lot = lot
+        self.event_log = event_log  # where a delivery not stored yet is read from, to be parked (its first write)
 
     def _current(self, delivery_id: str) -> dict[str, Any] | None:
         item: dict[str, Any] | None = self.deliveries.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item")
@@ -337,9 +339,11 @@ class DynamoParkingLot:
         self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
     ) -> ParkOutcome:
         claimable, claimable_values = claimable_condition()
-        result = conditional_write(
-            self.deliveries.update_item,
-            Key={"id": delivery_id},
+        result = first_write(
+            self.deliveries,
+            self.event_log,
+            tenant_id,
+            delivery_id,
             # Records made before the circuit existed have no event_order: they sort by when they parked.
             UpdateExpression="SET #parked = :endpoint, parked_at = :at, "
             "event_order = if_not_exists(event_order, :fallback)",

@@ -22,8 +22,9 @@ from hookrelay.adapters import event_log, log_pages, schema
 from hookrelay.adapters.aws import resend_left
 from hookrelay.adapters.records import field_names, from_data, to_data
 from hookrelay.adapters.schema import IndexSpec
+from hookrelay.domain import ids
 from hookrelay.domain.clock import epoch_seconds, from_rfc3339, to_rfc3339, truncate_to_milliseconds, utcnow
-from hookrelay.domain.lifecycle import is_fan_out
+from hookrelay.domain.lifecycle import is_expired, is_fan_out, may_stay_unstored, unstored_fan_out
 from hookrelay.domain.limits import limit_from_config
 from hookrelay.domain.models import (
     DELIVERY_PATH_FIELDS,
@@ -474,9 +475,9 @@ class EventTable:
     def put(self, event: Event) -> bool:
         return applied(self.table.put_item, Item=event_item(event), ConditionExpression="attribute_not_exists(id)")
 
-    def append(self, events: Sequence[tuple[Event, Sequence[str]]]) -> None:
-        """New events (ids timed at their own millisecond, never stored before), each with the ids of the endpoints
-        it fanned out to, in their tenants' logs; unconditionally, as a put again is the same item."""
+    def append(self, events: Sequence[tuple[Event, Sequence[Delivery]]]) -> None:
+        """New events (ids timed at their own millisecond, never stored before), each with the deliveries it fanned
+        out to, in their tenants' logs; unconditionally, as a put again is the same item."""
         for event, _ in events:
             if not event_log.is_loggable(event):
                 raise ValueError(f"event {event.id} is not timed at its own millisecond: it cannot be logged")
@@ -522,22 +523,32 @@ class EventTable:
         if event_id.startswith(_SEQUENCE_SPACE):
             return None
         logged = event_log.may_be_logged(event_id, utcnow())
-        if logged:
-            key = {event_log.PARTITION: sharded(tenant_id, event_id), event_log.SORT: event_log.sort_key(event_id)}
-            if (item := self.log.get_item(Key=key).get("Item")) is not None:
-                return self.log, key, event_log.event_item_of(item)
+        if logged and (found := _logged_event(self.log, tenant_id, event_id, earlier_shards=False)) is not None:
+            return self.log, found[0], event_log.event_item_of(found[1])
         item = self.table.get_item(Key={"id": event_id}).get("Item")
         if item is not None and item.get("tenant_id") == tenant_id:
             return self.table, {"id": event_id}, item
-        if logged:
-            for partition in shards(tenant_id):
-                if partition == key[event_log.PARTITION]:
-                    continue
-                at = Key(event_log.PARTITION).eq(partition) & Key(event_log.SORT).eq(key[event_log.SORT])
-                for item in self.log.query(KeyConditionExpression=at)["Items"]:
-                    earlier = {event_log.PARTITION: partition, event_log.SORT: key[event_log.SORT]}
-                    return self.log, earlier, event_log.event_item_of(item)
+        if logged and (found := _logged_event(self.log, tenant_id, event_id, current_shard=False)) is not None:
+            return self.log, found[0], event_log.event_item_of(found[1])
         return None
+
+
+def _logged_event(
+    log: Any, tenant_id: str, event_id: str, *, current_shard: bool = True, earlier_shards: bool = True
+) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The tenant's event's key and item in the event log: at the key its id gives (the current shard count's
+    shard), or under an earlier, smaller count, looked for by its sort key in each current shard (a read only events
+    stored before the count was raised pay)."""
+    key = {event_log.PARTITION: sharded(tenant_id, event_id), event_log.SORT: event_log.sort_key(event_id)}
+    if current_shard and (item := log.get_item(Key=key).get("Item")) is not None:
+        return key, item
+    for partition in shards(tenant_id) if earlier_shards else ():
+        if partition == key[event_log.PARTITION]:
+            continue
+        at = Key(event_log.PARTITION).eq(partition) & Key(event_log.SORT).eq(key[event_log.SORT])
+        for item in log.query(KeyConditionExpression=at)["Items"]:
+            return {event_log.PARTITION: partition, event_log.SORT: key[event_log.SORT]}, item
+    return None
 
 
 # The statuses a reader looks for among many delivered deliveries: only these are in the by_tenant_status
@@ -710,6 +721,110 @@ def deliveries_by_id(table: Any, ids: Sequence[str], *, consistent: bool) -> dic
     return {item["id"]: item for item in items}
 
 
+def unstored_of(row: dict[str, Any]) -> Delivery | None:
+    """The delivery an event-log row stands for when it has no record: queued, as ingest made it (None for a row
+    written before deliveries were left unstored, whose delivery was always written: its record's absence is a
+    crash's leftover, as a log page's row's is)."""
+    if event_log.GROUP not in row:
+        return None
+    event = event_of(row[event_log.EVENT_ITEM])
+    assert event is not None
+    return unstored_fan_out(event, str(row["endpoint_id"]), str(row[event_log.GROUP]), int(row[event_log.QUEUE_SHARD]))
+
+
+def unstored_delivery(log: Any, tenant_id: str, delivery_id: str, *, consistent: bool) -> Delivery | None:
+    """The tenant's delivery that has no record, read from the event that lists it (adapters/event_log.py): a fan-out
+    id is timed at its event's millisecond, so the tenant's events of that millisecond, one Query per log shard."""
+    now = utcnow()
+    if not event_log.may_be_logged(delivery_id, now):
+        return None
+    at = to_rfc3339(ids.moment_of(delivery_id))  # type: ignore[arg-type]  # (may_be_logged: it has one)
+    for partition in shards(tenant_id):
+        condition = Key(event_log.PARTITION).eq(partition) & Key(event_log.SORT).between(
+            event_log.lower_bound(at), event_log.upper_bound(at)
+        )
+        query = {
+            "KeyConditionExpression": condition,
+            "FilterExpression": _not_expired(now),
+            "ConsistentRead": consistent,
+        }
+        for stored in query_items(log, **query):
+            row = next((row for row in event_log.entries(stored) if row["id"] == delivery_id), None)
+            if row is not None:
+                return unstored_of(row)
+    return None
+
+
+# What an attempt's record writes of a delivery (`DeliveryTable.record_attempt`), and so not what it creates an
+# unstored delivery's record with (the record's own values are those).
+_RECORDED = frozenset(
+    {
+        "status",
+        "attempts",
+        "updated_at",
+        "attempt_count",
+        "first_attempt_at",
+        "claimed_at",
+        "next_attempt_at",
+        "completed_at",
+        "expires_at",
+    }
+)
+
+
+def _created(delivery: Delivery, sets: list[str], names: dict[str, str], values: dict[str, Any]) -> None:
+    """Add to an update what creates the unstored delivery's record when there is none: each of its attributes the
+    update does not write itself, if not there (so an update that finds a record leaves the record's own)."""
+    item = delivery_item(delivery, paged=True)  # no index entry of its own: its event lists it
+    for n, (name, value) in enumerate(sorted((k, v) for k, v in item.items() if k != "id" and k not in _RECORDED)):
+        sets.append(f"#u{n} = if_not_exists(#u{n}, :u{n})")  # (`:c…` are claimable_condition's)
+        names[f"#u{n}"], values[f":u{n}"] = name, value
+
+
+def store_unstored(table: Any, log: Any, tenant_id: str, delivery_id: str) -> bool:
+    """Write the record of the tenant's delivery that has none, as read from its event, before a write that needs
+    one (on condition that there is still none). True if written: the write can be made again and find it.
+
+    If the process dies after this and before that write, the record is what ingest wrote before deliveries were
+    left unstored (a queued delivery): nothing was lost, and whoever tries the write again finds it."""
+    delivery = unstored_delivery(log, tenant_id, delivery_id, consistent=True)
+    if delivery is None:
+        return False
+    sets: list[str] = []
+    names: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    _created(delivery, sets, names, values)
+    item = delivery_item(delivery, paged=True)
+    for n, name in enumerate(sorted(_RECORDED & set(item))):
+        sets.append(f"#r{n} = :r{n}")
+        names[f"#r{n}"], values[f":r{n}"] = name, item[name]
+    return applied(
+        table.update_item,  # an update, not a put: every function that changes deliveries may update them
+        Key={"id": delivery_id},
+        UpdateExpression=update_expression(sets, []),
+        ConditionExpression="attribute_not_exists(id)",
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+    )
+
+
+def first_write(table: Any, log: Any, tenant_id: str, delivery_id: str, **request: Any) -> dict[str, Any] | None:
+    """A conditional update of the tenant's delivery that may be the first write to change it: its response, or None
+    when its condition did not hold. A delivery not stored yet (adapters/event_log.py) has no record for the condition
+    to hold on: its record is written, as read from its event, and the update made again."""
+    try:
+        answer: dict[str, Any] = table.update_item(
+            Key={"id": delivery_id}, ReturnValuesOnConditionCheckFailure="ALL_OLD", **request
+        )
+        return answer
+    except ClientError as error:
+        if error.response["Error"]["Code"] != "ConditionalCheckFailedException":
+            raise
+        if "Item" in error.response or not store_unstored(table, log, tenant_id, delivery_id):
+            return None
+    return conditional_write(table.update_item, Key={"id": delivery_id}, **request)
+
+
 class DeliveryTable:
     """Deliveries (`table`), and their log: the table's `by_tenant` index and the event log (`event_log`,
     adapters/event_log.py), which lists each logged event's fan-out."""
@@ -725,21 +840,34 @@ class DeliveryTable:
         pages = log_pages.paginate([delivery for delivery in deliveries if delivery.id not in logged])
         batch_put(self.table, (log_pages.item(page, sharded(page.tenant_id, page.id)) for page in pages))
         paged = {row.delivery_id for page in pages for row in page.rows} | set(logged)
-        batch_put(self.table, (delivery_item(delivery, paged=delivery.id in paged) for delivery in deliveries))
+        # A logged delivery as ingest made it is not written: its event's row reads as it (`unstored_of`).
+        stored = (d for d in deliveries if d.id not in logged or not may_stay_unstored(d))
+        batch_put(self.table, (delivery_item(delivery, paged=delivery.id in paged) for delivery in stored))
 
-    def get(self, delivery_id: str) -> Delivery | None:
-        return _delivery_of(self.table.get_item(Key={"id": delivery_id}, ConsistentRead=True).get("Item"))
+    def get(self, delivery_id: str, tenant_id: str | None = None) -> Delivery | None:
+        return self._read(delivery_id, tenant_id, consistent=True)
 
-    def peek(self, delivery_id: str) -> Delivery | None:
-        return _delivery_of(self.table.get_item(Key={"id": delivery_id}).get("Item"))
+    def peek(self, delivery_id: str, tenant_id: str | None = None) -> Delivery | None:
+        return self._read(delivery_id, tenant_id, consistent=False)
+
+    def _read(self, delivery_id: str, tenant_id: str | None, *, consistent: bool) -> Delivery | None:
+        item = self.table.get_item(Key={"id": delivery_id}, ConsistentRead=consistent).get("Item")
+        if tenant_id is None:
+            return _delivery_of(item)
+        if item is None:
+            return unstored_delivery(self.event_log, tenant_id, delivery_id, consistent=consistent)
+        delivery = _delivery_of(item)
+        return delivery if delivery is not None and delivery.tenant_id == tenant_id else None
 
     def claim(
         self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
     ) -> Delivery | None:
         claimable, claimable_values = claimable_condition()
-        result = conditional_write(
-            self.table.update_item,
-            Key={"id": delivery_id},
+        result = first_write(
+            self.table,
+            self.event_log,
+            tenant_id,
+            delivery_id,
             UpdateExpression=claim_update(),
             ConditionExpression=(
                 f"tenant_id = :tenant AND attribute_not_exists({schema.PARKED_MARK}) AND ("
@@ -757,9 +885,11 @@ class DeliveryTable:
         return None if result is None else from_data(Delivery, result["Attributes"])
 
     def mark_posted(self, delivery_id: str, tenant_id: str, seq: int, at: datetime, expires_at: int) -> bool:
-        return applied(
-            self.table.update_item,
-            Key={"id": delivery_id},
+        return None is not first_write(
+            self.table,
+            self.event_log,
+            tenant_id,
+            delivery_id,
             UpdateExpression="SET posted_at = :at, mailbox_seq = :seq, expires_at = :expires",
             ConditionExpression="tenant_id = :tenant AND #s = :queued AND attribute_not_exists(posted_at)",
             ExpressionAttributeNames={"#s": "status"},
@@ -810,14 +940,20 @@ class DeliveryTable:
             else:
                 sets.append(f"{name} = :{name}")
                 values[f":{name}"] = value
-        return applied(
-            self.table.update_item,
-            Key={"id": delivery_id},
-            UpdateExpression=update_expression(sets, removes),
-            ConditionExpression=_settle_condition(tenant_id, attempt_number, unclaimed, values),
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues=values,
-        )
+        names = {"#s": "status"}
+        condition = _settle_condition(tenant_id, attempt_number, unclaimed, values)
+        if unclaimed is not None and unclaimed.unstored is not None:
+            # Read with no record (the happy path's): this one write creates it, settled, or finds it as the
+            # condition says. Nothing was written before it, so a crash before it leaves the delivery as read.
+            _created(unclaimed.unstored, sets, names, values)
+            condition = f"attribute_not_exists(id) OR {condition}"  # (an OR of parenthesized terms, unclaimed)
+        request = {
+            "UpdateExpression": update_expression(sets, removes),
+            "ConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        return first_write(self.table, self.event_log, tenant_id, delivery_id, **request) is not None
 
     def set_status(
         self,
@@ -841,14 +977,18 @@ class DeliveryTable:
         if expires_at is not None:
             sets.append("expires_at = :e")
             values[":e"] = expires_at
-        # Never an upsert: an unknown delivery is refused, not created as a record with a status and no body.
-        condition = "attribute_exists(id)"
+        # Never an upsert: an unknown delivery is refused, not created as a record with a status and no body (one
+        # not stored yet is created first, as read from its event: `first_write`).
+        condition = "attribute_exists(id) AND tenant_id = :tenant"
+        values[":tenant"] = tenant_id
         if expected is not None:
             condition += " AND #s = :expected"
             values[":expected"] = expected.value
-        return applied(
-            self.table.update_item,
-            Key={"id": delivery_id},
+        return None is not first_write(
+            self.table,
+            self.event_log,
+            tenant_id,
+            delivery_id,
             UpdateExpression=update_expression(sets, removes),
             ConditionExpression=condition,
             ExpressionAttributeNames={"#s": "status"},
@@ -999,11 +1139,14 @@ class DeliveryTable:
             entries = [entry for entry in entries if entry.get("endpoint_id") == where.endpoint_id]
         items = deliveries_by_id(self.table, [entry["id"] for entry in entries], consistent=False)
         found = (
-            from_data(Delivery, items[e["id"]])
+            (from_data(Delivery, items[e["id"]]) if log_pages.stands_for(e, items[e["id"]]) else None)
+            if e["id"] in items
+            else unstored_of(e)
+            if event_log.EVENT_ITEM in e
+            else None
             for e in entries
-            if e["id"] in items and log_pages.stands_for(e, items[e["id"]])
         )
-        return [delivery for delivery in found if _matches(delivery, where, now)]
+        return [delivery for delivery in found if delivery is not None and _matches(delivery, where, now)]
 
     def _scope(self, where: DeliveryFilter) -> str:
         """Whose log a position is in: the index's owner, or the endpoint read from its tenant's log (the owner its
@@ -1051,9 +1194,9 @@ class DeliveryTable:
             FilterExpression=Attr("tenant_id").eq(where.tenant_id),
             ProjectionExpression="id",
         )
-        ids = [*fan_out, *(str(entry["id"]) for entry in extras)]
-        items = deliveries_by_id(self.table, ids, consistent=False).values()
-        deliveries = (from_data(Delivery, item) for item in items)
+        listed = [*fan_out, *(str(entry["id"]) for entry in extras)]
+        items = deliveries_by_id(self.table, listed, consistent=False)
+        deliveries = [*(from_data(Delivery, item) for item in items.values()), *self._unstored_of_event(where, items)]
         found = sorted(
             (d for d in deliveries if _matches(d, where, now) and _in_range(d, where)),
             key=_newest_first,
@@ -1065,6 +1208,17 @@ class DeliveryTable:
             return DeliveryPage(found, None)
         last = found[limit - 1]
         return DeliveryPage(found[:limit], _position({"id": last.id, "created_at": to_rfc3339(last.created_at)}))
+
+    def _unstored_of_event(self, where: DeliveryFilter, stored: Collection[str]) -> list[Delivery]:
+        """The event's fan-out deliveries that have no record (`stored`: the ids that have one), from its row."""
+        assert where.event_id
+        if not event_log.may_be_logged(where.event_id, utcnow()):
+            return []
+        found = _logged_event(self.event_log, where.tenant_id, where.event_id)
+        if found is None or is_expired(found[1].get("expires_at"), utcnow()):
+            return []
+        rows = event_log.entries(found[1])
+        return [d for row in rows if row["id"] not in stored and (d := unstored_of(row)) is not None]
 
     def _event_start(self, start: Position) -> tuple[datetime, str]:
         """The (created_at, id) `start` stands for, if an event read made it (else UnknownPosition)."""

@@ -12,7 +12,7 @@ from typing import Any
 
 from hookrelay.domain import ids
 from hookrelay.domain.circuit import CircuitState, Via, park_order, parks_new_deliveries
-from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds
+from hookrelay.domain.clock import RETENTION_DAYS, epoch_seconds, truncate_to_milliseconds
 from hookrelay.domain.envelope import envelope_body, message_group_id
 from hookrelay.domain.errors import Conflict
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState, Event
@@ -118,6 +118,60 @@ def is_fan_out(delivery: Delivery) -> bool:
     """Whether the delivery is its event's fan-out to its endpoint (the one `fan_out_id` names), rather than a
     replay or any other delivery of the event made later."""
     return ids.is_derived_delivery_id(delivery.id, _FAN_OUT, delivery.event_id, delivery.endpoint_id)
+
+
+def unstored_fan_out(event: Event, endpoint_id: str, message_group_id: str, queue_shard: int) -> Delivery:
+    """The event's fan-out delivery to the endpoint as ingest made it and, for a logged event (one published without
+    an idempotency key), left unstored: queued, created at the event's time, in the message group it was sent in.
+    Such a delivery's record is written by the first write that changes it (adapters/event_log.py says why); until
+    then it is read as this, from its event and what the event's log entry (or its first message) says of it."""
+    trace_id = event.trace.trace_id if event.traceparent else None
+    return _queued_fan_out(
+        event.tenant_id, event.id, event.type, event.timestamp, trace_id, endpoint_id, message_group_id, queue_shard
+    )
+
+
+def may_stay_unstored(delivery: Delivery) -> bool:
+    """Whether the delivery is exactly what `unstored_fan_out` reads back of it from its logged event: its event's
+    fan-out, queued, never attempted, parked, posted or claimed, created in its event's millisecond (the one its
+    id is timed at, which the log stores). Only such a delivery may be left unstored."""
+    at = delivery.created_at
+    return ids.moment_of(delivery.event_id) == truncate_to_milliseconds(at) and delivery == _queued_fan_out(
+        delivery.tenant_id,
+        delivery.event_id,
+        delivery.event_type,
+        at,
+        delivery.trace_id,
+        delivery.endpoint_id,
+        delivery.message_group_id,
+        delivery.queue_shard,
+    )
+
+
+def _queued_fan_out(
+    tenant_id: str,
+    event_id: str,
+    event_type: str,
+    at: datetime,
+    trace_id: str | None,
+    endpoint_id: str,
+    message_group_id: str,
+    queue_shard: int,
+) -> Delivery:
+    return Delivery(
+        id=fan_out_delivery_id(at, event_id, endpoint_id),
+        tenant_id=tenant_id,
+        endpoint_id=endpoint_id,
+        event_id=event_id,
+        event_type=event_type,
+        status=DeliveryStatus.QUEUED,
+        message_group_id=message_group_id,
+        created_at=at,
+        updated_at=at,
+        event_order=park_order(at, event_id),
+        queue_shard=queue_shard,
+        trace_id=trace_id,
+    )
 
 
 def new_delivery(event: Event, endpoint: Endpoint, now: datetime) -> Delivery:

@@ -19,7 +19,7 @@ from hookrelay.domain.clock import utcnow
 from hookrelay.domain.custom_headers import outbound_headers
 from hookrelay.domain.destinations import DestinationKind, external_id, is_aws_target, kind_of, session_name
 from hookrelay.domain.envelope import retry_group_id
-from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry
+from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry, unstored_fan_out
 from hookrelay.domain.mailbox import MailboxEntry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.queues import DeliveryLane
@@ -236,9 +236,9 @@ class DeliveryService:
                 if isinstance(paced, AttemptReport):
                     return paced
                 now = paced
-        delivery = self._claim(message, now)
+        delivery = self._claim(message, now, endpoint)
         if delivery is None:
-            current = self.deliveries.get(message.delivery_id)  # read once, for both of what follows
+            current = self._current(message)  # read once, for both of what follows
             delivery = self._claim_stranded(message, endpoint, current, now)
             if delivery is None:
                 return self._not_claimed(message, current)
@@ -445,14 +445,18 @@ class DeliveryService:
         with the batch's other groups' first messages when `reads` is given."""
         endpoint_id = message.endpoint_id
         if endpoint_id is None:  # a message from before the circuit: one more read
-            delivery = self.deliveries.get(message.delivery_id)
-            if delivery is None or delivery.tenant_id != message.tenant_id:
+            delivery = self._current(message)
+            if delivery is None:
                 return None
             endpoint_id = delivery.endpoint_id
         read = partial(self.endpoints.get, message.tenant_id, endpoint_id)
         return read() if reads is None else reads.read((message.tenant_id, endpoint_id), read)
 
-    def _claim(self, message: DeliveryMessage, now: datetime) -> Delivery | None:
+    def _current(self, message: DeliveryMessage) -> Delivery | None:
+        """The message's delivery as it is now (a consistent read), if it is the message's tenant's."""
+        return self.deliveries.get(message.delivery_id, message.tenant_id)
+
+    def _claim(self, message: DeliveryMessage, now: datetime, endpoint: Endpoint | None = None) -> Delivery | None:
         """The delivery, claimed for the message's attempt; or, for a first attempt off the queue, read and left
         unclaimed (`domain.lifecycle.claims_late`: `_send` claims it if it runs long, `_record` settles it). None if
         the attempt is not this message's to make."""
@@ -461,10 +465,12 @@ class DeliveryService:
             # second is another worker holding a copy of this message, which the queue does not hand out (FIFO drops
             # copies for five minutes; a message comes back only after its visibility timeout): a read showing it
             # awaiting this attempt is as good as a consistent one, and the settle write's condition checks again.
-            # Anything else may be a read a moment behind (a delivery just written): read it again, consistently.
-            current = self.deliveries.peek(message.delivery_id)
+            # No record at all is the happy path's: a logged event's fan-out, read from the event the message carries
+            # (`_unstored`), its record written by the settle. Anything else may be a read a moment behind (a delivery
+            # just written): read it again, consistently.
+            current = self.deliveries.peek(message.delivery_id) or self._unstored(message, endpoint)
             if current is None or not attemptable_unclaimed(current, message.tenant_id, message.attempt):
-                current = self.deliveries.get(message.delivery_id)
+                current = self._current(message)
             if current is not None and attemptable_unclaimed(current, message.tenant_id, message.attempt):
                 return replace(current, claimed_at=None)
             if current is None or current.status is not DeliveryStatus.ATTEMPTING:
@@ -491,6 +497,18 @@ class DeliveryService:
         return self.deliveries.claim(
             message.delivery_id, message.tenant_id, message.attempt, now, now - self.claim_timeout
         )
+
+    def _unstored(self, message: DeliveryMessage, endpoint: Endpoint | None) -> Delivery | None:
+        """The delivery of a first message whose delivery has no record, as its logged event made it (with the group
+        the message was sent in, and its endpoint's queue shard: both what ingest gave it), from the event the
+        message carries; None when it carries none, or not this delivery's event. If the delivery was stored after
+        all (written a moment ago, not yet readable here), the settle's write finds its record and its condition
+        decides, as after any read."""
+        event = message.event
+        if event is None or endpoint is None or event.tenant_id != message.tenant_id:
+            return None
+        unstored = unstored_fan_out(event, endpoint.id, message.group_id, endpoint.queue_shard)
+        return unstored if unstored.id == message.delivery_id else None
 
     def _transmission(
         self, endpoint: Endpoint, delivery: Delivery, event: Event, headers: dict[str, str]
@@ -587,7 +605,7 @@ class DeliveryService:
         if outcome is ParkOutcome.CIRCUIT_CLOSED:
             return None
         if outcome is ParkOutcome.NOT_PARKABLE:
-            return self._not_claimed(message, self.deliveries.get(message.delivery_id))
+            return self._not_claimed(message, self._current(message))
         if outcome is ParkOutcome.PARKED:
             self.telemetry.count(DELIVERIES_PARKED)
         if message.reply_to:
@@ -671,10 +689,15 @@ class DeliveryService:
         )
         # Unclaimed (a first attempt that answered in time, or whose late claim was not known to apply): this one
         # write claims and records it. `_claim` says why no other worker can have made it meanwhile.
-        unclaimed = Unclaimed(delivery.claimed_at) if delivery.status is not DeliveryStatus.ATTEMPTING else None
+        # A first attempt's delivery may have no record yet (`_unstored`): this write then creates it, settled.
+        unclaimed = (
+            Unclaimed(delivery.claimed_at, self._unstored(message, endpoint))
+            if delivery.status is not DeliveryStatus.ATTEMPTING
+            else None
+        )
         if not self.deliveries.record_attempt(delivery.id, delivery.tenant_id, message.attempt, record, unclaimed):
             # Our claim went stale and another worker took the attempt over: its record stands.
-            return self._not_claimed(message, self.deliveries.get(message.delivery_id))
+            return self._not_claimed(message, self._current(message))
         if terminal:
             self._keep_event(event, finished)
         if decision.status is DeliveryStatus.DEAD:

@@ -114,7 +114,7 @@ class DeliveryLogService:
         return self.event(where.tenant_id, where.event_id) if where.event_id else None
 
     def get(self, tenant_id: str, delivery_id: str) -> Delivery:
-        delivery = self.deliveries.get(delivery_id) if delivery_id.startswith("dlv_") else None
+        delivery = self.deliveries.get(delivery_id, tenant_id) if delivery_id.startswith("dlv_") else None
         if delivery is None or not is_visible_to(tenant_id, delivery, utcnow()):
             raise NotFound(f"no delivery {delivery_id!r}")
         return delivery

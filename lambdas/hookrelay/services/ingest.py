@@ -210,7 +210,7 @@ class IngestService:
         if request_key is None:  # logged: the event, then its deliveries (adapters/event_log.py says why)
             endpoints = self._recipients(tenant_id, recipients)
             deliveries = _fan_out(event, _index(endpoints), now)
-            self.events.append([(event, [d.endpoint_id for d in deliveries])])
+            self.events.append([(event, deliveries)])
             unsent = self._record(self._parked_on_arrival(deliveries, endpoints, now), logged=True)
         else:
             fresh = self.events.put(event)
@@ -276,9 +276,7 @@ class IngestService:
             for event, item in zip(events, items, strict=True)
             if item.key is None
         }
-        self.events.append(
-            [(event, [d.endpoint_id for d in logged[event.id]]) for event in events if event.id in logged]
-        )
+        self.events.append([(event, logged[event.id]) for event in events if event.id in logged])
         outcomes: list[_Planned | DomainError] = []
         for event, item in zip(events, items, strict=True):
             if item.key is None or self.events.put(event):

@@ -246,11 +246,12 @@ class EventRepository(Protocol):
     def put(self, event: Event) -> bool:
         """Store the event unless one with its id exists (a retry of the request that stored it); True if stored."""
 
-    def append(self, events: Sequence[tuple[Event, Sequence[str]]]) -> None:
+    def append(self, events: Sequence[tuple[Event, Sequence[Delivery]]]) -> None:
         """Store new events (ids drawn at random at their own millisecond, never derived from a request) in their
-        tenants' event log, each with the ids of the endpoints it fanned out to: what lists those deliveries in the
-        delivery log, so store them before the deliveries (`DeliveryRepository.put_many`'s `logged`). In batches:
-        nothing to check, so nothing conditional."""
+        tenants' event log, each with the deliveries it fanned out to (in one of their endpoint's message groups):
+        what lists those deliveries in the delivery log, and what the ones left unstored are read from, so store
+        them before the deliveries (`DeliveryRepository.put_many`'s `logged`). In batches: nothing to check, so
+        nothing conditional."""
 
     def get(self, tenant_id: str, event_id: str) -> Event | None:
         """The tenant's event (None for another tenant's)."""
@@ -281,6 +282,9 @@ class Unclaimed:
     `attempting` for it under that very claim."""
 
     late_claim_at: datetime | None = None
+    # The delivery as read when it had no record (`domain.lifecycle.unstored_fan_out`): the record's write creates it
+    # (on condition that there is still none, or that the record it finds is as above).
+    unstored: Delivery | None = None
 
 
 class ParkOutcome(StrEnum):
@@ -306,10 +310,16 @@ class ParkedDelivery:
 
 class DeliveryRepository(Protocol):
     def put_many(self, deliveries: Sequence[Delivery], logged: Collection[str] = frozenset()) -> None:
-        """Store new deliveries; those in `logged` (ids) are listed by their event in the event log already."""
+        """Store new deliveries; those in `logged` (ids) are listed by their event in the event log already, and of
+        those, the ones `domain.lifecycle.may_stay_unstored` are read from it until their first write changes them.
+        Every write below creates such a delivery's record as read before it changes it."""
 
-    def get(self, delivery_id: str) -> Delivery | None: ...
-    def peek(self, delivery_id: str) -> Delivery | None:
+    def get(self, delivery_id: str, tenant_id: str | None = None) -> Delivery | None:
+        """The delivery. With `tenant_id` (whose it must be), also one not stored yet: a logged event's fan-out
+        delivery, queued as ingest made it, is stored by the first write that changes it (adapters/event_log.py),
+        and until then read from its event (a read of the tenant's events of the id's millisecond)."""
+
+    def peek(self, delivery_id: str, tenant_id: str | None = None) -> Delivery | None:
         """`get`, eventually consistent (half the read's price): it may miss a write made within the last second."""
 
     def claim(

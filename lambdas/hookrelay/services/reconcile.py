@@ -235,7 +235,7 @@ class Reconciler:
         times out."""
         if message.delivery is None:
             return None
-        return self._surface(message.delivery.delivery_id, DeadReason.POISON, report)
+        return self._surface(message.delivery.delivery_id, DeadReason.POISON, report, message.delivery.tenant_id)
 
     def _failed_job(self, message: QueuedMessage, report: ReconcileReport) -> str | None:
         """A redrive job that failed repeatedly: its redrive ends (or goes on), never left `running`."""
@@ -252,9 +252,13 @@ class Reconciler:
         report.redrives.append(f"{job.redrive_id} page {job.page}: {action.value}")
         return None
 
-    def _surface(self, delivery_id: str, reason: DeadReason, report: ReconcileReport) -> str | None:
-        """The delivery recorded dead for `reason` (if it has not ended otherwise); None when the message may go."""
-        delivery = self.deliveries.get(delivery_id)
+    def _surface(
+        self, delivery_id: str, reason: DeadReason, report: ReconcileReport, tenant_id: str | None = None
+    ) -> str | None:
+        """The delivery recorded dead for `reason` (if it has not ended otherwise); None when the message may go.
+        `tenant_id`: whose the message says it is (a first attempt's poison message may be of a delivery with no
+        record yet, read from its event with it)."""
+        delivery = self.deliveries.get(delivery_id, tenant_id)
         if delivery is None or delivery.parked_at is not None:
             return None  # gone (expired), or parked: the probe workflow carries it, and ends it past its horizon
         now = self.clock()

@@ -51,7 +51,7 @@ class ReplayService:
     # --- The API: replay one delivery, send a test event ---
 
     def replay(self, tenant_id: str, delivery_id: str) -> Delivery:
-        original = self.deliveries.get(delivery_id) if delivery_id.startswith("dlv_") else None
+        original = self.deliveries.get(delivery_id, tenant_id) if delivery_id.startswith("dlv_") else None
         if original is None or not is_visible_to(tenant_id, original, utcnow()):
             raise NotFound(f"no delivery {delivery_id!r}")
         endpoint = self.deliverable_endpoint(tenant_id, original.endpoint_id)
