@@ -6,15 +6,17 @@ its opening count (`domain.circuit`), the schedule's jittered retry times and th
 (`RetrySchedule.next_attempt_at`, `domain.circuit.next_probe_after_failure`), on a compressed schedule
 (`PROBE_SCHEDULE`: the outage lasts seconds, not hours). The rest is the shape of the system: producers send through
 the API (its account quota, the stage throttle, the per-key rate: token buckets), the authorizer and ingest take
-a slot of their reserved concurrency for their duration (a pool), ingest writes to DynamoDB (the table's and the
-hot partition's write units: token buckets) and sends to the FIFO queue; the delivery event source takes one
-message per in-flight-free group up to its maximum concurrency, the delivery function holds its slot for the
+a slot of their reserved concurrency for their duration (a pool), ingest writes to DynamoDB (each table's and each
+hot partition's write units: token buckets; the event to the event log or the Events table, the deliveries it
+stores to the deliveries table, the log's entries on the tenant's shards of the event log and the index) and sends
+to the FIFO queue; the delivery event source takes one message per in-flight-free group up to its maximum
+concurrency, the delivery function holds its slot for the
 endpoint's latency and writes the delivery's record.
 
 At the edge it does what the adapters do: a throttled AWS call is retried with exponential backoff and full
 jitter (botocore's standard mode: 3 attempts), then the work is handed back: the producer retries its request
 with the same idempotency key (nothing is accepted twice), or the message becomes visible again after its
-visibility timeout. The rate ramps from 2% to 1.5 times the model's first saturation; each quota's first
+visibility timeout. The rate ramps from 2% to twice the model's first saturation; each quota's first
 throttled second (over 1% of its calls refused in that second, or a pool's backlog past twice its size) is its
 saturation point. At the end the outage
 is over, the circuit drains, and every accepted event must be delivered: nothing lost.
@@ -42,17 +44,21 @@ from bench.capacity import (
     assess,
     function_seconds,
     load_profile,
-    per_event,
 )
 from bench.common import table
 from bench.quotas import Quota, all_quotas
+from hookrelay.adapters.schema import DELIVERIES, DELIVERY_LOG_INDEX, EVENT_LOG, EVENTS
 from hookrelay.domain.circuit import OPEN_AFTER_FAILURES, CircuitState, Gate, Via, gate, next_probe_after_failure
 from hookrelay.domain.envelope import message_group_id
 from hookrelay.domain.schedule import schedule_from_config
 
 EPOCH = datetime(2026, 12, 1, tzinfo=UTC)
 SIM_PEAK_EVENTS = 400.0  # the ramp's top, in simulated events per second, after scaling
-RAMP_SECONDS = 30.0
+# The ramp's top, as a multiple of the model's first saturation: as far as a simulated saturation may lie from the
+# model's and still agree with it (tests/unit/test_capacity.py). The model is the cautious one (a fast batch lasts
+# its slowest answer, drawn at twice the typical): the simulation's throttles come later, up to about 1.5 times.
+RAMP_TOP = 2.0
+RAMP_SECONDS = 20.0 * RAMP_TOP  # a rise of 5% of the model's first saturation a second, whatever the top
 SDK_ATTEMPTS = 3  # botocore's standard retry mode
 SDK_BASE_SECONDS = 0.05
 PRODUCER_BASE_SECONDS = 0.2
@@ -154,7 +160,7 @@ class Simulation:
         self, workload: Workload, profile: dict[str, Any], quotas: dict[str, Quota], model: Assessment, seed: int = 7
     ) -> None:
         self.w, self.rng = workload, random.Random(seed)
-        self.peak = 1.5 * model.saturates_at(model.first)  # the ramp's top: past the model's first saturation
+        self.peak = RAMP_TOP * model.saturates_at(model.first)  # the ramp's top: past the model's first saturation
         self.scale = min(1.0, SIM_PEAK_EVENTS / self.peak)
         s = self.scale
         self.now = 0.0
@@ -162,7 +168,7 @@ class Simulation:
         self.seq = 0
         self.tally = Tally()
         self.buckets: dict[str, Bucket | Pool] = {}
-        for key in ("apigw_account_rps", "stage_throttle", "dynamodb_table_wru", "sfn_start_execution"):
+        for key in ("apigw_account_rps", "stage_throttle", "sfn_start_execution"):
             q = quotas[key]
             self.buckets[key] = Bucket(q.limit * s, (q.burst or q.limit) * s)
         # one key per tenant; the largest tenant's is the one that can run out
@@ -170,6 +176,8 @@ class Simulation:
         self.keys: dict[int, Bucket] = {}
         self.partitions: dict[str, Bucket] = {}
         self.partition_limit = quotas["dynamodb_partition_wcu"].limit * s
+        self.tables: dict[str, Bucket] = {}  # each table's own quota
+        self.table_limit = (quotas["dynamodb_table_wru"].limit * s, (quotas["dynamodb_table_wru"].burst or 0) * s)
         for key in ("lambda_concurrency", "authorizer_reserved", "ingest_reserved"):
             self.buckets[key] = Pool(quotas[key].limit * s)
         assert model.deployment is not None
@@ -185,22 +193,28 @@ class Simulation:
         self.queued_at: dict[str, int] = defaultdict(int)  # by endpoint
         self.busy_at: dict[str, int] = defaultdict(int)  # deliveries in flight, by endpoint
         # what each step costs, from the operation profile (the model's own counts)
-        self.wru_event = per_event(profile, replace(workload, failing_share=0.0), "write_units", "Events/-")
-        # ingest's: the event, the deliveries and their log (entries, or a log page's item and entry: measured), that
-        # is every write of the deliveries table but the record of each attempt, which the delivery function makes
-        self.ingest_wru = (
+        # ingest's writes, by table: the event (in the event log, or the Events table when keyed), and every write of
+        # the deliveries table but the record of each attempt, which the delivery function makes (the deliveries ingest
+        # stores, and their log pages: measured); none on the happy path, whose deliveries are left unstored
+        self.ingest_wru = {
+            table: _mix(profile, ("write_units", f"{table}/-"), workload.fanout)
+            for table in (EVENT_LOG.logical_name, EVENTS.logical_name)
+        }
+        self.ingest_wru[DELIVERIES.logical_name] = max(
+            0.0,
             sum(
                 _mix(profile, ("write_units", k), workload.fanout)
                 for k in profile["scenarios"]["happy"]["write_units"]
-                if k.startswith("Deliveries/")
+                if k.startswith(f"{DELIVERIES.logical_name}/")
             )
-            - RECORD_WRU * workload.fanout
-            + self.wru_event
+            - RECORD_WRU * workload.fanout,
         )
-        # the largest tenant's writes to its log index, on each of the partitions they are spread over
-        self.tenant_wru = (
-            _mix(profile, ("write_units", "Deliveries/by_tenant"), workload.fanout) / self.deployment.log_shards
-        )
+        # the largest tenant's writes to its log, on each of the partitions they are spread over: the event log's
+        # and the by_tenant index's (their own partitions, each over log_shards)
+        self.tenant_wru = {
+            where: _mix(profile, ("write_units", where), workload.fanout) / self.deployment.log_shards
+            for where in (f"{EVENT_LOG.logical_name}/-", f"{DELIVERIES.logical_name}/{DELIVERY_LOG_INDEX.name}")
+        }
         self.delivery_wru = RECORD_WRU
         self.seconds = {f: function_seconds(profile, f) for f in ("authorizer", "ingest", "delivery")}
         self.latency = workload.endpoint_latency_ms / 1000
@@ -257,6 +271,15 @@ class Simulation:
             self.throttles[key] += 1
         return ok
 
+    def take_table(self, name: str, units: float) -> bool:
+        rate, burst = self.table_limit
+        bucket = self.tables.setdefault(name, Bucket(rate, burst or rate))
+        ok = bucket.take(self.now, units)
+        self.tally.note("dynamodb_table_wru", self.now, ok)
+        if not ok:
+            self.throttles["dynamodb_table_wru"] += 1
+        return ok
+
     def take_partition(self, name: str, units: float) -> bool:
         bucket = self.partitions.setdefault(name, Bucket(self.partition_limit, self.partition_limit))
         ok = bucket.take(self.now, units)
@@ -306,8 +329,8 @@ class Simulation:
         self.at(self.now + self.seconds["ingest"], lambda: self.ingest(event_id, tenant, tries, 0))
 
     def ingest(self, event_id: str, tenant: int, tries: int, sdk_attempt: int) -> None:
-        ok = self.take("dynamodb_table_wru", self.ingest_wru) and self.take_partition(
-            f"tenant:{tenant}", self.tenant_wru
+        ok = all(self.take_table(table, units) for table, units in self.ingest_wru.items() if units) and all(
+            self.take_partition(f"{where}:{tenant}", units) for where, units in self.tenant_wru.items() if units
         )
         if not ok and sdk_attempt + 1 < SDK_ATTEMPTS:  # the SDK's own retry, inside the same invocation
             backoff = SDK_BASE_SECONDS * 2**sdk_attempt * self.rng.random()
@@ -413,7 +436,7 @@ class Simulation:
     def attempt(self, group: str, event_id: str, endpoint: Endpoint, attempts: int) -> float:
         """One message of an invocation: its claim and record (the table's write units), the circuit's gate, the
         send; how long its answer takes (0: none sent)."""
-        if not self.take("dynamodb_table_wru", self.delivery_wru):
+        if not self.take_table(DELIVERIES.logical_name, self.delivery_wru):
             # throttled past the SDK's retries: the message comes back after its visibility timeout
             self.at(
                 self.now + VISIBILITY_SECONDS * self.rng.uniform(0.8, 1.2),

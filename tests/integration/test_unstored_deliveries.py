@@ -14,8 +14,8 @@ import boto3
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable
-from hookrelay.domain.status import DeliveryStatus
-from tests.support.consumer import ScriptedConsumer
+from hookrelay.domain.status import LATE_CLAIM_AFTER, DeliveryStatus
+from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.crash import injector
 from tests.support.platform import Platform
 
@@ -133,3 +133,22 @@ def test_another_tenant_never_reads_an_unstored_delivery(platform: Platform, con
     assert deliveries().get(delivery_id, other_id) is None
     assert deliveries().get(delivery_id, tenant_id) is not None
     assert deliveries().get(delivery_id) is None  # without its tenant, only a record is read
+
+
+def test_a_long_first_attempt_is_claimed_by_a_write_that_creates_its_record(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """An attempt not answered within LATE_CLAIM_AFTER is claimed while it waits (so it reads `attempting`): that
+    claim creates the record, claimed, in its one write (no read of the event log), and the settle then finds it."""
+    tenant_id, token = platform.new_tenant()
+    platform.new_endpoint(token, consumer.url)
+    consumer.queue([Reply(200, delay=LATE_CLAIM_AFTER.total_seconds() + 0.5)])
+    with injector() as calls:
+        calls.functions = frozenset({"delivery"})
+        [delivery_id] = publish(platform, tenant_id)["delivery_ids"]
+        assert platform.pump() == 1
+    assert [c.split(" [")[0] for c in writes_to_deliveries(calls.calls)] == ["delivery: DynamoDB.UpdateItem"] * 2
+    assert not [c for c in calls.calls if "EventLog" in c and ".Query" in c]
+    delivered = deliveries().get(delivery_id)
+    assert delivered is not None and delivered.status is DeliveryStatus.DELIVERED
+    assert delivered.first_attempt_at is not None and [a.number for a in delivered.attempts] == [1]

@@ -95,9 +95,15 @@ class FakeDeliveries:
         return _whose(self.items.get(delivery_id), tenant_id)
 
     def claim(
-        self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        attempt_number: int,
+        now: datetime,
+        stale_before: datetime,
+        unstored: Delivery | None = None,
     ) -> Delivery | None:
-        current = self.items.get(delivery_id)
+        current = self.items.get(delivery_id, unstored)  # (the adapter's claim creates one that has no record)
         if current is None or current.tenant_id != tenant_id or current.parked_at is not None:
             return None
         fresh = current.status in CLAIMABLE_STATUSES and current.attempt_count == attempt_number - 1

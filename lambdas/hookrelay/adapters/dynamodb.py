@@ -860,26 +860,39 @@ class DeliveryTable:
         return delivery if delivery is not None and delivery.tenant_id == tenant_id else None
 
     def claim(
-        self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        attempt_number: int,
+        now: datetime,
+        stale_before: datetime,
+        unstored: Delivery | None = None,
     ) -> Delivery | None:
         claimable, claimable_values = claimable_condition()
+        sets = list(_CLAIM_SETS)
+        condition = (
+            f"tenant_id = :tenant AND attribute_not_exists({schema.PARKED_MARK}) AND ("
+            f"({claimable} AND attempt_count = :made) "
+            "OR (#s = :attempting AND attempt_count = :n AND claimed_at < :stale))"
+        )
+        names = {"#s": "status"}
+        values = {
+            **claim_values(tenant_id, attempt_number, now),
+            **claimable_values,
+            ":stale": to_rfc3339(stale_before),
+        }
+        if unstored is not None:  # (a late claim's, the happy path's settle's: created claimed, or found as above)
+            _created(unstored, sets, names, values)
+            condition = f"attribute_not_exists(id) OR ({condition})"
         result = first_write(
             self.table,
             self.event_log,
             tenant_id,
             delivery_id,
-            UpdateExpression=claim_update(),
-            ConditionExpression=(
-                f"tenant_id = :tenant AND attribute_not_exists({schema.PARKED_MARK}) AND ("
-                f"({claimable} AND attempt_count = :made) "
-                "OR (#s = :attempting AND attempt_count = :n AND claimed_at < :stale))"
-            ),
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                **claim_values(tenant_id, attempt_number, now),
-                **claimable_values,
-                ":stale": to_rfc3339(stale_before),
-            },
+            UpdateExpression=update_expression(sets, []),
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=values,
             ReturnValues="ALL_NEW",
         )
         return None if result is None else from_data(Delivery, result["Attributes"])

@@ -19,7 +19,13 @@ from hookrelay.domain.clock import utcnow
 from hookrelay.domain.custom_headers import outbound_headers
 from hookrelay.domain.destinations import DestinationKind, external_id, is_aws_target, kind_of, session_name
 from hookrelay.domain.envelope import retry_group_id
-from hookrelay.domain.lifecycle import attemptable_unclaimed, claims_late, retention_expiry, unstored_fan_out
+from hookrelay.domain.lifecycle import (
+    attemptable_unclaimed,
+    claims_late,
+    may_stay_unstored,
+    retention_expiry,
+    unstored_fan_out,
+)
 from hookrelay.domain.mailbox import MailboxEntry
 from hookrelay.domain.models import Attempt, Delivery, Endpoint, EndpointState, Event
 from hookrelay.domain.queues import DeliveryLane
@@ -568,8 +574,10 @@ class DeliveryService:
         errs leaves it unclaimed with the claim's time, which the settle accepts too, in case the write applied."""
         now = self.clock()
         try:
+            # A delivery read as its event made it may have no record yet: the claim then creates it, claimed.
+            unstored = delivery if may_stay_unstored(delivery) else None
             claimed = self.deliveries.claim(
-                delivery.id, delivery.tenant_id, message.attempt, now, now - self.claim_timeout
+                delivery.id, delivery.tenant_id, message.attempt, now, now - self.claim_timeout, unstored
             )
         except Exception as error:  # the attempt is in flight: recording it matters more than showing it
             self.telemetry.bookkeeping_failed(LATE_CLAIM_ERRORS, delivery.id, error)

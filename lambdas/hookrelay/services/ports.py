@@ -323,10 +323,18 @@ class DeliveryRepository(Protocol):
         """`get`, eventually consistent (half the read's price): it may miss a write made within the last second."""
 
     def claim(
-        self, delivery_id: str, tenant_id: str, attempt_number: int, now: datetime, stale_before: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        attempt_number: int,
+        now: datetime,
+        stale_before: datetime,
+        unstored: Delivery | None = None,
     ) -> Delivery | None:
         """Mark the delivery `attempting` for this attempt number; None if another holds or made it, or if it is
-        parked behind its endpoint's circuit (only the drain and the probe take those, through the ParkingLot)."""
+        parked behind its endpoint's circuit (only the drain and the probe take those, through the ParkingLot).
+        `unstored`: the delivery as read when it may have no record (`domain.lifecycle.may_stay_unstored`): the
+        claim creates it, claimed, if there is none."""
 
     def record_attempt(
         self,
