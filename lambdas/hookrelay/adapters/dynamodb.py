@@ -790,21 +790,14 @@ def store_unstored(table: Any, log: Any, tenant_id: str, delivery_id: str) -> bo
     delivery = unstored_delivery(log, tenant_id, delivery_id, consistent=True)
     if delivery is None:
         return False
-    sets: list[str] = []
-    names: dict[str, str] = {}
-    values: dict[str, Any] = {}
-    _created(delivery, sets, names, values)
-    item = delivery_item(delivery, paged=True)
-    for n, name in enumerate(sorted(_RECORDED & set(item))):
-        sets.append(f"#r{n} = :r{n}")
-        names[f"#r{n}"], values[f":r{n}"] = name, item[name]
+    attributes = sorted((k, v) for k, v in delivery_item(delivery, paged=True).items() if k != "id")
     return applied(
         table.update_item,  # an update, not a put: every function that changes deliveries may update them
         Key={"id": delivery_id},
-        UpdateExpression=update_expression(sets, []),
+        UpdateExpression=update_expression([f"#a{n} = :a{n}" for n in range(len(attributes))], []),
         ConditionExpression="attribute_not_exists(id)",
-        ExpressionAttributeNames=names,
-        ExpressionAttributeValues=values,
+        ExpressionAttributeNames={f"#a{n}": name for n, (name, _) in enumerate(attributes)},
+        ExpressionAttributeValues={f":a{n}": value for n, (_, value) in enumerate(attributes)},
     )
 
 
@@ -1151,14 +1144,7 @@ class DeliveryTable:
         if where.endpoint_id:
             entries = [entry for entry in entries if entry.get("endpoint_id") == where.endpoint_id]
         items = deliveries_by_id(self.table, [entry["id"] for entry in entries], consistent=False)
-        found = (
-            (from_data(Delivery, items[e["id"]]) if log_pages.stands_for(e, items[e["id"]]) else None)
-            if e["id"] in items
-            else unstored_of(e)
-            if event_log.EVENT_ITEM in e
-            else None
-            for e in entries
-        )
+        found = (_read_back(entry, items.get(entry["id"])) for entry in entries)
         return [delivery for delivery in found if delivery is not None and _matches(delivery, where, now)]
 
     def _scope(self, where: DeliveryFilter) -> str:
@@ -1360,6 +1346,14 @@ _SCATTER_THREADS = 16
 # it found fewer than `limit` matches (a very selective filter over a long range), returning a cursor that
 # resumes after the last entry it read.
 MAX_PAGES_PER_READ = 10
+
+
+def _read_back(entry: dict[str, Any], item: dict[str, Any] | None) -> Delivery | None:
+    """The delivery a log entry stands for: its item, if the entry still stands for it (`log_pages.stands_for`); with
+    no item, the queued delivery an event-log row stands for (`unstored_of`), or none (a crash's leftover row)."""
+    if item is not None:
+        return from_data(Delivery, item) if log_pages.stands_for(entry, item) else None
+    return unstored_of(entry) if event_log.EVENT_ITEM in entry else None
 
 
 def _delivery_of(item: dict[str, Any] | None) -> Delivery | None:
