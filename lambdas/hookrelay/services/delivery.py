@@ -514,7 +514,9 @@ class DeliveryService:
         if event is None or endpoint is None or event.tenant_id != message.tenant_id:
             return None
         unstored = unstored_fan_out(event, endpoint.id, message.group_id, endpoint.queue_shard)
-        return unstored if unstored.id == message.delivery_id else None
+        # A keyed event's deliveries are always stored by ingest: nothing to create (`may_stay_unstored`, the rule
+        # the late claim and the adapter keep too).
+        return unstored if unstored.id == message.delivery_id and may_stay_unstored(unstored) else None
 
     def _transmission(
         self, endpoint: Endpoint, delivery: Delivery, event: Event, headers: dict[str, str]
