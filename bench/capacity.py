@@ -253,8 +253,32 @@ def drifted(measured: dict[str, Any], committed: dict[str, Any]) -> list[str]:
             scenario["calls"].pop(RELEASES, None)
         return kept
 
-    walk(steady(measured), steady(committed), "", STEADY_TOLERANCE, NOISE_PER_EVENT)
+    walk(steady(late_claims_undone(measured, committed)), steady(committed), "", STEADY_TOLERANCE, NOISE_PER_EVENT)
     return found
+
+
+_PUT, _UPDATE = "dynamodb:PutItem", "dynamodb:UpdateItem"
+
+
+def late_claims_undone(measured: dict[str, Any], committed: dict[str, Any]) -> dict[str, Any]:
+    """The measurement with the late claims the two runs differ by undone. A first attempt unanswered past
+    LATE_CLAIM_AFTER (domain/status.py) is claimed while it waits: of a delivery its event left unstored, the claim
+    and the settle are two updates where the happy path puts the settled record once. On a loaded machine a send or
+    two of a scenario's may run that long, and a scenario with few updates of its own (the fan-out's: one an event)
+    cannot absorb two in a share. A difference of exactly k such swaps (k puts fewer, 2k updates more, or the
+    reverse) is taken for k late claims; any other difference is left for the check to find."""
+    undone = json.loads(json.dumps(measured))
+    for name, scenario in undone["scenarios"].items():
+        theirs = committed["scenarios"].get(name)
+        if theirs is None:
+            continue
+        events, calls, before = scenario["events"], scenario["calls"], theirs["calls"]
+        swaps = round((before.get(_PUT, 0) - calls.get(_PUT, 0)) * events)
+        more_updates = (calls.get(_UPDATE, 0) - before.get(_UPDATE, 0)) * events
+        if swaps and abs(more_updates - 2 * swaps) < 0.5:
+            calls[_PUT] = calls.get(_PUT, 0) + swaps / events
+            calls[_UPDATE] = calls.get(_UPDATE, 0) - 2 * swaps / events
+    return undone
 
 
 def load_profile() -> dict[str, Any]:

@@ -205,6 +205,31 @@ def test_an_unclaimed_attempt_of_another_tenant_is_not_recorded(stores: Stores) 
     assert stored(stores).status is DeliveryStatus.QUEUED
 
 
+def test_an_unstored_deliverys_unclaimed_attempt_creates_its_record_settled(stores: Stores) -> None:
+    """Read with no record (its event's log entry stands for it), the happy path's one write stores it settled."""
+    unstored = a_delivery()
+    record = delivered_record(started_s=3)
+    assert stores.deliveries.record_attempt("dlv_1", TENANT, 1, record, Unclaimed(unstored=unstored))
+    assert stored(stores) == record.applied_to(unstored, 1)
+
+
+@pytest.mark.parametrize("since", ["stored as read", "cancelled"])
+def test_an_unstored_deliverys_attempt_finding_a_record_is_recorded_as_that_record_allows(
+    stores: Stores, since: str
+) -> None:
+    """Stored since it was read (by a park, a cancel, another function's first write), the record decides: as
+    read, the attempt is recorded on it; moved on, it is not, and nothing changes."""
+    unstored = a_delivery()
+    stores.deliveries.put_many([unstored])
+    if since == "cancelled":
+        assert stores.deliveries.set_status("dlv_1", TENANT, DeliveryStatus.CANCELLED, at(1), 99)
+    before = stored(stores)
+    record = delivered_record(started_s=3)
+    applied = stores.deliveries.record_attempt("dlv_1", TENANT, 1, record, Unclaimed(unstored=unstored))
+    assert applied is (since == "stored as read")
+    assert stored(stores) == (record.applied_to(before, 1) if applied else before)
+
+
 # --- set_status ---
 
 

@@ -41,7 +41,6 @@ JUSTIFIED_UNUSED: dict[str, dict[str, str]] = {
     "delivery": {
         "dynamodb:BatchGetItem": "the drain reads which parked deliveries are still in the lot (test_circuit.py)",
         "dynamodb:DeleteItem": "a parked delivery's lot entry goes when it is claimed (test_circuit.py)",
-        "dynamodb:PutItem": "a delivery parked behind an open circuit gets its lot entry (test_circuit.py)",
         "dynamodb:Query": "the drain pages through the lot in event order (test_circuit.py)",
         "sqs:SendMessage": "the drain releases parked deliveries to the queue (test_circuit.py)",
         "states:SendTaskFailure": "a retry's delivery record is missing (test_retry_workflow.py)",

@@ -113,7 +113,7 @@ def test_a_throttled_dynamodb_write_in_delivery(
     calls = calls_of(hook, "delivery", lambda: deliver_one(platform))
     [delivery_id] = publish(platform, producer, tenant_id).json()["delivery_ids"]
 
-    arm_at(hook, "delivery", calls, "DynamoDB.UpdateItem [Deliveries]", tries)
+    arm_at(hook, "delivery", calls, "DynamoDB.PutItem [Deliveries]", tries)
     answer = deliver_one(platform)
     hook.disarm()
 

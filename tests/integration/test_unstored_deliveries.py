@@ -11,10 +11,15 @@ import os
 from typing import Any
 
 import boto3
+from botocore.exceptions import ClientError
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable
+from hookrelay.domain.classification import Outcome
+from hookrelay.domain.clock import utcnow
+from hookrelay.domain.models import Attempt
 from hookrelay.domain.status import LATE_CLAIM_AFTER, DeliveryStatus
+from hookrelay.services.ports import AttemptRecord, Unclaimed
 from tests.support.consumer import Reply, ScriptedConsumer
 from tests.support.crash import injector
 from tests.support.platform import Platform
@@ -77,8 +82,8 @@ def test_the_happy_path_stores_its_delivery_once_settled(platform: Platform, con
 
         assert platform.pump() == 1
     assert len(consumer.received) == 1
-    # One write to the deliveries table in all: the settle, which created the record.
-    assert [c.split(":")[0] for c in writes_to_deliveries(calls.calls)] == ["delivery"]
+    # One write to the deliveries table in all: the settle, which put the record settled.
+    assert [c.split(" [")[0] for c in writes_to_deliveries(calls.calls)] == ["delivery: DynamoDB.PutItem"]
     delivered = deliveries().get(delivery_id)
     assert delivered is not None and delivered.status is DeliveryStatus.DELIVERED
     assert [a.number for a in delivered.attempts] == [1]
@@ -152,3 +157,40 @@ def test_a_long_first_attempt_is_claimed_by_a_write_that_creates_its_record(
     delivered = deliveries().get(delivery_id)
     assert delivered is not None and delivered.status is DeliveryStatus.DELIVERED
     assert delivered.first_attempt_at is not None and [a.number for a in delivered.attempts] == [1]
+
+
+class PutFinds:
+    """The deliveries table as a settle racing another first write sees it: its put finds a record (refused)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def put_item(self, **_: Any) -> dict[str, Any]:
+        error = {"Error": {"Code": "ConditionalCheckFailedException", "Message": "The conditional request failed"}}
+        raise ClientError(error, "PutItem")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.table, name)
+
+
+def test_the_settles_put_and_the_update_it_falls_back_to_store_the_same_record(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """The happy path puts the settled record whole; a put refused falls back to the update that creates it when
+    there is none. Whichever writes it, the record is the same, item for item (index keys included)."""
+    tenant_id, token = platform.new_tenant()
+    platform.new_endpoint(token, consumer.url)
+    [delivery_id] = publish(platform, tenant_id)["delivery_ids"]
+    table = deliveries()
+    unstored = table.get(delivery_id, tenant_id)
+    assert unstored is not None
+    attempt = Attempt(number=1, started_at=utcnow(), latency_ms=12, status_code=500, outcome=Outcome.RETRY)
+    record = AttemptRecord(attempt, DeliveryStatus.RETRYING, utcnow(), None, None)  # in the status index
+
+    assert table.record_attempt(delivery_id, tenant_id, 1, record, Unclaimed(unstored=unstored))
+    put = record_of(delivery_id)
+    table.table.delete_item(Key={"id": delivery_id})
+    updating = DeliveryTable(PutFinds(table.table), table.event_log)
+    assert updating.record_attempt(delivery_id, tenant_id, 1, record, Unclaimed(unstored=unstored))
+    assert record_of(delivery_id) == put
+    assert put is not None and put["status"] == "retrying" and put["tenant_status"].startswith(tenant_id)

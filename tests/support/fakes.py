@@ -144,18 +144,7 @@ class FakeDeliveries:
             held = free or (held and late)
         if not held:
             return False
-        self.items[delivery_id] = replace(
-            current,
-            attempt_count=attempt_number,
-            first_attempt_at=current.first_attempt_at or record.attempt.started_at,
-            status=record.status,
-            updated_at=record.completed_at or record.attempt.started_at,
-            attempts=[*current.attempts, record.attempt],
-            next_attempt_at=record.next_attempt_at,
-            completed_at=record.completed_at,
-            expires_at=record.expires_at,
-            claimed_at=None,
-        )
+        self.items[delivery_id] = record.applied_to(current, attempt_number)
         return True
 
     def set_status(

@@ -254,6 +254,26 @@ def test_the_outage_s_storage_writes_are_still_checked_for_drift(profile: dict) 
     assert any(line.startswith("/scenarios/outage/calls/dynamodb:UpdateItem") for line in drifted(changed, profile))
 
 
+def _with_swaps(profile: dict, scenario: str, puts: int, updates: int) -> dict:
+    """The profile as if the scenario had made `puts` more PutItem and `updates` more UpdateItem calls in all."""
+    changed = copy.deepcopy(profile)
+    measured = changed["scenarios"][scenario]
+    for key, more in (("dynamodb:PutItem", puts), ("dynamodb:UpdateItem", updates)):
+        measured["calls"][key] = measured["calls"].get(key, 0) + more / measured["events"]
+    return changed
+
+
+def test_late_claims_a_loaded_machine_makes_are_not_a_drift(profile: dict) -> None:
+    """Two first attempts claimed late in the fan-out: two settles' puts become two claims and two settles."""
+    assert drifted(_with_swaps(profile, "fanout", -2, 4), profile) == []
+
+
+@pytest.mark.parametrize(("puts", "updates"), [(0, 4), (-2, 2), (-1, 4)])
+def test_writes_that_are_not_whole_late_claims_are_a_drift(profile: dict, puts: int, updates: int) -> None:
+    found = drifted(_with_swaps(profile, "fanout", puts, updates), profile)
+    assert any(line.startswith("/scenarios/fanout/calls/dynamodb:") for line in found), found
+
+
 def test_a_tenants_list_reads_are_bounded_by_ingests_containers_not_its_requests() -> None:
     assert list_reads(0, 100) == 0
     # a container sees the tenant once a minute: nearly every request finds its list expired, and reads it

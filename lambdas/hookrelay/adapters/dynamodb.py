@@ -916,6 +916,13 @@ class DeliveryTable:
         record: AttemptRecord,
         unclaimed: Unclaimed | None = None,
     ) -> bool:
+        if unclaimed is not None and unclaimed.unstored is not None and unclaimed.late_claim_at is None:
+            # The happy path's settle, read with no record and no late claim tried: the settled record, put whole
+            # if there is still none (one write, which a crash before leaves as read). Found (stored since, by a
+            # park, a cancel or another attempt), the update below decides as it does for any record.
+            settled = delivery_item(record.applied_to(unclaimed.unstored, attempt_number), paged=True)
+            if applied(self.table.put_item, Item=settled, ConditionExpression="attribute_not_exists(id)"):
+                return True
         now = to_rfc3339(record.attempt.started_at if record.completed_at is None else record.completed_at)
         # The attempt count and first attempt are the claim's; set here too for an attempt made unclaimed (a no-op
         # after a claim, which set them to the same), so that this one write claims and records it at once.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
@@ -272,6 +272,21 @@ class AttemptRecord:
     next_attempt_at: datetime | None
     completed_at: datetime | None
     expires_at: int | None
+
+    def applied_to(self, delivery: Delivery, attempt_number: int) -> Delivery:
+        """The delivery as this record leaves it, recorded as attempt `attempt_number` (what every store writes)."""
+        return replace(
+            delivery,
+            attempt_count=attempt_number,
+            first_attempt_at=delivery.first_attempt_at or self.attempt.started_at,
+            status=self.status,
+            updated_at=self.completed_at or self.attempt.started_at,
+            attempts=[*delivery.attempts, self.attempt],
+            next_attempt_at=self.next_attempt_at,
+            completed_at=self.completed_at,
+            expires_at=self.expires_at,
+            claimed_at=None,
+        )
 
 
 @dataclass(frozen=True)
