@@ -75,6 +75,35 @@ def test_a_crash_between_the_mark_and_the_lot_entry_is_repaired_by_parking_again
     assert parked_ids(stores) == ["dlv_1"] and parked_count(stores) == 1
 
 
+def test_a_delivery_read_with_no_record_is_stored_parked(stores: Stores) -> None:
+    """A first message's delivery as its event made it (no record yet): the park stores it parked, and enters it."""
+    open_circuit(stores)
+    unstored = a_delivery()
+    assert stores.parking.park("dlv_1", TENANT, "ep_1", 1, at(5), unstored) is ParkOutcome.PARKED
+    assert stored(stores) == replace(unstored, parked_at=at(5))
+    assert parked_ids(stores) == ["dlv_1"] and parked_count(stores) == 1
+
+
+def test_a_crash_after_storing_a_delivery_parked_is_repaired_by_parking_again(stores: Stores) -> None:
+    open_circuit(stores)
+    crash_before_next_lot_write(stores, "put")
+    with pytest.raises(RuntimeError):
+        stores.parking.park("dlv_1", TENANT, "ep_1", 1, at(5), a_delivery())
+    assert stored(stores).parked_at == at(5) and parked_ids(stores) == []  # stored marked, not in the lot
+    # The message comes back, and reads the delivery from its event again: the record found decides.
+    assert stores.parking.park("dlv_1", TENANT, "ep_1", 1, at(6), a_delivery()) is ParkOutcome.ALREADY_PARKED
+    assert parked_ids(stores) == ["dlv_1"] and stored(stores).parked_at == at(5)
+
+
+def test_a_delivery_read_with_no_record_but_stored_since_parks_as_its_record_says(stores: Stores) -> None:
+    """Stored since it was read (its first attempt made meanwhile): the record, not the read, decides."""
+    open_circuit(stores)
+    unstored = a_delivery()
+    stores.deliveries.put_many([replace(unstored, status=DeliveryStatus.RETRYING, attempt_count=1)])
+    assert stores.parking.park("dlv_1", TENANT, "ep_1", 1, at(5), unstored) is ParkOutcome.NOT_PARKABLE
+    assert stored(stores).parked_at is None and parked_ids(stores) == []
+
+
 @pytest.mark.parametrize(
     ("fields", "attempt"),
     [

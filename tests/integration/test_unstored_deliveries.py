@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from hookrelay.adapters import schema
 from hookrelay.adapters.dynamodb import DeliveryTable
+from hookrelay.domain.circuit import OPEN_AFTER_FAILURES
 from hookrelay.domain.classification import Outcome
 from hookrelay.domain.clock import utcnow
 from hookrelay.domain.models import Attempt
@@ -194,3 +195,26 @@ def test_the_settles_put_and_the_update_it_falls_back_to_store_the_same_record(
     assert updating.record_attempt(delivery_id, tenant_id, 1, record, Unclaimed(unstored=unstored))
     assert record_of(delivery_id) == put
     assert put is not None and put["status"] == "retrying" and put["tenant_status"].startswith(tenant_id)
+
+
+def test_a_first_message_behind_an_open_circuit_stores_its_delivery_parked_without_reading_the_log(
+    platform: Platform, consumer: ScriptedConsumer
+) -> None:
+    """The circuit opens on the first attempts of a run of events published before it did: each of the rest is
+    read from the event its message carries, and stored parked by the park itself (its record put parked, then its
+    lot entry), not stored as queued first (a query of the event log and another write)."""
+    tenant_id, token = platform.new_tenant()
+    platform.new_endpoint(token, consumer.url)
+    consumer.default = Reply(503)
+    ids = [publish(platform, tenant_id)["delivery_ids"][0] for _ in range(OPEN_AFTER_FAILURES + 3)]
+    assert all(record_of(d) is None for d in ids)
+    with injector() as calls:
+        calls.functions = frozenset({"delivery"})
+        platform.pump(max_batches=1)
+    records = [record_of(d) for d in ids]
+    assert all(r is not None for r in records)  # every one stored, by its attempt or its park
+    unattempted = {r["id"] for r in records if r is not None and r["status"] == "queued"}
+    assert unattempted and all(r[schema.PARKED_MARK] for r in records if r is not None and r["id"] in unattempted)
+    lot = boto3.resource("dynamodb").Table(os.environ[schema.PARKING_LOT.env_var]).scan()["Items"]
+    assert {item["id"] for item in lot} >= unattempted
+    assert not [c for c in calls.calls if "EventLog" in c and ".Query" in c]

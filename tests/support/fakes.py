@@ -10,8 +10,8 @@ from typing import Any
 
 from hookrelay.adapters.event_log import is_loggable
 from hookrelay.domain.circuit import CircuitState
-from hookrelay.domain.clock import to_rfc3339
 from hookrelay.domain.event_types import EventType
+from hookrelay.domain.lifecycle import parkable, parked
 from hookrelay.domain.models import (
     DELIVERY_PATH_FIELDS,
     Delivery,
@@ -618,24 +618,26 @@ class FakeParkingLot:
             raise RuntimeError(f"crashed before the lot entry's {kind}")
 
     def park(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        endpoint_id: str,
+        attempt_number: int | None,
+        at: datetime,
+        unstored: Delivery | None = None,
     ) -> ParkOutcome:
-        current = self.deliveries.get(delivery_id)
+        current = self.deliveries.get(delivery_id) or unstored  # (the adapter's park stores one with no record)
         if current is not None and current.tenant_id == tenant_id and self.marks.get(delivery_id) == endpoint_id:
             self._lot_write("put")
             self.parked_by[delivery_id] = endpoint_id
             return ParkOutcome.ALREADY_PARKED
         if (
             current is None
-            or current.tenant_id != tenant_id
-            or current.endpoint_id != endpoint_id
             or delivery_id in self.marks
-            or current.status not in CLAIMABLE_STATUSES
-            or (attempt_number is not None and current.attempt_count != attempt_number - 1)
+            or not parkable(current, tenant_id, endpoint_id, attempt_number)
         ):
             return ParkOutcome.NOT_PARKABLE
-        order = current.event_order or f"{to_rfc3339(at)}#{delivery_id}"
-        self.deliveries.items[delivery_id] = replace(current, parked_at=at, event_order=order)
+        self.deliveries.items[delivery_id] = parked(current, at)
         self.marks[delivery_id] = endpoint_id
         self._lot_write("put")
         self.parked_by[delivery_id] = endpoint_id

@@ -47,8 +47,9 @@ from hookrelay.adapters.dynamodb import (
     update_expression,
 )
 from hookrelay.adapters.records import from_data
-from hookrelay.domain.circuit import CircuitState
+from hookrelay.domain.circuit import CircuitState, park_order
 from hookrelay.domain.clock import from_rfc3339, to_rfc3339
+from hookrelay.domain.lifecycle import parkable, parked
 from hookrelay.domain.models import Delivery, Endpoint, EndpointState
 from hookrelay.domain.paging import BoundedCount
 from hookrelay.domain.status import DeadReason, DeliveryStatus
@@ -336,8 +337,21 @@ class DynamoParkingLot:
             self._drop_everywhere(endpoint_id, _entry_of(read))
 
     def park(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        endpoint_id: str,
+        attempt_number: int | None,
+        at: datetime,
+        unstored: Delivery | None = None,
     ) -> ParkOutcome:
+        if unstored is not None and parkable(unstored, tenant_id, endpoint_id, attempt_number):
+            # Read with no record (a first message's, as its event made it): its record put parked, if there is
+            # still none, then its entry. A crash between the two leaves it marked with no entry, as below.
+            item = delivery_item(parked(unstored, at), paged=True)
+            if applied(self.deliveries.put_item, Item=item, ConditionExpression="attribute_not_exists(id)"):
+                self.lot.put_item(Item=_lot_entry(item))
+                return ParkOutcome.PARKED
         claimable, claimable_values = claimable_condition()
         result = first_write(
             self.deliveries,
@@ -355,7 +369,7 @@ class DynamoParkingLot:
                 ":endpoint": endpoint_id,
                 ":tenant": tenant_id,
                 ":at": to_rfc3339(at),
-                ":fallback": f"{to_rfc3339(at)}#{delivery_id}",
+                ":fallback": park_order(at, delivery_id),
                 **({} if attempt_number is None else {":made": attempt_number - 1}),
                 **claimable_values,
             },

@@ -196,6 +196,20 @@ def parked_on_arrival(delivery: Delivery, endpoint: Endpoint, now: datetime) -> 
     return delivery
 
 
+def parkable(delivery: Delivery, tenant_id: str, endpoint_id: str, attempt_number: int | None) -> bool:
+    """Whether the delivery may be parked behind the tenant's endpoint while it waits for attempt `attempt_number`
+    (None: whichever it waits for): not parked, claimable, with the attempts before it made."""
+    made = attempt_number is None or delivery.attempt_count == attempt_number - 1
+    free = delivery.parked_at is None and delivery.status in CLAIMABLE_STATUSES
+    return made and free and (delivery.tenant_id, delivery.endpoint_id) == (tenant_id, endpoint_id)
+
+
+def parked(delivery: Delivery, at: datetime) -> Delivery:
+    """The delivery parked behind its endpoint's circuit at `at`. A record made before the circuit existed has no
+    event order: it sorts by when it parked."""
+    return replace(delivery, parked_at=at, event_order=delivery.event_order or park_order(at, delivery.id))
+
+
 def _never_attempted(delivery: Delivery) -> bool:
     return delivery.status is DeliveryStatus.QUEUED and delivery.attempt_count == 0
 

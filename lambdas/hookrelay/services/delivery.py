@@ -611,7 +611,9 @@ class DeliveryService:
         held = AttemptReport(message.delivery_id, status, message.attempt, sent=False, parked=True)
         if message.via is Via.DRAIN:
             return held  # released but held back (a pause, or the circuit reopened): it never left the index
-        outcome = self._park(message.delivery_id, message.tenant_id, endpoint.id, message.attempt, now)
+        # A first message's delivery may have no record yet: read from its event, the park stores it parked.
+        unstored = self._unstored(message, endpoint)
+        outcome = self._park(message.delivery_id, message.tenant_id, endpoint.id, message.attempt, now, unstored)
         if outcome is ParkOutcome.CIRCUIT_CLOSED:
             return None
         if outcome is ParkOutcome.NOT_PARKABLE:
@@ -623,9 +625,15 @@ class DeliveryService:
         return held
 
     def _park(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, now: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        endpoint_id: str,
+        attempt_number: int | None,
+        now: datetime,
+        unstored: Delivery | None = None,
     ) -> ParkOutcome:
-        return self.parking.park(delivery_id, tenant_id, endpoint_id, attempt_number, now)
+        return self.parking.park(delivery_id, tenant_id, endpoint_id, attempt_number, now, unstored)
 
     def _track_failing_spell(self, endpoint: Endpoint, *, delivered: bool, at: datetime) -> None:
         """Start the endpoint's failing spell on a failure while healthy, end it on a success while failing.

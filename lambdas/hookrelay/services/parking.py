@@ -48,10 +48,16 @@ class Parking:
     endpoints: EndpointRepository
 
     def park(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        endpoint_id: str,
+        attempt_number: int | None,
+        at: datetime,
+        unstored: Delivery | None = None,
     ) -> ParkOutcome:
         """Park the delivery; CIRCUIT_CLOSED (and not parked) if the circuit closed or the endpoint was disabled."""
-        outcome = self.lot.park(delivery_id, tenant_id, endpoint_id, attempt_number, at)
+        outcome = self.lot.park(delivery_id, tenant_id, endpoint_id, attempt_number, at, unstored)
         if outcome is ParkOutcome.NOT_PARKABLE or self._still_stands(tenant_id, endpoint_id):
             return outcome
         # Taken back out; if the drain took it first, it is the drain's now, as parked.

@@ -402,12 +402,19 @@ class ParkingLot(ParkedCounter, Protocol):
     re-writes or drops the lot entry from the record's mark), and services/parking.py makes closing safe."""
 
     def park(
-        self, delivery_id: str, tenant_id: str, endpoint_id: str, attempt_number: int | None, at: datetime
+        self,
+        delivery_id: str,
+        tenant_id: str,
+        endpoint_id: str,
+        attempt_number: int | None,
+        at: datetime,
+        unstored: Delivery | None = None,
     ) -> ParkOutcome:
         """Park the delivery, if it still waits for attempt `attempt_number` (claimable, with attempt_number - 1
         made); with None, whichever attempt it waits for (a delivery whose retry workflow is waiting: the
         workflow ends when it wakes). PARKED, ALREADY_PARKED (its lot entry written again) or NOT_PARKABLE:
-        whether the circuit still stands is the caller's to check after (services/parking.py)."""
+        whether the circuit still stands is the caller's to check after (services/parking.py). `unstored`: the
+        delivery as read with no record (`domain.lifecycle.unstored_fan_out`), which the park stores parked."""
 
     def enter(self, deliveries: Sequence[Delivery]) -> None:
         """The lot entries of deliveries written parked (`parked_at` set, so their records carry the mark): ingest's
