@@ -613,7 +613,7 @@ class DeliveryService:
             return held  # released but held back (a pause, or the circuit reopened): it never left the index
         # A first message's delivery may have no record yet: read from its event, the park stores it parked.
         unstored = self._unstored(message, endpoint)
-        outcome = self._park(message.delivery_id, message.tenant_id, endpoint.id, message.attempt, now, unstored)
+        outcome = self.parking.park(message.delivery_id, message.tenant_id, endpoint.id, message.attempt, now, unstored)
         if outcome is ParkOutcome.CIRCUIT_CLOSED:
             return None
         if outcome is ParkOutcome.NOT_PARKABLE:
@@ -623,17 +623,6 @@ class DeliveryService:
         if message.reply_to:
             self.workflow.parked(message.reply_to)  # the retry execution ends: the probe workflow carries it
         return held
-
-    def _park(
-        self,
-        delivery_id: str,
-        tenant_id: str,
-        endpoint_id: str,
-        attempt_number: int | None,
-        now: datetime,
-        unstored: Delivery | None = None,
-    ) -> ParkOutcome:
-        return self.parking.park(delivery_id, tenant_id, endpoint_id, attempt_number, now, unstored)
 
     def _track_failing_spell(self, endpoint: Endpoint, *, delivered: bool, at: datetime) -> None:
         """Start the endpoint's failing spell on a failure while healthy, end it on a success while failing.
@@ -765,7 +754,7 @@ class DeliveryService:
             and circuit.counts_toward_opening(rule.outcome)
             and self._circuit_failed(endpoint, message, decision, now)
         ):
-            outcome = self._park(delivery.id, delivery.tenant_id, endpoint.id, message.attempt + 1, now)
+            outcome = self.parking.park(delivery.id, delivery.tenant_id, endpoint.id, message.attempt + 1, now)
             if outcome is not ParkOutcome.CIRCUIT_CLOSED:
                 if message.reply_to:
                     self.workflow.parked(message.reply_to)
@@ -819,7 +808,9 @@ class DeliveryService:
         """The deliveries whose failures opened the circuit wait in their own retry workflows: park them now, so the
         probe starts with the oldest event. (A crash first leaves them to park when their workflows wake.)"""
         for delivery_id in dict.fromkeys(endpoint.circuit_failed):
-            parked = delivery_id != opener and self._park(delivery_id, endpoint.tenant_id, endpoint.id, None, now)
+            parked = delivery_id != opener and self.parking.park(
+                delivery_id, endpoint.tenant_id, endpoint.id, None, now
+            )
             if parked is ParkOutcome.PARKED:
                 self.workflow.stop(delivery_id)
 
