@@ -210,6 +210,11 @@ def test_a_waking_retry_is_parked_and_its_workflow_ends(
     monkeypatch.setattr(StepFunctionsRetryWorkflow, "stop", lambda self, delivery_id: None)
     outage = Outage(platform, consumer, max_in_flight=1)  # in event order: the first failure is not the opener
     open_circuit(outage)
+    # The probe workflow held: its first probe (3 s after the opening) would attempt the oldest parked delivery,
+    # which is this one once its retry has parked it, and that attempt is not the one this test is about.
+    sfn = boto3.client("stepfunctions")
+    [probe] = probe_executions(platform)
+    wait_until(lambda: _stopped(sfn, probe["executionArn"]), "the probe workflow to stop")
     first = outage.delivery_ids[0]
     lot = DynamoParkingLot(table("DELIVERIES_TABLE"), table("PARKING_LOT_TABLE"), table("EVENT_LOG_TABLE"))
     assert lot.unpark(first, outage.endpoint_id)  # and the park itself lost: only the waking retry parks it
@@ -219,6 +224,7 @@ def test_a_waking_retry_is_parked_and_its_workflow_ends(
         execution = ended_execution(platform, first)
     assert execution["status"] == "SUCCEEDED"
     assert len(outage.delivery(first).attempts) == 1  # parked on waking: no second attempt
+    assert len(consumer.received) == OPEN_AFTER_FAILURES  # and nothing sent since the opening
 
 
 def test_the_api_shows_the_circuit_and_what_waits_on_it(platform: Platform, consumer: ScriptedConsumer) -> None:
