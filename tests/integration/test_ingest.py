@@ -14,6 +14,7 @@ from hookrelay.adapters.schema import IDEMPOTENCY
 from hookrelay.functions import INGEST
 from hookrelay.services.ports import BATCH_ITEMS_REFUSED, DELIVERIES_CREATED, EVENTS_ACCEPTED, INTAKE_METRICS
 from tests.support.consumer import ScriptedConsumer
+from tests.support.crash import Crash, injector
 from tests.support.platform import Platform
 from tests.support.records import stored_event
 
@@ -286,6 +287,23 @@ def test_a_keyed_requests_in_progress_record_expires_with_its_invocation(setup) 
     (record,) = boto3.resource("dynamodb").Table(os.environ[IDEMPOTENCY.env_var]).scan()["Items"]
     expires_ms = int(record["in_progress_expiration"])
     assert before * 1000 < expires_ms <= (time.time() + INGEST.timeout_seconds) * 1000
+
+
+def test_a_retry_while_its_keys_request_may_still_run_is_409_with_retry_after(setup) -> None:
+    """A producer retrying under the key of a request that died mid-way is told when to come back, in the header as
+    every HTTP client reads it, and in the problem document as a batch item's is."""
+    platform, tenant_id, _, producer = setup
+    body, key = {"tenant_id": tenant_id, "type": "a", "data": {}}, {"idempotency-key": "k"}
+    with injector() as hook:
+        hook.arm(frozenset({"ingest"}), "ingest: DynamoDB.Query [Endpoints]")  # after the key's in-progress record
+        with pytest.raises(Crash):
+            platform.call("POST", "/v1/events", producer, body, key)
+    assert hook.crashed == "ingest: DynamoDB.Query [Endpoints]"
+
+    again = platform.call("POST", "/v1/events", producer, body, key)
+    problem = assert_problem(again, 409)
+    assert problem["type"].endswith("/idempotency-in-flight")
+    assert again.headers["retry-after"] == str(problem["retry_after"]) == "1"
 
 
 def test_ingest_counts_its_intake_for_the_dashboard(

@@ -71,6 +71,12 @@ def problem_extra(error: DomainError) -> dict[str, Any]:
     return {}
 
 
+def problem_headers(error: DomainError) -> dict[str, str] | None:
+    """A whole response's headers for a domain error: `Retry-After` when its problem says when a retry can succeed."""
+    retry_after = problem_extra(error).get("retry_after")
+    return None if retry_after is None else {"Retry-After": str(retry_after)}
+
+
 def validation_errors(error: ValidationError) -> list[dict[str, str]]:
     """What failed validation, field by field (dotted paths), without echoing the input."""
     return [
@@ -234,7 +240,13 @@ def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
 
     def _domain(error: DomainError) -> Response[str]:
         return problem_response(
-            error.status, error.title, error.detail, problem_kind(error), instance(), **problem_extra(error)
+            error.status,
+            error.title,
+            error.detail,
+            problem_kind(error),
+            instance(),
+            problem_headers(error),
+            **problem_extra(error),
         )
 
     def _invalid(error: ValidationError) -> Response[str]:

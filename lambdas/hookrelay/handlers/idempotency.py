@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 # requests carry none, and importing it costs the API and ingest about a tenth of their import time.
 IDEMPOTENCY_WINDOW_SECONDS = 24 * 3600
 _invocation: list[LambdaContext] = []  # the invocation being served, for the in-progress record's expiry
+# When a request that finds its key in progress is told to retry. Powertools does not say when the record expires:
+# a running request ends within a second, a crashed one's record within the invocation's timeout, and a retry
+# before then is told this again.
+IN_PROGRESS_RETRY_SECONDS = 1
 
 
 @cache
@@ -114,4 +118,6 @@ class IdempotentCommand(Generic[RequestT, ResultT]):
         except IdempotencyValidationError:
             raise IdempotencyKeyReused("this key was used with a different body") from None
         except IdempotencyAlreadyInProgressError:
-            raise IdempotencyKeyInFlight("a request with this key is still being processed") from None
+            raise IdempotencyKeyInFlight(
+                "a request with this key is still being processed", retry_after=IN_PROGRESS_RETRY_SECONDS
+            ) from None
