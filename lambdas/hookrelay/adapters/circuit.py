@@ -40,6 +40,7 @@ from hookrelay.adapters.dynamodb import (
     delivery_item,
     endpoints_of,
     first_write,
+    put_first,
     query_items,
     scatter,
     set_status_key,
@@ -348,8 +349,8 @@ class DynamoParkingLot:
         if unstored is not None and parkable(unstored, tenant_id, endpoint_id, attempt_number):
             # Read with no record (a first message's, as its event made it): its record put parked, if there is
             # still none, then its entry. A crash between the two leaves it marked with no entry, as below.
-            item = delivery_item(parked(unstored, at), paged=True)
-            if applied(self.deliveries.put_item, Item=item, ConditionExpression="attribute_not_exists(id)"):
+            item = put_first(self.deliveries, parked(unstored, at))
+            if item is not None:
                 self.lot.put_item(Item=_lot_entry(item))
                 return ParkOutcome.PARKED
         claimable, claimable_values = claimable_condition()

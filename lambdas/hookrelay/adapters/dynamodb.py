@@ -801,6 +801,16 @@ def store_unstored(table: Any, log: Any, tenant_id: str, delivery_id: str) -> bo
     )
 
 
+def put_first(table: Any, delivery: Delivery) -> dict[str, Any] | None:
+    """A delivery read with no record (left unstored, `unstored_delivery`), put whole as its first write leaves it,
+    if it still has none: one write where `store_unstored` and the write after it are two. The item put; None if a
+    record was found (stored since it was read), which the caller's conditional update then decides on.
+
+    A put, where `store_unstored` updates: only for a function granted PutItem on the table (the delivery function)."""
+    item = delivery_item(delivery, paged=True)
+    return item if applied(table.put_item, Item=item, ConditionExpression="attribute_not_exists(id)") else None
+
+
 def first_write(table: Any, log: Any, tenant_id: str, delivery_id: str, **request: Any) -> dict[str, Any] | None:
     """A conditional update of the tenant's delivery that may be the first write to change it: its response, or None
     when its condition did not hold. A delivery not stored yet (adapters/event_log.py) has no record for the condition
@@ -916,13 +926,12 @@ class DeliveryTable:
         record: AttemptRecord,
         unclaimed: Unclaimed | None = None,
     ) -> bool:
-        if unclaimed is not None and unclaimed.unstored is not None and unclaimed.late_claim_at is None:
-            # The happy path's settle, read with no record and no late claim tried: the settled record, put whole
-            # if there is still none (one write, which a crash before leaves as read). Found (stored since, by a
-            # park, a cancel or another attempt), the update below decides as it does for any record.
-            settled = delivery_item(record.applied_to(unclaimed.unstored, attempt_number), paged=True)
-            if applied(self.table.put_item, Item=settled, ConditionExpression="attribute_not_exists(id)"):
-                return True
+        # The happy path's settle, read with no record and no late claim tried: the settled record, put whole if
+        # there is still none (one write, which a crash before leaves as read). Found (stored since, by a park, a
+        # cancel or another attempt), the update below decides as it does for any record.
+        unstored = unclaimed.unstored if unclaimed is not None and unclaimed.late_claim_at is None else None
+        if unstored is not None and put_first(self.table, record.applied_to(unstored, attempt_number)) is not None:
+            return True
         now = to_rfc3339(record.attempt.started_at if record.completed_at is None else record.completed_at)
         # The attempt count and first attempt are the claim's; set here too for an attempt made unclaimed (a no-op
         # after a claim, which set them to the same), so that this one write claims and records it at once.

@@ -71,9 +71,10 @@ def problem_extra(error: DomainError) -> dict[str, Any]:
     return {}
 
 
-def problem_headers(error: DomainError) -> dict[str, str] | None:
-    """A whole response's headers for a domain error: `Retry-After` when its problem says when a retry can succeed."""
-    retry_after = problem_extra(error).get("retry_after")
+def problem_headers(extra: dict[str, Any]) -> dict[str, str] | None:
+    """A whole response's headers for a problem with these extras (`problem_extra`): `Retry-After` when it says when
+    a retry can succeed."""
+    retry_after = extra.get("retry_after")
     return None if retry_after is None else {"Retry-After": str(retry_after)}
 
 
@@ -239,14 +240,9 @@ def install_problem_handlers(app: APIGatewayHttpResolver) -> None:
         )
 
     def _domain(error: DomainError) -> Response[str]:
+        extra = problem_extra(error)
         return problem_response(
-            error.status,
-            error.title,
-            error.detail,
-            problem_kind(error),
-            instance(),
-            problem_headers(error),
-            **problem_extra(error),
+            error.status, error.title, error.detail, problem_kind(error), instance(), problem_headers(extra), **extra
         )
 
     def _invalid(error: ValidationError) -> Response[str]:
